@@ -1,0 +1,26 @@
+# Two entry points for a fresh machine (README): `make run` and `make test`.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+
+.PHONY: run test lint bench
+
+$(BIN)/advonline: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	touch $@
+
+# The main job on the default setting: every baseline's measured competitive ratio.
+run: $(BIN)/advonline
+	$(BIN)/advonline evaluate
+
+# The test suite (long runs are marked `slow` and excluded; `pytest -m slow` runs them).
+test: $(BIN)/advonline
+	$(BIN)/python -m pytest -q
+
+lint: $(BIN)/advonline
+	$(BIN)/ruff check . && $(BIN)/ruff format --check .
+
+bench: $(BIN)/advonline
+	$(BIN)/python benchmarks/certify_speed.py

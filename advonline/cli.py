@@ -1,0 +1,212 @@
+"""The ``advonline`` command line: the one place that defines flags; it calls library functions.
+
+Bad input gets one line on stderr naming the problem and exit status 2, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+
+from advonline import evaluate as evaluation
+from advonline.traces import TraceError, load_trace
+from baselines import BASELINES, make_baseline
+from problems import PROBLEMS
+from problems.posted_price import Instance, Setting, SettingError
+
+EXIT_BAD_INPUT = 2
+
+
+class UsageError(Exception):
+    """Bad input from the user; reported as one line, exit 2."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):  # one line instead of usage + message
+        raise UsageError(message)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """All subcommands and their flags."""
+    parser = _Parser(prog="advonline", description=__doc__.splitlines()[0])
+    commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    default = Setting()
+    budget = evaluation.Budget()
+
+    ev = commands.add_parser("evaluate", help="measured competitive ratio of algorithms (SPEC §5)")
+    ev.add_argument("--problem", default="posted-price", help="online problem (posted-price)")
+    ev.add_argument("--resources", type=int, default=None, help="K resource types (default 1)")
+    ev.add_argument("--low", type=float, default=default.low, help="L, lowest value density")
+    ev.add_argument("--high", type=float, default=default.high, help="U, highest value density")
+    ev.add_argument("--rounds", type=int, default=default.rounds, help="T buyers per instance")
+    ev.add_argument(
+        "--max-demand",
+        type=float,
+        default=default.max_demand,
+        help="largest demand, fraction of capacity",
+    )
+    ev.add_argument(
+        "--demand-levels",
+        type=int,
+        default=default.demand_levels,
+        help="demands j*max_demand/levels, j=1..levels",
+    )
+    ev.add_argument("--indivisible", action="store_true", help="buyers take all or nothing")
+    ev.add_argument(
+        "--algorithm",
+        action="append",
+        default=None,
+        metavar="NAME",
+        help=f"repeatable; one of {', '.join(BASELINES)} (default: all)",
+    )
+    ev.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
+    ev.add_argument("--instances", metavar="FILE.csv", help="evaluate on your own buyer trace")
+    ev.add_argument(
+        "--capacity",
+        type=float,
+        action="append",
+        default=None,
+        help="capacity per resource for --instances (repeat per resource; default 1)",
+    )
+    ev.add_argument("--stopping-densities", type=int, default=budget.stopping_densities)
+    ev.add_argument("--random-instances", type=int, default=budget.random_instances)
+    ev.add_argument("--seed", type=int, default=budget.seed)
+    ev.set_defaults(run=run_evaluate)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the ``advonline`` console script."""
+    try:
+        args = build_parser().parse_args(argv)
+        return args.run(args)
+    except (UsageError, SettingError, TraceError) as error:
+        print(f"advonline: error: {error}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+
+
+def run_evaluate(args: argparse.Namespace) -> int:
+    """``advonline evaluate``: a table (or JSON) of measured ratios."""
+    if args.problem not in PROBLEMS:
+        raise UsageError(f"unknown problem {args.problem!r}; known: {', '.join(PROBLEMS)}")
+    names = args.algorithm or list(BASELINES)
+    for name in names:
+        if name not in BASELINES:
+            raise UsageError(f"unknown algorithm {name!r}; known: {', '.join(BASELINES)}")
+    if min(args.stopping_densities, args.random_instances) < 1:
+        raise UsageError("--stopping-densities and --random-instances must be >= 1")
+    budget = evaluation.Budget(
+        stopping_densities=args.stopping_densities,
+        random_instances=args.random_instances,
+        seed=args.seed,
+    )
+    if args.instances:
+        return _evaluate_trace(args, names, budget)
+    if args.capacity:
+        raise UsageError("--capacity applies to --instances traces; settings use capacity 1")
+    resources = args.resources or 1
+    setting = Setting(
+        resources=resources,
+        low=args.low,
+        high=args.high,
+        rounds=args.rounds,
+        max_demand=args.max_demand,
+        demand_levels=args.demand_levels,
+        divisible=not args.indivisible,
+        capacities=(1.0,) * max(resources, 1),
+    )
+    results = [
+        evaluation.measure(setting, name, make_baseline(name, setting), budget) for name in names
+    ]
+    header = {**setting.describe(), "budget": budget.describe()}
+    if (reference := evaluation.reference_ratio(setting)) is not None:
+        header["optimal_ratio_small_demand_limit"] = reference
+    if args.json:
+        print(json.dumps({"setting": header, "results": [r.to_json() for r in results]}))
+    else:
+        print(_table(setting, budget, reference, results))
+    return 0
+
+
+def _evaluate_trace(args: argparse.Namespace, names: list[str], budget) -> int:
+    values, demands = load_trace(args.instances)
+    resources = demands.shape[1]
+    if args.resources is not None and args.resources != resources:
+        raise UsageError(
+            f"--resources {args.resources} but the trace has {resources} demand columns"
+        )
+    capacities = tuple(args.capacity or [1.0])
+    if len(capacities) == 1:
+        capacities *= resources
+    setting = Setting(
+        resources=resources,
+        low=args.low,
+        high=args.high,
+        rounds=len(values),
+        max_demand=1.0,
+        divisible=not args.indivisible,
+        capacities=capacities,
+    )
+    instance = Instance(values=values, demands=demands)
+    results = [
+        evaluation.run_trace(setting, name, make_baseline(name, setting), instance, budget)
+        for name in names
+    ]
+    optimum = evaluation.trace_optimum(setting, instance)
+    described = {**setting.describe(), "trace": str(args.instances)}
+    if args.json:
+        report = {
+            "setting": described,
+            "offline_optimum": optimum,
+            "results": [r.to_json() for r in results],
+        }
+        print(json.dumps(report))
+        return 0
+    print(
+        f"trace {args.instances}: {len(values)} buyers, K={resources}, capacities "
+        f"{list(capacities)}, {'divisible' if setting.divisible else 'indivisible'}, "
+        f"offline optimum {optimum:.6g}"
+    )
+    print(f"{'algorithm':<12}{'welfare':>12}{'revenue':>12}{'OPT/ALG':>10}")
+    for r in results:
+        print(f"{r.algorithm:<12}{r.welfare:>12.6g}{r.revenue:>12.6g}{_fmt(r.ratio):>10}")
+    return 0
+
+
+def _fmt(ratio: float | None) -> str:
+    if ratio is None:
+        return "n/a"
+    return "inf" if math.isinf(ratio) else f"{ratio:.4f}"
+
+
+def _table(setting: Setting, budget, reference, results) -> str:
+    kind = "divisible" if setting.divisible else "indivisible"
+    lines = [
+        f"setting: posted-price K={setting.resources} L={setting.low:g} U={setting.high:g} "
+        f"T={setting.rounds} max demand {setting.max_demand:g} "
+        f"({setting.demand_levels} level{'s' * (setting.demand_levels > 1)}), {kind}",
+        f"budget: {budget.stopping_densities} stopping densities per family, "
+        f"{budget.random_instances} random instances (seed {budget.seed})",
+    ]
+    if reference is not None:
+        lines.append(f"reference: 1 + ln(U/L) = {reference:.4f} (optimal CR, small-demand limit)")
+    columns = evaluation.SOURCE_NAMES
+    lines.append(
+        f"{'algorithm':<12}{'CR':>10}  {'worst':<10}" + "".join(f"{c:>10}" for c in columns)
+    )
+    for r in results:
+        cells = "".join(f"{_fmt(r.sources[c].ratio):>10}" for c in columns)
+        lines.append(
+            f"{r.algorithm:<12}{_fmt(r.competitive_ratio):>10}  {r.worst_source:<10}{cells}"
+        )
+    for r in results:
+        for c in columns:
+            if r.sources[c].ratio is None:
+                lines.append(f"note: {r.algorithm} {c}: {r.sources[c].note}")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,135 @@
+"""Known hard inputs (SPEC §3, §5 source 2) and the seeded random instances (source 3).
+
+Each family is a :class:`~problems.posted_price.BuyerSource` parameterised by a stopping
+density ``v``; the evaluator sweeps ``v`` over a fine geometric grid of [L, U] and runs every
+member through the one simulator, which records the buyers actually written.
+
+- ``ramp``: the canonical hard input, adaptive. While the algorithm's price for a bundle is
+  at most ``v`` and the bundle fits, a buyer arrives at exactly that price (density at least
+  L), so the algorithm sells along its own price curve; then buyers at density ``v`` arrive
+  for the rest of the horizon (a capacity's worth and more), which the algorithm refuses or
+  cannot fit while OPT takes them. Against a deterministic policy an oblivious adversary can
+  write the same sequence in advance; against a randomised one it is adaptive.
+- ``staircase``: the same shape written obliviously: densities rise geometrically from L to
+  ``v`` over the first rounds, then the last ``ceil(1 / max_demand)`` rounds stay at ``v``.
+- ``flood``: every buyer at density ``v``; hurts prices that start above L.
+"""
+
+from __future__ import annotations
+
+import math
+
+import jax
+import jax.numpy as jnp
+from flax import struct
+
+from problems.posted_price import (
+    AdversaryView,
+    Buyer,
+    Instance,
+    Setting,
+    capacity_tolerance,
+)
+
+
+@struct.dataclass
+class Ramp:
+    """Sell the algorithm its own price curve up to ``stop``, then flood at ``stop``."""
+
+    stop: jax.Array  # [] stopping density v
+    demand: jax.Array  # [K] every buyer's demand
+    low: float = struct.field(pytree_node=False)
+    capacities: tuple[float, ...] = struct.field(pytree_node=False)
+
+    def __call__(self, view: AdversaryView) -> Buyer:
+        total = self.demand.sum()
+        asking = jnp.dot(view.unit_prices, self.demand) / total  # density that just buys
+        slack = capacity_tolerance(view.alg_used.dtype)
+        fits = jnp.all(view.alg_used + self.demand <= jnp.asarray(self.capacities) + slack)
+        density = jnp.where((asking <= self.stop) & fits, jnp.maximum(asking, self.low), self.stop)
+        return Buyer(value=density * total, demand=self.demand)
+
+
+@struct.dataclass
+class Staircase:
+    """Densities rising from L to ``stop``, then ``final_rounds`` rounds at ``stop``."""
+
+    stop: jax.Array  # [] v
+    demand: jax.Array  # [K]
+    low: float = struct.field(pytree_node=False)
+    rounds: int = struct.field(pytree_node=False)
+    final_rounds: int = struct.field(pytree_node=False)
+
+    def __call__(self, view: AdversaryView) -> Buyer:
+        rising = max(self.rounds - self.final_rounds, 1)
+        progress = jnp.minimum(view.round / max(rising - 1, 1), 1.0)
+        density = self.low * (self.stop / self.low) ** progress
+        density = jnp.where(view.round >= rising, self.stop, density)
+        return Buyer(value=density * self.demand.sum(), demand=self.demand)
+
+
+@struct.dataclass
+class Flood:
+    """Every buyer at density ``stop``."""
+
+    stop: jax.Array  # [] v
+    demand: jax.Array  # [K]
+
+    def __call__(self, view: AdversaryView) -> Buyer:
+        return Buyer(value=self.stop * self.demand.sum(), demand=self.demand)
+
+
+FAMILY_NAMES = ("ramp", "staircase", "flood")
+
+
+def stopping_densities(setting: Setting, levels: int, dtype) -> jax.Array:
+    """``levels`` densities geometric in [L, U], both ends included."""
+    return jnp.geomspace(setting.low, setting.high, levels, dtype=dtype)
+
+
+def family_demands(setting: Setting, dtype) -> jax.Array:
+    """[J, K] demand vectors the families use: each level on every resource at once, and each
+    level on one resource alone (K >= 2)."""
+    unit = jnp.asarray(setting.capacities, dtype) / setting.grid_size
+    levels = jnp.arange(1, setting.demand_levels + 1, dtype=dtype)[:, None]
+    balanced = levels * unit  # [N, K]
+    if setting.resources == 1:
+        return balanced
+    single = levels[:, None, :] * jnp.eye(setting.resources, dtype=dtype) * unit  # [N, K, K]
+    return jnp.concatenate([balanced, single.reshape(-1, setting.resources)])
+
+
+def make_family(name: str, setting: Setting, stop: jax.Array, demand: jax.Array):
+    """A batch of ``name`` sources over the leading axis of ``stop`` ``[B]``, ``demand`` ``[B, K]``."""
+    if name == "ramp":
+        return Ramp(stop=stop, demand=demand, low=setting.low, capacities=setting.capacities)
+    if name == "staircase":
+        final_rounds = math.ceil(1.0 / setting.max_demand)
+        return Staircase(
+            stop=stop,
+            demand=demand,
+            low=setting.low,
+            rounds=setting.rounds,
+            final_rounds=min(final_rounds, setting.rounds),
+        )
+    if name == "flood":
+        return Flood(stop=stop, demand=demand)
+    raise KeyError(f"unknown family {name!r}; known: {', '.join(FAMILY_NAMES)}")
+
+
+def random_instances(setting: Setting, key: jax.Array, count: int, dtype) -> Instance:
+    """``count`` instances: densities log-uniform in [L, U], demand levels uniform on the grid
+    (per resource, 0..N units with at least one unit in all, for K >= 2)."""
+    key_density, key_demand = jax.random.split(key)
+    shape = (count, setting.rounds)
+    log_density = jax.random.uniform(
+        key_density, shape, dtype, math.log(setting.low), math.log(setting.high)
+    )
+    unit = jnp.asarray(setting.capacities, dtype) / setting.grid_size
+    low_units = 1 if setting.resources == 1 else 0
+    units = jax.random.randint(
+        key_demand, (*shape, setting.resources), low_units, setting.demand_levels + 1
+    )
+    units = units.at[..., 0].set(jnp.where(units.sum(-1) == 0, 1, units[..., 0]))
+    demands = units.astype(dtype) * unit
+    return Instance(values=jnp.exp(log_density) * demands.sum(-1), demands=demands)

@@ -1,0 +1,376 @@
+"""Online posted-price allocation of K resources (SPEC §2): setting, instance, policy, simulator.
+
+A seller holds K resource types with capacities ``C_k``. Buyer ``t`` has a demand vector
+``d_t`` ``[K]`` and a value ``b_t`` for the whole bundle; its value density
+``b_t / sum_k d_tk`` lies in ``[L, U]``. Before the buyer arrives the seller posts unit prices
+``p_t`` ``[K]`` that depend only on what it has seen (utilisation and round). The buyer buys
+iff ``b_t >= p_t . d_t`` (ties buy) and the bundle fits (indivisible) or buys what is left
+of it, scaled uniformly (divisible). Sales are final.
+
+Everything here is a pure function over immutable pytrees. :class:`Setting` fixes shapes and is
+a static (hashable) argument; instances, policies and keys are traced.
+
+Demands live on a grid: every demand is a multiple of ``demand_unit = max_demand /
+demand_levels`` of capacity, so that utilisation can be tracked exactly on a grid of
+``grid_size = 1 / demand_unit`` steps (K = 1), which the exact expected welfare and the exact
+certificate need.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+from typing import NamedTuple, Protocol
+
+import jax
+import jax.numpy as jnp
+from flax import struct
+
+
+class SettingError(ValueError):
+    """A setting that does not describe a valid posted-price problem."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Setting:
+    """Static description of a posted-price problem; hashable, so it can be a jit static arg."""
+
+    resources: int = 1  # K, number of resource types
+    low: float = 1.0  # L, lowest value density
+    high: float = 10.0  # U, highest value density
+    rounds: int = 200  # T, buyers per instance
+    max_demand: float = 0.01  # largest demand of one resource, as a fraction of capacity
+    demand_levels: int = 1  # demands are j * max_demand / demand_levels, j = 1..demand_levels
+    divisible: bool = True  # buyers take what is left (True) or all-or-nothing (False)
+    capacities: tuple[float, ...] = (1.0,)  # C_k, one per resource
+
+    def __post_init__(self) -> None:
+        problems = []
+        if self.resources < 1:
+            problems.append(f"resources must be >= 1, got {self.resources}")
+        if not (math.isfinite(self.low) and self.low > 0):
+            problems.append(f"low density L must be positive, got {self.low}")
+        if not (math.isfinite(self.high) and self.high > self.low):
+            problems.append(f"high density U must exceed L, got L={self.low}, U={self.high}")
+        if self.rounds < 1:
+            problems.append(f"rounds must be >= 1, got {self.rounds}")
+        if not (0 < self.max_demand <= 1):
+            problems.append(f"max demand must lie in (0, 1], got {self.max_demand}")
+        if self.demand_levels < 1:
+            problems.append(f"demand levels must be >= 1, got {self.demand_levels}")
+        if len(self.capacities) != self.resources:
+            problems.append(f"need {self.resources} capacities, got {len(self.capacities)}")
+        if any(not (math.isfinite(c) and c > 0) for c in self.capacities):
+            problems.append(f"capacities must be positive, got {list(self.capacities)}")
+        if not problems:
+            grid = self.demand_levels / self.max_demand
+            if abs(grid - round(grid)) > 1e-9 * grid:
+                problems.append(
+                    "demand_levels / max_demand must be a whole number (the utilisation grid); "
+                    f"got {self.demand_levels} / {self.max_demand}"
+                )
+        if problems:
+            raise SettingError("; ".join(problems))
+
+    @property
+    def theta(self) -> float:
+        """U / L."""
+        return self.high / self.low
+
+    @property
+    def grid_size(self) -> int:
+        """G: capacity is G demand units; utilisation lives on {0, 1/G, ..., 1}."""
+        return round(self.demand_levels / self.max_demand)
+
+    @property
+    def demand_unit(self) -> float:
+        """Smallest demand, as a fraction of capacity (1 / G)."""
+        return 1.0 / self.grid_size
+
+    def describe(self) -> dict:
+        """JSON-ready description, printed beside every reported ratio."""
+        return {
+            "problem": "posted-price",
+            "resources": self.resources,
+            "low": self.low,
+            "high": self.high,
+            "rounds": self.rounds,
+            "max_demand": self.max_demand,
+            "demand_levels": self.demand_levels,
+            "divisible": self.divisible,
+            "capacities": list(self.capacities),
+        }
+
+
+@struct.dataclass
+class Observation:
+    """What a pricing policy sees before a buyer arrives."""
+
+    utilisation: jax.Array  # [K] used / capacity, in [0, 1]
+    round_fraction: jax.Array  # [] t / T, in [0, 1)
+
+
+@struct.dataclass
+class PriceDistribution:
+    """Unit prices per resource as a distribution over A atoms (A = 1: deterministic)."""
+
+    prices: jax.Array  # [K, A] unit price of each atom
+    probs: jax.Array  # [K, A] probability of each atom, rows sum to 1
+
+    @staticmethod
+    def deterministic(prices: jax.Array) -> PriceDistribution:
+        """A point mass on ``prices`` ``[K]``."""
+        prices = jnp.asarray(prices)
+        return PriceDistribution(prices=prices[:, None], probs=jnp.ones_like(prices)[:, None])
+
+
+class Policy(Protocol):
+    """Every pricing algorithm, learned or classic: ``policy(observation) -> PriceDistribution``.
+
+    ``deterministic`` is a static attribute telling whether every output is a point mass.
+    """
+
+    deterministic: bool
+
+    def __call__(self, observation: Observation) -> PriceDistribution: ...
+
+
+@struct.dataclass
+class Buyer:
+    """One buyer: bundle value and demand vector."""
+
+    value: jax.Array  # [] b_t
+    demand: jax.Array  # [K] d_t, fractions of capacity; all zero means "nobody came"
+
+
+class AdversaryView(NamedTuple):
+    """What a state-conditioned buyer source may look at when writing buyer t.
+
+    Against a deterministic policy an oblivious adversary can compute all of it itself; against
+    a randomised one, a source that reads it is adaptive (stronger than oblivious).
+    """
+
+    round: jax.Array  # [] int32 t
+    alg_used: jax.Array  # [K] what the algorithm has sold so far (capacity units)
+    unit_prices: jax.Array  # [K] the prices posted for buyer t
+
+
+class BuyerSource(Protocol):
+    """Writes buyer t, possibly from the algorithm's state: ``source(view) -> Buyer``."""
+
+    def __call__(self, view: AdversaryView) -> Buyer: ...
+
+
+@struct.dataclass
+class Instance:
+    """A fixed buyer sequence; as a :class:`BuyerSource` it ignores the state."""
+
+    values: jax.Array  # [T] bundle values b_t
+    demands: jax.Array  # [T, K] demand vectors d_t
+
+    def __call__(self, view: AdversaryView) -> Buyer:
+        return Buyer(value=self.values[view.round], demand=self.demands[view.round])
+
+    @property
+    def densities(self) -> jax.Array:
+        """[T] value per unit of total demand (0 where nobody came)."""
+        total = self.demands.sum(-1)
+        return jnp.where(total > 0, self.values / jnp.where(total > 0, total, 1), 0)
+
+
+class Sale(NamedTuple):
+    """What happened in one round."""
+
+    fraction: jax.Array  # [] x_t, share of the bundle sold
+    welfare: jax.Array  # [] b_t x_t
+    revenue: jax.Array  # [] (p_t . d_t) x_t
+
+
+def default_dtype(dtype=None):
+    """``dtype``, or JAX's default float (float64 inside ``jax.enable_x64(True)``)."""
+    return jnp.dtype(jnp.result_type(float) if dtype is None else dtype)
+
+
+def capacity_tolerance(dtype) -> float:
+    """Slack for 'the bundle fits' on a demand grid summed in floating point."""
+    return math.sqrt(float(jnp.finfo(dtype).eps))
+
+
+def purchase(setting: Setting, used: jax.Array, unit_prices: jax.Array, buyer: Buyer) -> Sale:
+    """The buyer's decision against posted ``unit_prices`` ``[K]`` with ``used`` ``[K]`` sold."""
+    capacities = jnp.asarray(setting.capacities, dtype=used.dtype)
+    bundle_price = jnp.dot(unit_prices, buyer.demand)
+    wants = (buyer.value >= bundle_price) & (buyer.demand.sum() > 0)
+    remaining = capacities - used
+    if setting.divisible:
+        asks = buyer.demand > 0
+        room = jnp.where(asks, remaining / jnp.where(asks, buyer.demand, 1), jnp.inf)
+        fits = jnp.clip(room.min(), 0, 1)
+    else:
+        slack = capacity_tolerance(used.dtype) * capacities
+        fits = jnp.all(buyer.demand <= remaining + slack).astype(used.dtype)
+    fraction = jnp.where(wants, fits, 0).astype(used.dtype)
+    return Sale(fraction=fraction, welfare=buyer.value * fraction, revenue=bundle_price * fraction)
+
+
+def observe(setting: Setting, used: jax.Array, round_index: jax.Array) -> Observation:
+    """The policy's observation for round ``round_index`` after selling ``used`` ``[K]``."""
+    capacities = jnp.asarray(setting.capacities, dtype=used.dtype)
+    return Observation(
+        utilisation=used / capacities,
+        round_fraction=(round_index / setting.rounds).astype(used.dtype),
+    )
+
+
+def sample_prices(distribution: PriceDistribution, key: jax.Array) -> jax.Array:
+    """Draw one unit price per resource ``[K]`` (no randomness used for point masses)."""
+    if distribution.prices.shape[-1] == 1:
+        return distribution.prices[:, 0]
+    atoms = jax.random.categorical(key, jnp.log(distribution.probs), axis=-1)
+    return jnp.take_along_axis(distribution.prices, atoms[:, None], axis=-1)[:, 0]
+
+
+class Rollout(NamedTuple):
+    """A simulated episode; ``instance`` is the buyer sequence that was actually written."""
+
+    welfare: jax.Array  # [] sum_t b_t x_t
+    revenue: jax.Array  # [] sum_t (p_t . d_t) x_t
+    instance: Instance  # realised buyers: values [T], demands [T, K]
+    fractions: jax.Array  # [T] x_t
+    unit_prices: jax.Array  # [T, K] posted prices
+    final_used: jax.Array  # [K]
+
+
+class _Carry(NamedTuple):
+    used: jax.Array  # [K]
+    welfare: jax.Array  # []
+    revenue: jax.Array  # []
+
+
+class _Round(NamedTuple):
+    buyer: Buyer
+    fraction: jax.Array
+    unit_prices: jax.Array
+
+
+def rollout(
+    setting: Setting, policy: Policy, source: BuyerSource, key: jax.Array, dtype=None
+) -> Rollout:
+    """Play one episode of ``setting.rounds`` buyers: ``lax.scan`` over rounds.
+
+    This is the project's only rollout loop: training, evaluation and baselines all call it
+    (``vmap`` it over sources and keys for a batch). One key per round, each used once.
+    """
+    dtype = default_dtype(dtype)
+    zero = jnp.zeros((), dtype)
+
+    def play_round(carry: _Carry, inputs: tuple[jax.Array, jax.Array]):
+        round_index, key_round = inputs
+        distribution = policy(observe(setting, carry.used, round_index))
+        unit_prices = sample_prices(distribution, key_round).astype(dtype)
+        buyer = source(AdversaryView(round_index, carry.used, unit_prices))
+        buyer = Buyer(value=buyer.value.astype(dtype), demand=buyer.demand.astype(dtype))
+        sale = purchase(setting, carry.used, unit_prices, buyer)
+        carry = _Carry(
+            used=carry.used + sale.fraction * buyer.demand,
+            welfare=carry.welfare + sale.welfare,
+            revenue=carry.revenue + sale.revenue,
+        )
+        return carry, _Round(buyer, sale.fraction, unit_prices)
+
+    start = _Carry(used=jnp.zeros(setting.resources, dtype), welfare=zero, revenue=zero)
+    rounds = jnp.arange(setting.rounds, dtype=jnp.int32)
+    final, history = jax.lax.scan(
+        play_round, start, (rounds, jax.random.split(key, setting.rounds))
+    )
+    return Rollout(
+        welfare=final.welfare,
+        revenue=final.revenue,
+        instance=Instance(values=history.buyer.value, demands=history.buyer.demand),
+        fractions=history.fraction,
+        unit_prices=history.unit_prices,
+        final_used=final.used,
+    )
+
+
+def simulate(
+    setting: Setting, policy: Policy, sources: BuyerSource, keys: jax.Array, dtype=None
+) -> Rollout:
+    """:func:`rollout` vmapped over a batch of sources (leading axis) and keys ``[B]``."""
+    return _simulate_jit(setting, policy, sources, keys, default_dtype(dtype))
+
+
+@functools.partial(jax.jit, static_argnums=(0, 4))
+def _simulate_jit(setting, policy, sources, keys, dtype):
+    return jax.vmap(rollout, in_axes=(None, None, 0, 0, None))(
+        setting, policy, sources, keys, dtype
+    )
+
+
+def price_table(setting: Setting, policy: Policy, dtype=None) -> PriceDistribution:
+    """The policy on the K = 1 utilisation grid: prices, probs ``[T, G + 1, A]``.
+
+    Entry ``[t, u]`` is the distribution posted in round t after selling u demand units.
+    """
+    if setting.resources != 1:
+        raise SettingError("the utilisation-grid table needs one resource (K = 1)")
+    dtype = default_dtype(dtype)
+    grid = setting.grid_size
+    used = jnp.arange(grid + 1, dtype=dtype)[:, None] * setting.capacities[0] / grid
+    rounds = jnp.arange(setting.rounds, dtype=jnp.int32)
+
+    def at(round_index, used_k):
+        distribution = policy(observe(setting, used_k, round_index))
+        return distribution.prices[0].astype(dtype), distribution.probs[0].astype(dtype)
+
+    prices, probs = jax.vmap(jax.vmap(at, in_axes=(None, 0)), in_axes=(0, None))(rounds, used)
+    return PriceDistribution(prices=prices, probs=probs)
+
+
+def demand_units(setting: Setting, demands: jax.Array) -> jax.Array:
+    """Demands ``[..., K]`` (capacity fractions) as whole grid units, int32."""
+    capacities = jnp.asarray(setting.capacities, dtype=demands.dtype)
+    return jnp.round(demands / capacities * setting.grid_size).astype(jnp.int32)
+
+
+def expected_welfare_exact(setting: Setting, policy: Policy, instance: Instance) -> jax.Array:
+    """Exact E[welfare] of a (randomised) K = 1 policy on one instance, by backward induction.
+
+    State: (round t, utilisation units u in 0..G). ``V_T(u) = 0`` and
+    ``V_t(u) = sum_a pi_a(u, t) [buy_a (b_t x + V_{t+1}(u + s)) + (1 - buy_a) V_{t+1}(u)]``,
+    with the purchase rule of :func:`purchase`. Needs demands on the setting's grid.
+    Zero variance, O(T G A); differentiable in the policy's probabilities.
+    """
+    table = price_table(setting, policy, instance.values.dtype)
+    return _expected_welfare_from_table(setting, table, instance)
+
+
+def _expected_welfare_from_table(
+    setting: Setting, table: PriceDistribution, instance: Instance
+) -> jax.Array:
+    grid = setting.grid_size
+    dtype = instance.values.dtype
+    capacity = setting.capacities[0]
+    used_units = jnp.arange(grid + 1)
+
+    def back(value_next: jax.Array, inputs) -> tuple[jax.Array, None]:
+        prices, probs, value, demand = inputs  # [G+1, A], [G+1, A], [], [1]
+        units = demand_units(setting, demand)[0]
+        used = used_units.astype(dtype) * capacity / grid
+        buyer = Buyer(value=value, demand=demand)
+        # x(u) when the buyer accepts; whether it accepts depends on the atom's price.
+        sale = jax.vmap(purchase, in_axes=(None, 0, None, None))(
+            setting, used[:, None], jnp.zeros(1, dtype), buyer
+        )
+        sold_units = jnp.round(sale.fraction * units).astype(jnp.int32)
+        after = jnp.clip(used_units + sold_units, 0, grid)
+        accept = (value >= prices * demand[0]) & (units > 0)  # [G+1, A]
+        gain = sale.welfare + value_next[after]  # [G+1]
+        value_now = jnp.sum(probs * jnp.where(accept, gain[:, None], value_next[:, None]), -1)
+        return value_now, None
+
+    start = jnp.zeros(grid + 1, dtype)
+    inputs = (table.prices, table.probs, instance.values, instance.demands)
+    value_first, _ = jax.lax.scan(back, start, inputs, reverse=True)
+    return value_first[0]
