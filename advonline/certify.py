@@ -42,7 +42,7 @@ from problems.posted_price import Observation, Policy, Setting, price_table
 DEFAULT_WORK_LIMIT = 4e9
 _MAX_DINKELBACH_STEPS = 60
 _TOLERANCE = 1e-12
-_CLOSED_FORM_POINTS = 1 << 16
+_CLOSED_FORM_POINTS = 1 << 18
 
 
 @dataclasses.dataclass(frozen=True)

@@ -330,7 +330,7 @@ def price_table(setting: Setting, policy: Policy, dtype=None) -> PriceDistributi
 
 def demand_units(setting: Setting, demands: jax.Array) -> jax.Array:
     """Demands ``[..., K]`` (capacity fractions) as whole grid units, int32."""
-    capacities = jnp.asarray(setting.capacities, dtype=demands.dtype)
+    capacities = jnp.broadcast_to(jnp.asarray(setting.capacities, demands.dtype), demands.shape)
     return jnp.round(demands / capacities * setting.grid_size).astype(jnp.int32)
 
 

@@ -1,0 +1,116 @@
+"""The exact certificate against brute force, and the closed form against known optima."""
+
+import itertools
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from policies import TablePolicy
+
+from advonline.certify import certify_closed_form, certify_dp
+from baselines import make_baseline
+from problems.posted_price import Instance, Setting, price_table, simulate
+
+
+def _opt_numpy(values, units, grid, divisible):
+    """Independent OPT of tiny instances ``[N, T]``: greedy fill by density (divisible) or the
+    best of every subset (indivisible), in NumPy."""
+    if divisible:
+        density = np.where(units > 0, values / np.maximum(units, 1), -1.0)
+        order = np.argsort(-density, axis=1)
+        units_sorted = np.take_along_axis(units, order, 1)
+        before = np.cumsum(units_sorted, 1) - units_sorted
+        take = np.clip(grid - before, 0, units_sorted)
+        return np.sum(np.take_along_axis(np.maximum(density, 0), order, 1) * take, 1)
+    subsets = np.array(list(itertools.product([0, 1], repeat=values.shape[1])))  # [2^T, T]
+    feasible = units @ subsets.T <= grid
+    return np.max(np.where(feasible, values @ subsets.T, 0.0), 1)
+
+
+def _brute_force_ratio(setting: Setting, policy) -> float:
+    """sup OPT / ALG over every instance whose densities come from a fine set that holds every
+    posted price and a point just below it (the suprema the certificate reaches)."""
+    with jax.enable_x64(True):
+        prices = np.unique(np.asarray(price_table(setting, policy).prices))
+        candidates = np.concatenate([np.linspace(setting.low, setting.high, 13), prices, prices - 1e-9])
+        densities = np.unique(np.clip(candidates, setting.low, setting.high))
+        types = [(0.0, 0)] + [(d, j) for d in densities for j in range(1, setting.demand_levels + 1)]
+        sequences = np.array(list(itertools.product(range(len(types)), repeat=setting.rounds)))
+        density = np.array([types[i][0] for i in range(len(types))])[sequences]
+        units = np.array([types[i][1] for i in range(len(types))])[sequences]
+        demands = units * setting.demand_unit
+        instances = Instance(values=jnp.asarray(density * demands), demands=jnp.asarray(demands)[..., None])
+        keys = jax.random.split(jax.random.key(0), len(sequences))
+        welfare = np.asarray(simulate(setting, policy, instances, keys).welfare)
+    opt = _opt_numpy(density * demands, units, setting.grid_size, setting.divisible)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = np.where(welfare > 0, opt / welfare, np.where(opt > 0, np.inf, 1.0))
+    return float(ratio.max())
+
+
+TINY = [
+    Setting(low=1.0, high=4.0, rounds=3, max_demand=0.5, demand_levels=2, divisible=True),
+    Setting(low=1.0, high=4.0, rounds=3, max_demand=0.5, demand_levels=2, divisible=False),
+    Setting(low=1.0, high=6.0, rounds=4, max_demand=0.5, demand_levels=1, divisible=True),
+    Setting(low=1.0, high=6.0, rounds=4, max_demand=0.5, demand_levels=1, divisible=False),
+]
+
+
+def _table_policy(setting: Setting, seed: int) -> TablePolicy:
+    """A round-dependent, non-monotone price table that sometimes prices outside [L, U]."""
+    rng = np.random.default_rng(seed)
+    table = rng.uniform(0.8 * setting.low, 1.1 * setting.high, (setting.rounds, setting.grid_size + 1))
+    table[:, 0] = setting.low  # keeps the ratio finite so the comparison is informative
+    return TablePolicy(prices=jnp.asarray(table))
+
+
+@pytest.mark.parametrize("setting", TINY, ids=lambda s: f"T{s.rounds}-G{s.grid_size}-{'div' if s.divisible else 'ind'}")
+@pytest.mark.parametrize("algorithm", ["threshold", "greedy", "table"])
+def test_dp_certificate_equals_brute_force(setting, algorithm):
+    if algorithm == "table":
+        policy = _table_policy(setting, seed=setting.rounds + setting.divisible)
+    else:
+        policy = make_baseline(algorithm, setting)
+    certificate = certify_dp(setting, policy)
+    brute = _brute_force_ratio(setting, policy)
+    assert certificate.method == "dynamic-programme"
+    # the brute force only reaches suprema to within the 1e-9 step below each price
+    assert brute <= certificate.ratio * (1 + 1e-9)
+    assert brute == pytest.approx(certificate.ratio, rel=1e-6)
+
+
+def test_dp_certificate_reports_infinite_ratio():
+    setting = TINY[0]
+    certificate = certify_dp(setting, make_baseline("fixed", setting))
+    assert certificate.ratio == math.inf
+    assert _brute_force_ratio(setting, make_baseline("fixed", setting)) == math.inf
+
+
+def test_dp_skips_a_grid_too_large_and_says_why():
+    setting = Setting(rounds=2000, max_demand=0.001)
+    certificate = certify_dp(setting, make_baseline("threshold", setting))
+    assert certificate.ratio is None
+    assert "over the limit" in certificate.note
+
+
+@pytest.mark.parametrize("high", [2.0, 5.0, 10.0, 100.0])
+def test_closed_form_threshold_is_one_plus_log_theta(high):
+    setting = Setting(high=high)
+    found = certify_closed_form(setting, make_baseline("threshold", setting))
+    # the utilisation grid (2^18 steps) can only place the kink at 1/alpha to within a step,
+    # which overestimates by at most about alpha / 2^18 (relative)
+    assert 1 + math.log(high) <= found.ratio <= (1 + math.log(high)) * (1 + 1e-4)
+
+
+def test_closed_form_greedy_and_fixed():
+    setting = Setting(high=10.0)
+    assert certify_closed_form(setting, make_baseline("greedy", setting)).ratio == pytest.approx(10.0)
+    assert certify_closed_form(setting, make_baseline("fixed", setting)).ratio == math.inf
+
+
+def test_closed_form_refuses_round_dependent_policies():
+    setting = TINY[2]
+    found = certify_closed_form(setting, _table_policy(setting, seed=0))
+    assert found.ratio is None and "round" in found.note

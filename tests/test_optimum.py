@@ -1,0 +1,88 @@
+"""Offline optima: hand cases, and the JAX solvers against SciPy's HiGHS on random instances."""
+
+import itertools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from problems.optimum import (
+    greedy_fill_optimum,
+    knapsack_optimum,
+    lp_optimum,
+    milp_optimum,
+    offline_optimum,
+)
+from problems.posted_price import Instance, Setting
+
+
+def test_greedy_fill_hand_case():
+    # densities 2, 10, 3.75; capacity 1: take 0.5 at 10, then 0.4 at 3.75, then 0.1 at 2 -> 5 + 1.5 + 0.2 = 6.7
+    values = jnp.array([1.0, 5.0, 1.5])
+    demands = jnp.array([0.5, 0.5, 0.4])
+    assert float(greedy_fill_optimum(values, demands, 1.0)) == pytest.approx(6.7)
+
+
+def test_knapsack_hand_case():
+    # capacity 4 units: {3 units, 9} + {1 unit, 2} = 11 beats {2, 7} + {2, 3} = 10
+    values = jnp.array([9.0, 7.0, 3.0, 2.0])
+    units = jnp.array([3, 2, 2, 1])
+    assert float(knapsack_optimum(values, units, 4)) == pytest.approx(11.0)
+
+
+def _random_batch(setting: Setting, count: int, seed: int) -> Instance:
+    rng = np.random.default_rng(seed)
+    units = rng.integers(0, setting.demand_levels + 1, size=(count, setting.rounds, 1))
+    density = np.exp(rng.uniform(np.log(setting.low), np.log(setting.high), (count, setting.rounds)))
+    demands = units * setting.demand_unit
+    return Instance(values=jnp.asarray(density * demands[..., 0]), demands=jnp.asarray(demands))
+
+
+def test_greedy_fill_equals_lp_on_1000_instances():
+    setting = Setting(rounds=12, max_demand=0.4, demand_levels=4)
+    with jax.enable_x64(True):
+        batch = _random_batch(setting, 1000, seed=1)
+        ours = np.asarray(offline_optimum(setting, batch))
+    reference = [lp_optimum(v, d, [1.0]) for v, d in zip(batch.values, batch.demands, strict=True)]
+    np.testing.assert_allclose(ours, reference, rtol=1e-9)
+
+
+def test_knapsack_dp_equals_milp_on_1000_instances():
+    setting = Setting(rounds=12, max_demand=0.4, demand_levels=4, divisible=False)
+    with jax.enable_x64(True):
+        batch = _random_batch(setting, 1000, seed=2)
+        ours = np.asarray(offline_optimum(setting, batch))
+    reference = [milp_optimum(v, d, [1.0]) for v, d in zip(batch.values, batch.demands, strict=True)]
+    np.testing.assert_allclose(ours, reference, rtol=1e-9)
+
+
+def _brute_force(values, demands, capacities, divisible):
+    """Best 0/1 choice (indivisible), or the best vertex of the LP polytope (divisible): every
+    choice of n tight constraints among ``demands.T x <= C``, ``0 <= x <= 1``."""
+    n = len(values)
+    if not divisible:
+        choices = np.array(list(itertools.product([0.0, 1.0], repeat=n)))
+    else:
+        rows = np.vstack([demands.T, np.eye(n), -np.eye(n)])
+        bounds = np.concatenate([capacities, np.ones(n), np.zeros(n)])
+        choices = []
+        for tight in itertools.combinations(range(len(rows)), n):
+            system = rows[list(tight)]
+            if abs(np.linalg.det(system)) > 1e-12:
+                choices.append(np.linalg.solve(system, bounds[list(tight)]))
+        choices = np.array(choices)
+    feasible = np.all(choices @ demands <= capacities + 1e-12, axis=1)
+    feasible &= np.all((choices >= -1e-12) & (choices <= 1 + 1e-12), axis=1)
+    return float(np.max(choices[feasible] @ values))
+
+
+@pytest.mark.parametrize("divisible", [False, True])
+def test_lp_and_milp_match_brute_force_with_two_resources(divisible):
+    rng = np.random.default_rng(3)
+    solve = lp_optimum if divisible else milp_optimum
+    for _ in range(30):
+        demands = rng.choice([0.0, 0.25, 0.5, 0.75], size=(4, 2))
+        values = rng.uniform(1, 10, 4) * demands.sum(1)
+        brute = _brute_force(values, demands, np.ones(2), divisible)
+        assert solve(values, demands, np.ones(2)) == pytest.approx(brute, rel=1e-9, abs=1e-12)

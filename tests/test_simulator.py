@@ -1,0 +1,134 @@
+"""The one simulator: hand cases, parity with a slow NumPy loop, exact expectation."""
+
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from policies import RandomTablePolicy
+
+from baselines import make_baseline
+from baselines.threshold import threshold_price
+from problems.posted_price import (
+    Instance,
+    Setting,
+    _simulate_jit,
+    expected_welfare_exact,
+    simulate,
+)
+
+
+def _run(setting, policy, values, demands):
+    with jax.enable_x64(True):
+        instance = Instance(values=jnp.asarray([values]), demands=jnp.asarray(demands)[None, :, None])
+        return simulate(setting, policy, instance, jax.random.split(jax.random.key(0), 1))
+
+
+def test_greedy_hand_case_divisible():
+    # greedy posts L = 1: buyer 1 (0.6 at density 2) buys; buyer 2 (0.6 at density 3) gets the
+    # 0.4 left, 2/3 of its bundle; buyer 3 finds nothing. Welfare 1.2 + (2/3) 1.8 = 2.4,
+    # revenue 0.6 + 0.4 = 1.0.
+    setting = Setting(rounds=3, max_demand=0.6, demand_levels=3)
+    played = _run(setting, make_baseline("greedy", setting), [1.2, 1.8, 5.0], [0.6, 0.6, 0.2])
+    assert float(played.welfare[0]) == pytest.approx(2.4)
+    assert float(played.revenue[0]) == pytest.approx(1.0)
+    np.testing.assert_allclose(played.fractions[0], [1.0, 0.4 / 0.6, 0.0])
+
+
+def test_fixed_price_refuses_low_buyers_and_indivisible_must_fit():
+    setting = Setting(rounds=3, max_demand=0.6, demand_levels=3, divisible=False)
+    fixed = make_baseline("fixed", setting)  # price sqrt(10) ~ 3.16
+    played = _run(setting, fixed, [1.8, 2.4, 2.4], [0.6, 0.6, 0.4])  # densities 3, 4, 6
+    # buyer 1 refuses (3 < 3.16); buyer 2 buys 0.6; buyer 3 (0.4) still fits exactly.
+    np.testing.assert_allclose(played.fractions[0], [0.0, 1.0, 1.0])
+    assert float(played.revenue[0]) == pytest.approx(math.sqrt(10) * 1.0)
+
+
+def _numpy_threshold_rollout(setting, values, demands):
+    """Slow reference: the posted-price rules written as a plain loop."""
+    used = welfare = revenue = 0.0
+    alpha = 1 + math.log(setting.high / setting.low)
+    for value, demand in zip(values, demands, strict=True):
+        y = used
+        price = setting.low if y < 1 / alpha else setting.low * math.exp(alpha * y - 1)
+        if demand <= 0 or value < price * demand:
+            continue
+        share = min(1.0, (1.0 - used) / demand) if setting.divisible else float(used + demand <= 1 + 1e-8)
+        used += share * demand
+        welfare += share * value
+        revenue += share * price * demand
+    return welfare, revenue
+
+
+@pytest.mark.parametrize("divisible", [True, False])
+def test_threshold_rollout_matches_numpy_reference(divisible):
+    setting = Setting(rounds=60, max_demand=0.1, demand_levels=5, divisible=divisible)
+    rng = np.random.default_rng(4)
+    units = rng.integers(0, 6, size=(50, 60))
+    demands = units * setting.demand_unit
+    values = np.exp(rng.uniform(0, math.log(10), (50, 60))) * demands
+    with jax.enable_x64(True):
+        instances = Instance(values=jnp.asarray(values), demands=jnp.asarray(demands)[..., None])
+        policy = make_baseline("threshold", setting)
+        played = simulate(setting, policy, instances, jax.random.split(jax.random.key(1), 50))
+    reference = np.array([_numpy_threshold_rollout(setting, v, d) for v, d in zip(values, demands, strict=True)])
+    np.testing.assert_allclose(played.welfare, reference[:, 0], rtol=1e-12)
+    np.testing.assert_allclose(played.revenue, reference[:, 1], rtol=1e-12)
+
+
+def test_threshold_price_hand_values():
+    alpha = 1 + math.log(10)
+    y = jnp.array([0.0, 0.2, 1 / alpha, 1.0])
+    np.testing.assert_allclose(threshold_price(y, 1.0, 10.0), [1.0, 1.0, 1.0, 10.0], rtol=1e-6)
+
+
+def _random_table_policy(setting, seed):
+    rng = np.random.default_rng(seed)
+    probs = rng.dirichlet(np.ones(4), size=(setting.rounds, setting.grid_size + 1))
+    return RandomTablePolicy(levels=jnp.asarray([1.0, 2.5, 4.0, 8.0]), probs=jnp.asarray(probs))
+
+
+@pytest.mark.parametrize("divisible", [True, False])
+def test_exact_expected_welfare_matches_monte_carlo(divisible):
+    setting = Setting(rounds=6, max_demand=0.5, demand_levels=2, divisible=divisible)
+    with jax.enable_x64(True):
+        policy = _random_table_policy(setting, 5)
+        instance = Instance(
+            values=jnp.asarray([0.5, 1.5, 2.0, 3.0, 2.5, 1.0]),
+            demands=jnp.asarray([0.25, 0.5, 0.25, 0.5, 0.5, 0.25])[:, None],
+        )
+        exact = float(expected_welfare_exact(setting, policy, instance))
+        samples = 40_000
+        batch = jax.tree.map(lambda leaf: jnp.repeat(leaf[None], samples, 0), instance)
+        played = simulate(setting, policy, batch, jax.random.split(jax.random.key(2), samples))
+    welfare = np.asarray(played.welfare)
+    mean, error = welfare.mean(), welfare.std() / math.sqrt(samples)
+    assert abs(exact - mean) < 4 * error
+
+
+def test_exact_expected_welfare_equals_rollout_for_deterministic_policy():
+    setting = Setting(rounds=40, max_demand=0.1, demand_levels=2)
+    rng = np.random.default_rng(6)
+    demands = rng.integers(0, 3, 40) * setting.demand_unit
+    values = rng.uniform(1, 10, 40) * demands
+    with jax.enable_x64(True):
+        instance = Instance(values=jnp.asarray(values), demands=jnp.asarray(demands)[:, None])
+        policy = make_baseline("threshold", setting)
+        exact = float(expected_welfare_exact(setting, policy, instance))
+        played = simulate(setting, policy, jax.tree.map(lambda x: x[None], instance), jax.random.split(jax.random.key(0), 1))
+    assert exact == pytest.approx(float(played.welfare[0]), rel=1e-12)
+
+
+def test_simulate_traces_once_for_same_shapes():
+    setting = Setting(rounds=17, max_demand=0.1, demand_levels=1)
+    policy = make_baseline("threshold", setting)
+    before = _simulate_jit._cache_size()
+    for seed in range(3):
+        rng = np.random.default_rng(seed)
+        instances = Instance(
+            values=jnp.asarray(rng.uniform(0.1, 1, (8, 17)), jnp.float32),
+            demands=jnp.full((8, 17, 1), 0.1, jnp.float32),
+        )
+        simulate(setting, policy, instances, jax.random.split(jax.random.key(seed), 8), jnp.float32)
+    assert _simulate_jit._cache_size() == before + 1
