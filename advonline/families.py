@@ -90,17 +90,17 @@ def stopping_densities(setting: Setting, levels: int, dtype) -> jax.Array:
 def family_demands(setting: Setting, dtype) -> jax.Array:
     """[J, K] demand vectors the families use: each level on every resource at once, and each
     level on one resource alone (K >= 2)."""
-    unit = jnp.asarray(setting.capacities, dtype) / setting.grid_size
-    levels = jnp.arange(1, setting.demand_levels + 1, dtype=dtype)[:, None]
+    unit = jnp.asarray(setting.capacities, dtype)[None, :] / setting.grid_size  # [1, K]
+    levels = jnp.arange(1, setting.demand_levels + 1, dtype=dtype)[:, None]  # [N, 1]
     balanced = levels * unit  # [N, K]
     if setting.resources == 1:
         return balanced
-    single = levels[:, None, :] * jnp.eye(setting.resources, dtype=dtype) * unit  # [N, K, K]
-    return jnp.concatenate([balanced, single.reshape(-1, setting.resources)])
+    alone = balanced[:, None, :] * jnp.eye(setting.resources, dtype=dtype)[None]  # [N, K, K]
+    return jnp.concatenate([balanced, alone.reshape(-1, setting.resources)])
 
 
 def make_family(name: str, setting: Setting, stop: jax.Array, demand: jax.Array):
-    """A batch of ``name`` sources over the leading axis of ``stop`` ``[B]``, ``demand`` ``[B, K]``."""
+    """A batch of ``name`` sources: ``stop`` ``[B]``, ``demand`` ``[B, K]``."""
     if name == "ramp":
         return Ramp(stop=stop, demand=demand, low=setting.low, capacities=setting.capacities)
     if name == "staircase":
@@ -125,7 +125,7 @@ def random_instances(setting: Setting, key: jax.Array, count: int, dtype) -> Ins
     log_density = jax.random.uniform(
         key_density, shape, dtype, math.log(setting.low), math.log(setting.high)
     )
-    unit = jnp.asarray(setting.capacities, dtype) / setting.grid_size
+    unit = jnp.asarray(setting.capacities, dtype)[None, None, :] / setting.grid_size
     low_units = 1 if setting.resources == 1 else 0
     units = jax.random.randint(
         key_demand, (*shape, setting.resources), low_units, setting.demand_levels + 1

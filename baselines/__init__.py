@@ -1,4 +1,4 @@
-"""Classic online pricing algorithms, each ``make(setting) -> Policy`` with the learned signature."""
+"""Classic online pricing algorithms, each ``make(setting) -> Policy`` (the learned signature)."""
 
 from __future__ import annotations
 

@@ -34,14 +34,20 @@ def _brute_force_ratio(setting: Setting, policy) -> float:
     posted price and a point just below it (the suprema the certificate reaches)."""
     with jax.enable_x64(True):
         prices = np.unique(np.asarray(price_table(setting, policy).prices))
-        candidates = np.concatenate([np.linspace(setting.low, setting.high, 13), prices, prices - 1e-9])
+        candidates = np.concatenate(
+            [np.linspace(setting.low, setting.high, 13), prices, prices - 1e-9]
+        )
         densities = np.unique(np.clip(candidates, setting.low, setting.high))
-        types = [(0.0, 0)] + [(d, j) for d in densities for j in range(1, setting.demand_levels + 1)]
+        types = [(0.0, 0)] + [
+            (d, j) for d in densities for j in range(1, setting.demand_levels + 1)
+        ]
         sequences = np.array(list(itertools.product(range(len(types)), repeat=setting.rounds)))
         density = np.array([types[i][0] for i in range(len(types))])[sequences]
         units = np.array([types[i][1] for i in range(len(types))])[sequences]
         demands = units * setting.demand_unit
-        instances = Instance(values=jnp.asarray(density * demands), demands=jnp.asarray(demands)[..., None])
+        instances = Instance(
+            values=jnp.asarray(density * demands), demands=jnp.asarray(demands)[..., None]
+        )
         keys = jax.random.split(jax.random.key(0), len(sequences))
         welfare = np.asarray(simulate(setting, policy, instances, keys).welfare)
     opt = _opt_numpy(density * demands, units, setting.grid_size, setting.divisible)
@@ -61,12 +67,16 @@ TINY = [
 def _table_policy(setting: Setting, seed: int) -> TablePolicy:
     """A round-dependent, non-monotone price table that sometimes prices outside [L, U]."""
     rng = np.random.default_rng(seed)
-    table = rng.uniform(0.8 * setting.low, 1.1 * setting.high, (setting.rounds, setting.grid_size + 1))
+    table = rng.uniform(
+        0.8 * setting.low, 1.1 * setting.high, (setting.rounds, setting.grid_size + 1)
+    )
     table[:, 0] = setting.low  # keeps the ratio finite so the comparison is informative
     return TablePolicy(prices=jnp.asarray(table))
 
 
-@pytest.mark.parametrize("setting", TINY, ids=lambda s: f"T{s.rounds}-G{s.grid_size}-{'div' if s.divisible else 'ind'}")
+@pytest.mark.parametrize(
+    "setting", TINY, ids=lambda s: f"T{s.rounds}-G{s.grid_size}-{'div' if s.divisible else 'ind'}"
+)
 @pytest.mark.parametrize("algorithm", ["threshold", "greedy", "table"])
 def test_dp_certificate_equals_brute_force(setting, algorithm):
     if algorithm == "table":
@@ -106,7 +116,9 @@ def test_closed_form_threshold_is_one_plus_log_theta(high):
 
 def test_closed_form_greedy_and_fixed():
     setting = Setting(high=10.0)
-    assert certify_closed_form(setting, make_baseline("greedy", setting)).ratio == pytest.approx(10.0)
+    assert certify_closed_form(setting, make_baseline("greedy", setting)).ratio == pytest.approx(
+        10.0
+    )
     assert certify_closed_form(setting, make_baseline("fixed", setting)).ratio == math.inf
 
 

@@ -18,7 +18,7 @@ from problems.posted_price import Instance, Setting
 
 
 def test_greedy_fill_hand_case():
-    # densities 2, 10, 3.75; capacity 1: take 0.5 at 10, then 0.4 at 3.75, then 0.1 at 2 -> 5 + 1.5 + 0.2 = 6.7
+    # densities 2, 10, 3.75; capacity 1: 0.5 at 10, 0.4 at 3.75, 0.1 at 2 -> 5 + 1.5 + 0.2 = 6.7
     values = jnp.array([1.0, 5.0, 1.5])
     demands = jnp.array([0.5, 0.5, 0.4])
     assert float(greedy_fill_optimum(values, demands, 1.0)) == pytest.approx(6.7)
@@ -34,7 +34,9 @@ def test_knapsack_hand_case():
 def _random_batch(setting: Setting, count: int, seed: int) -> Instance:
     rng = np.random.default_rng(seed)
     units = rng.integers(0, setting.demand_levels + 1, size=(count, setting.rounds, 1))
-    density = np.exp(rng.uniform(np.log(setting.low), np.log(setting.high), (count, setting.rounds)))
+    density = np.exp(
+        rng.uniform(np.log(setting.low), np.log(setting.high), (count, setting.rounds))
+    )
     demands = units * setting.demand_unit
     return Instance(values=jnp.asarray(density * demands[..., 0]), demands=jnp.asarray(demands))
 
@@ -53,7 +55,9 @@ def test_knapsack_dp_equals_milp_on_1000_instances():
     with jax.enable_x64(True):
         batch = _random_batch(setting, 1000, seed=2)
         ours = np.asarray(offline_optimum(setting, batch))
-    reference = [milp_optimum(v, d, [1.0]) for v, d in zip(batch.values, batch.demands, strict=True)]
+    reference = [
+        milp_optimum(v, d, [1.0]) for v, d in zip(batch.values, batch.demands, strict=True)
+    ]
     np.testing.assert_allclose(ours, reference, rtol=1e-9)
 
 

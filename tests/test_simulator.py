@@ -21,7 +21,9 @@ from problems.posted_price import (
 
 def _run(setting, policy, values, demands):
     with jax.enable_x64(True):
-        instance = Instance(values=jnp.asarray([values]), demands=jnp.asarray(demands)[None, :, None])
+        instance = Instance(
+            values=jnp.asarray([values]), demands=jnp.asarray(demands)[None, :, None]
+        )
         return simulate(setting, policy, instance, jax.random.split(jax.random.key(0), 1))
 
 
@@ -54,7 +56,11 @@ def _numpy_threshold_rollout(setting, values, demands):
         price = setting.low if y < 1 / alpha else setting.low * math.exp(alpha * y - 1)
         if demand <= 0 or value < price * demand:
             continue
-        share = min(1.0, (1.0 - used) / demand) if setting.divisible else float(used + demand <= 1 + 1e-8)
+        share = (
+            min(1.0, (1.0 - used) / demand)
+            if setting.divisible
+            else float(used + demand <= 1 + 1e-8)
+        )
         used += share * demand
         welfare += share * value
         revenue += share * price * demand
@@ -72,7 +78,9 @@ def test_threshold_rollout_matches_numpy_reference(divisible):
         instances = Instance(values=jnp.asarray(values), demands=jnp.asarray(demands)[..., None])
         policy = make_baseline("threshold", setting)
         played = simulate(setting, policy, instances, jax.random.split(jax.random.key(1), 50))
-    reference = np.array([_numpy_threshold_rollout(setting, v, d) for v, d in zip(values, demands, strict=True)])
+    reference = np.array(
+        [_numpy_threshold_rollout(setting, v, d) for v, d in zip(values, demands, strict=True)]
+    )
     np.testing.assert_allclose(played.welfare, reference[:, 0], rtol=1e-12)
     np.testing.assert_allclose(played.revenue, reference[:, 1], rtol=1e-12)
 
@@ -116,7 +124,12 @@ def test_exact_expected_welfare_equals_rollout_for_deterministic_policy():
         instance = Instance(values=jnp.asarray(values), demands=jnp.asarray(demands)[:, None])
         policy = make_baseline("threshold", setting)
         exact = float(expected_welfare_exact(setting, policy, instance))
-        played = simulate(setting, policy, jax.tree.map(lambda x: x[None], instance), jax.random.split(jax.random.key(0), 1))
+        played = simulate(
+            setting,
+            policy,
+            jax.tree.map(lambda x: x[None], instance),
+            jax.random.split(jax.random.key(0), 1),
+        )
     assert exact == pytest.approx(float(played.welfare[0]), rel=1e-12)
 
 

@@ -1,0 +1,118 @@
+"""The command line: a subprocess smoke test, JSON schema, user traces and bad input."""
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from advonline.cli import main
+from problems.optimum import lp_optimum, milp_optimum
+
+TINY = [
+    "--rounds",
+    "40",
+    "--max-demand",
+    "0.05",
+    "--stopping-densities",
+    "9",
+    "--random-instances",
+    "8",
+]
+
+
+def test_evaluate_subprocess_prints_table():
+    result = subprocess.run(
+        [sys.executable, "-m", "advonline.cli", "evaluate", *TINY, "--algorithm", "threshold"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert "threshold" in result.stdout and "setting: posted-price K=1" in result.stdout
+
+
+def test_evaluate_json_schema(capsys):
+    assert main(["evaluate", *TINY, "--algorithm", "greedy", "--algorithm", "fixed", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["setting"]["rounds"] == 40 and report["setting"]["low"] == 1.0
+    assert [r["algorithm"] for r in report["results"]] == ["greedy", "fixed"]
+    greedy, fixed = report["results"]
+    assert set(greedy["sources"]) == {"exact", "families", "random"}
+    assert greedy["competitive_ratio"] == max(greedy["sources"].values())
+    assert fixed["competitive_ratio"] == float("inf")
+
+
+def _write_trace(path, values, demands):
+    columns = ["value"] + (
+        ["demand"]
+        if demands.shape[1] == 1
+        else [f"demand_{k + 1}" for k in range(demands.shape[1])]
+    )
+    rows = [",".join(columns)] + [
+        ",".join(f"{x:.17g}" for x in [v, *d]) for v, d in zip(values, demands, strict=True)
+    ]
+    path.write_text("\n".join(rows) + "\n")
+
+
+@pytest.mark.parametrize("indivisible", [False, True])
+def test_trace_optimum_matches_independent_highs_solve(tmp_path, capsys, indivisible):
+    rng = np.random.default_rng(7)
+    for trial in range(5):
+        count = int(rng.integers(5, 40))
+        demands = rng.uniform(0.01, 0.4, (count, 1))
+        values = rng.uniform(1, 10, count) * demands[:, 0]
+        trace = tmp_path / f"trace{trial}.csv"
+        _write_trace(trace, values, demands)
+        flags = ["--indivisible"] if indivisible else []
+        assert main(["evaluate", "--instances", str(trace), "--json", *flags]) == 0
+        report = json.loads(capsys.readouterr().out)
+        solve = milp_optimum if indivisible else lp_optimum
+        assert report["offline_optimum"] == pytest.approx(solve(values, demands, [1.0]), rel=1e-9)
+        for result in report["results"]:
+            assert result["welfare"] <= report["offline_optimum"] * (1 + 1e-9)
+            assert result["ratio"] == pytest.approx(report["offline_optimum"] / result["welfare"])
+
+
+BAD = [
+    (["evaluate", "--low", "5", "--high", "2"], "must exceed L"),
+    (["evaluate", "--low", "2", "--high", "2"], "must exceed L"),
+    (["evaluate", "--algorithm", "oracle"], "unknown algorithm"),
+    (["evaluate", "--problem", "tsp"], "unknown problem"),
+    (["evaluate", "--rounds", "many"], "invalid int"),
+    (["evaluate", "--max-demand", "0.03", "--demand-levels", "1"], "whole number"),
+    (["evaluate", "--instances", "missing.csv"], "cannot read"),
+]
+
+
+@pytest.mark.parametrize(("argv", "message"), BAD)
+def test_bad_input_one_line_exit_2(capsys, argv, message):
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and message in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ("value,size\n1,0.2\n", "demand"),
+        ("demand\n0.2\n", "'value'"),
+        ("value,demand\n1,abc\n", "not a number"),
+        ("value,demand\n1\n", "cells"),
+        ("value,demand\n", "no buyers"),
+        ("", "empty"),
+    ],
+)
+def test_bad_traces_one_line_exit_2(tmp_path, capsys, content, message):
+    trace = tmp_path / "bad.csv"
+    trace.write_text(content)
+    assert main(["evaluate", "--instances", str(trace)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and message in err
+
+
+def test_negative_capacity_is_refused(tmp_path, capsys):
+    trace = tmp_path / "ok.csv"
+    trace.write_text("value,demand\n1,0.2\n")
+    assert main(["evaluate", "--instances", str(trace), "--capacity", "-1"]) == 2
+    assert "capacities must be positive" in capsys.readouterr().err
