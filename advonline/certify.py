@@ -39,7 +39,7 @@ import numpy as np
 from problems.posted_price import Observation, Policy, Setting, price_table
 
 #: Work limit of one DP sweep, in (state x candidate) updates; beyond it the DP is skipped.
-DEFAULT_WORK_LIMIT = 4e9
+DEFAULT_WORK_LIMIT = 1e9
 _MAX_DINKELBACH_STEPS = 60
 _TOLERANCE = 1e-12
 _CLOSED_FORM_POINTS = 1 << 18

@@ -49,7 +49,9 @@ class Budget:
     random_instances: int = 256  # size of the fixed random set
     seed: int = 0  # seed of the random set and of sampled prices
     samples: int = 32  # sampled runs per input for randomised policies (no exact expectation)
-    exact_work_limit: float = 1e9  # largest exact DP sweep attempted (state x candidate updates)
+    exact_work_limit: float = (
+        certify.DEFAULT_WORK_LIMIT
+    )  # largest exact DP sweep attempted (state x candidate updates)
 
     def describe(self) -> dict:
         """JSON-ready description, printed beside the ratios it produced."""
@@ -90,6 +92,11 @@ class Measurement:
         }
 
 
+def _repeat(batch, times: int):
+    """Each member of a pytree batch (leading axis) ``times`` times in a row."""
+    return jax.tree.map(lambda leaf: jnp.repeat(leaf, times, axis=0), batch)
+
+
 def ratios(opt: np.ndarray, welfare: np.ndarray) -> np.ndarray:
     """OPT / ALG elementwise: ``inf`` where ALG earns nothing but OPT does, 1 where both 0."""
     opt, welfare = np.asarray(opt, np.float64), np.asarray(welfare, np.float64)
@@ -128,7 +135,7 @@ def expected_welfare(
         )
     if setting.resources == 1:
         return np.asarray(_expected_welfare_batch(setting, policy, instances))
-    repeated = jax.tree.map(lambda leaf: jnp.repeat(leaf, samples, axis=0), instances)
+    repeated = _repeat(instances, samples)
     runs = simulate(setting, policy, repeated, jax.random.split(key, count * samples))
     return np.asarray(runs.welfare).reshape(count, samples).mean(-1)
 
@@ -173,7 +180,7 @@ def _source_ratios(
             expected_welfare(setting, policy, instances, key, samples),
         )
     runs_each = 1 if policy.deterministic else samples
-    repeated = jax.tree.map(lambda leaf: jnp.repeat(leaf, runs_each, axis=0), source)
+    repeated = _repeat(source, runs_each)
     runs = simulate(setting, policy, repeated, jax.random.split(key, count * runs_each))
     opt = np.asarray(offline_optimum(setting, runs.instance)).reshape(count, runs_each).mean(-1)
     return ratios(opt, np.asarray(runs.welfare).reshape(count, runs_each).mean(-1))
@@ -279,7 +286,7 @@ def run_trace(
     """Welfare and revenue of ``policy`` on the trace (mean of sampled runs if randomised)."""
     runs = 1 if policy.deterministic else budget.samples
     with jax.enable_x64(True):
-        batch = jax.tree.map(lambda leaf: jnp.repeat(leaf[None], runs, axis=0), instance)
+        batch = _repeat(jax.tree.map(lambda leaf: leaf[None], instance), runs)
         played = simulate(
             setting, policy, batch, jax.random.split(jax.random.key(budget.seed), runs)
         )
