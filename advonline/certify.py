@@ -54,31 +54,44 @@ class Certificate:
     note: str
 
 
-def dp_work(setting: Setting) -> float:
-    """Updates in one DP sweep: T (G + 1)^2 x candidates per state."""
+def dp_work(setting: Setting, atoms: int = 1) -> float:
+    """Updates in one DP sweep: T (G + 1)^2 x candidates per state (``atoms`` price atoms)."""
     levels = setting.demand_levels
     opt_options = sum(j + 1 for j in range(1, levels + 1)) if setting.divisible else 2 * levels
-    return setting.rounds * (setting.grid_size + 1) ** 2 * (1 + 3 * opt_options)
+    return setting.rounds * (setting.grid_size + 1) ** 2 * (1 + (2 * atoms + 1) * opt_options)
 
 
 def certify_dp(
     setting: Setting, policy: Policy, work_limit: float = DEFAULT_WORK_LIMIT
 ) -> Certificate:
-    """Exact CR of a deterministic K = 1 policy on the finite setting (module docstring)."""
-    if reason := _not_certifiable(setting, policy):
-        return Certificate(None, None, reason)
-    if (work := dp_work(setting)) > work_limit:
-        return Certificate(
-            None,
-            None,
-            f"exact DP needs {work:.1e} updates per sweep (T={setting.rounds}, "
-            f"grid {setting.grid_size} units), over the limit {work_limit:.0e}",
-        )
+    """Exact CR of a K = 1 policy on the finite setting (module docstring).
+
+    For a randomised policy the same programme lets the adversary choose each buyer from the
+    state (round, units ALG and OPT hold) without seeing the price about to be drawn, with OPT
+    committing its share of each buyer on arrival: ``sup E[OPT_committed] / E[ALG]``. Every
+    fixed instance with its optimal selection is one such strategy, so the figure is an upper
+    bound on the oblivious CR (``tests/test_certify.py`` checks the programme against the
+    whole game tree and against every fixed instance of tiny settings). For a deterministic
+    policy nothing branches and it is exact.
+    """
+    if setting.resources != 1:
+        return Certificate(None, None, "no exact certificate for K >= 2")
     with jax.enable_x64(True):
-        prices = price_table(setting, policy, jnp.float64).prices[..., 0]  # [T, G+1]
+        table = price_table(setting, policy, jnp.float64)  # [T, G+1, A]
+        atoms = table.prices.shape[-1]
+        if (work := dp_work(setting, atoms)) > work_limit:
+            return Certificate(
+                None,
+                None,
+                f"exact DP needs {work:.1e} updates per sweep (T={setting.rounds}, "
+                f"grid {setting.grid_size} units, {atoms} price atoms), over the limit "
+                f"{work_limit:.0e}",
+            )
         ratio, steps = 1.0, 0
         for steps in range(1, _MAX_DINKELBACH_STEPS + 1):  # noqa: B007
-            gap, opt, alg = (float(x) for x in _sweep(setting, prices, jnp.float64(ratio)))
+            gap, opt, alg = (
+                float(x) for x in _sweep(setting, table.prices, table.probs, jnp.float64(ratio))
+            )
             if opt > 0 and alg <= 0:
                 return Certificate(
                     math.inf, "dynamic-programme", "an instance leaves ALG with nothing"
@@ -88,24 +101,52 @@ def certify_dp(
             ratio = opt / alg
         else:
             return Certificate(None, None, "Dinkelbach iteration did not converge")
-    return Certificate(
-        ratio, "dynamic-programme", f"exact on the finite setting, {steps} DP sweeps"
+    kind = (
+        "exact on the finite setting"
+        if policy.deterministic
+        else "upper bound on the oblivious CR (adversary adapts to the state, not to the "
+        "price draw; OPT commits on arrival)"
     )
+    return Certificate(ratio, "dynamic-programme", f"{kind}, {steps} DP sweeps")
 
 
-def _not_certifiable(setting: Setting, policy: Policy) -> str | None:
-    if setting.resources != 1:
-        return "no exact certificate for K >= 2"
-    if not policy.deterministic:
-        return "the exact certificate covers deterministic policies only"
-    return None
+def _candidates(setting: Setting, prices: jax.Array, probs: jax.Array):
+    """Buyer densities worth trying in each state and the chance each one buys.
+
+    Per state (row u_A) and atom k: density ``clip(p_k, L, U)`` (buys every atom <= it) and
+    just below ``p_k`` (the supremum ``min(p_k, U)``, buying only atoms < p_k; only when
+    ``p_k > L``), and U. Between these the ratio is monotone, so nothing else can be worse.
+    Returns density, sale probability and allowed, each ``[G+1, 2A+1]``.
+    """
+    low, high = setting.low, setting.high
+    at = jnp.clip(prices, low, high)  # [G+1, A]
+    below = jnp.minimum(prices, high)
+    buys_at = jnp.sum(probs[:, None, :] * (prices[:, None, :] <= at[:, :, None]), -1)
+    buys_below = jnp.sum(probs[:, None, :] * (prices[:, None, :] < prices[:, :, None]), -1)
+    top = jnp.sum(probs * (prices <= high), -1, keepdims=True)
+    density = jnp.concatenate([at, below, jnp.full_like(top, high)], 1)
+    sale = jnp.concatenate([buys_at, buys_below, top], 1)
+    allowed = jnp.concatenate([jnp.ones_like(at, bool), prices > low, jnp.ones_like(top, bool)], 1)
+    return density, sale, allowed
+
+
+def _expect(sale, rows, amount, shift_opt, table, gain):
+    """``gain + E[table at the next state]`` over sale (prob ``sale``) or not; a certain
+    outcome ignores the other branch, which may be -inf (OPT over capacity)."""
+    moved = shift_opt(table[rows], amount)[:, None]
+    stayed = shift_opt(table, amount)[:, None]
+    return gain + jnp.where(sale > 0, sale * moved, 0) + jnp.where(sale < 1, (1 - sale) * stayed, 0)
 
 
 @functools.partial(jax.jit, static_argnums=0)
-def _sweep(setting: Setting, prices: jax.Array, ratio: jax.Array):
-    """One backward induction for ratio r: (F(r), OPT, ALG) of the maximising instance."""
+def _sweep(setting: Setting, prices: jax.Array, probs: jax.Array, ratio: jax.Array):
+    """One backward induction for ratio r: (F(r), E[OPT], E[ALG]) of the maximising strategy.
+
+    Tables over (u_A, u_O) ``[G+1, G+1]``; a buyer choice is (demand level, density
+    candidate, how many units OPT takes).
+    """
     grid, levels = setting.grid_size, setting.demand_levels
-    low, high, unit = setting.low, setting.high, setting.capacities[0] / grid
+    unit = setting.capacities[0] / grid
     units = jnp.arange(grid + 1)
     minus_inf = jnp.float64(-jnp.inf)
 
@@ -114,9 +155,11 @@ def _sweep(setting: Setting, prices: jax.Array, ratio: jax.Array):
         shifted = jnp.concatenate([table[:, amount:], jnp.full((grid + 1, amount), minus_inf)], 1)
         return shifted if amount else table
 
-    def back(carry, price):  # carry: gap, opt, alg [G+1, G+1]; price [G+1] over u_A
+    def back(carry, inputs):  # carry: gap, opt, alg [G+1, G+1]; prices, probs [G+1, A]
         gap_next, opt_next, alg_next = carry
-        values, opts, algs = [gap_next], [opt_next], [alg_next]  # nobody comes
+        density, sale, allowed = _candidates(setting, *inputs)  # [G+1, C]
+        sale = sale[..., None]
+        values, opts, algs = [gap_next[:, None]], [opt_next[:, None]], [alg_next[:, None]]
         for j in range(1, levels + 1):
             if setting.divisible:
                 sold = jnp.minimum(j, grid - units)
@@ -124,36 +167,33 @@ def _sweep(setting: Setting, prices: jax.Array, ratio: jax.Array):
             else:
                 sold = jnp.where(units + j <= grid, j, 0)
                 opt_amounts = (0, j)
-            candidates = (  # (density [G+1], ALG units sold [G+1], allowed [G+1])
-                (jnp.minimum(price, high), jnp.zeros_like(sold), price > low),
-                (jnp.maximum(price, low), sold, price <= high),
-                (jnp.full_like(price, high), sold, price <= high),
-            )
-            for density, alg_units, allowed in candidates:
-                rows = units + alg_units
-                alg_gain = (density * alg_units * unit)[:, None]
-                for amount in opt_amounts:
-                    opt_gain = (density * amount * unit)[:, None]
-                    follow = shift_opt(gap_next[rows], amount)
-                    values.append(
-                        jnp.where(allowed[:, None], opt_gain - ratio * alg_gain + follow, minus_inf)
-                    )
-                    opts.append(opt_gain + shift_opt(opt_next[rows], amount))
-                    algs.append(alg_gain + alg_next[rows])
-        values = jnp.stack(values)
-        best = jnp.argmax(values, axis=0)[None]
-        pick = lambda stacked: jnp.take_along_axis(jnp.stack(stacked), best, 0)[0]  # noqa: E731
-        return (values.max(0), pick(opts), pick(algs)), None
+            rows = units + sold
+            alg_gain = (density * (sold * unit)[:, None])[..., None]  # [G+1, C, 1]
+            for amount in opt_amounts:
+                opt_gain = (density * amount * unit)[..., None]
+                expect = functools.partial(_expect, sale, rows, amount, shift_opt)
+                value = expect(gap_next, opt_gain - ratio * sale * alg_gain)
+                values.append(jnp.where(allowed[..., None], value, minus_inf))
+                opts.append(expect(opt_next, opt_gain))
+                algs.append(expect(alg_next, sale * alg_gain))
+        values = jnp.concatenate(values, axis=1)  # [G+1, choices, G+1]
+        best = jnp.argmax(values, axis=1)[:, None]
+        pick = lambda stacked: jnp.take_along_axis(  # noqa: E731
+            jnp.concatenate(stacked, axis=1), best, 1
+        )[:, 0]
+        return (values.max(1), pick(opts), pick(algs)), None
 
     zero = jnp.zeros((grid + 1, grid + 1), jnp.float64)
-    (gap, opt, alg), _ = jax.lax.scan(back, (zero, zero, zero), prices, reverse=True)
+    (gap, opt, alg), _ = jax.lax.scan(back, (zero, zero, zero), (prices, probs), reverse=True)
     return gap[0, 0], opt[0, 0], alg[0, 0]
 
 
 def certify_closed_form(setting: Setting, policy: Policy) -> Certificate:
     """Small-demand-limit CR of a monotone, round-independent K = 1 price function."""
-    if reason := _not_certifiable(setting, policy):
-        return Certificate(None, None, reason)
+    if setting.resources != 1:
+        return Certificate(None, None, "no exact certificate for K >= 2")
+    if not policy.deterministic:
+        return Certificate(None, None, "the closed form covers deterministic policies only")
     with jax.enable_x64(True):
         utilisation = jnp.linspace(0.0, 1.0, _CLOSED_FORM_POINTS + 1, dtype=jnp.float64)
 

@@ -10,8 +10,17 @@ import json
 import math
 import sys
 
+import jax
+from tqdm import tqdm
+
+from advonline import checkpoint, configs
 from advonline import evaluate as evaluation
+from advonline.checkpoint import CheckpointError
+from advonline.configs import ConfigError
+from advonline.game import Game
+from advonline.learned import learned_policies
 from advonline.traces import TraceError, load_trace
+from advonline.train import TrainError, train
 from baselines import BASELINES, make_baseline
 from problems import PROBLEMS
 from problems.posted_price import Instance, Setting, SettingError
@@ -34,24 +43,21 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     default = Setting()
     budget = evaluation.Budget()
-
     ev = commands.add_parser("evaluate", help="measured competitive ratio of algorithms (SPEC §5)")
     ev.add_argument("--problem", default="posted-price", help="online problem (posted-price)")
     ev.add_argument("--resources", type=int, default=None, help="K resource types (default 1)")
-    ev.add_argument("--low", type=float, default=default.low, help="L, lowest value density")
-    ev.add_argument("--high", type=float, default=default.high, help="U, highest value density")
-    ev.add_argument("--rounds", type=int, default=default.rounds, help="T buyers per instance")
+    ev.add_argument("--low", type=float, help=f"L, lowest value density ({default.low:g})")
+    ev.add_argument("--high", type=float, help=f"U, highest value density ({default.high:g})")
+    ev.add_argument("--rounds", type=int, help=f"T buyers per instance ({default.rounds})")
     ev.add_argument(
         "--max-demand",
         type=float,
-        default=default.max_demand,
-        help="largest demand, fraction of capacity",
+        help=f"largest demand, fraction of capacity ({default.max_demand:g})",
     )
     ev.add_argument(
         "--demand-levels",
         type=int,
-        default=default.demand_levels,
-        help="demands j*max_demand/levels, j=1..levels",
+        help=f"demands j*max_demand/levels, j=1..levels ({default.demand_levels})",
     )
     ev.add_argument("--indivisible", action="store_true", help="buyers take all or nothing")
     ev.add_argument(
@@ -73,7 +79,26 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--stopping-densities", type=int, default=budget.stopping_densities)
     ev.add_argument("--random-instances", type=int, default=budget.random_instances)
     ev.add_argument("--seed", type=int, default=budget.seed)
+    ev.add_argument(
+        "--adversary-steps",
+        type=int,
+        default=budget.adversary_steps,
+        help="training steps of the fresh adversary source",
+    )
+    ev.add_argument(
+        "--checkpoint",
+        metavar="DIR",
+        help="evaluate the learned policy of a training run (on its own setting) beside "
+        "the --algorithm baselines",
+    )
     ev.set_defaults(run=run_evaluate)
+
+    tr = commands.add_parser("train", help="train the pricing network against the adversary")
+    tr.add_argument("config", help="TOML config (see experiments/configs/)")
+    tr.add_argument("--out", required=True, metavar="DIR", help="run folder: checkpoints, metrics")
+    tr.add_argument("--resume", action="store_true", help="continue the run in --out")
+    tr.add_argument("--quiet", action="store_true", help="no progress bar")
+    tr.set_defaults(run=run_train)
     return parser
 
 
@@ -82,51 +107,123 @@ def main(argv: list[str] | None = None) -> int:
     try:
         args = build_parser().parse_args(argv)
         return args.run(args)
-    except (UsageError, SettingError, TraceError) as error:
+    except (
+        UsageError,
+        SettingError,
+        TraceError,
+        ConfigError,
+        CheckpointError,
+        TrainError,
+    ) as error:
         print(f"advonline: error: {error}", file=sys.stderr)
         return EXIT_BAD_INPUT
+
+
+SETTING_FLAGS = ("resources", "low", "high", "rounds", "max_demand", "demand_levels")
 
 
 def run_evaluate(args: argparse.Namespace) -> int:
     """``advonline evaluate``: a table (or JSON) of measured ratios."""
     if args.problem not in PROBLEMS:
         raise UsageError(f"unknown problem {args.problem!r}; known: {', '.join(PROBLEMS)}")
-    names = args.algorithm or list(BASELINES)
+    names = args.algorithm or ([] if args.checkpoint else list(BASELINES))
     for name in names:
         if name not in BASELINES:
             raise UsageError(f"unknown algorithm {name!r}; known: {', '.join(BASELINES)}")
-    if min(args.stopping_densities, args.random_instances) < 1:
-        raise UsageError("--stopping-densities and --random-instances must be >= 1")
+    if min(args.stopping_densities, args.random_instances, args.adversary_steps) < 1:
+        raise UsageError(
+            "--stopping-densities, --random-instances and --adversary-steps must be >= 1"
+        )
     budget = evaluation.Budget(
         stopping_densities=args.stopping_densities,
         random_instances=args.random_instances,
         seed=args.seed,
+        adversary_steps=args.adversary_steps,
     )
     if args.instances:
         return _evaluate_trace(args, names, budget)
     if args.capacity:
         raise UsageError("--capacity applies to --instances traces; settings use capacity 1")
-    resources = args.resources or 1
-    setting = Setting(
-        resources=resources,
-        low=args.low,
-        high=args.high,
-        rounds=args.rounds,
-        max_demand=args.max_demand,
-        demand_levels=args.demand_levels,
-        divisible=not args.indivisible,
-        capacities=(1.0,) * max(resources, 1),
-    )
+    policies = {}
+    if args.checkpoint:
+        given = [f"--{f.replace('_', '-')}" for f in SETTING_FLAGS if getattr(args, f) is not None]
+        if given or args.indivisible:
+            raise UsageError(
+                f"{(given or ['--indivisible'])[0]} conflicts with --checkpoint, which "
+                "evaluates on the checkpoint's own setting"
+            )
+        params, run_config = load_learned(args.checkpoint)
+        setting = run_config.setting
+        policies.update(learned_from(params, run_config))
+    else:
+        default = Setting()
+        resources = args.resources or 1
+        setting = Setting(
+            resources=resources,
+            low=_given(args.low, default.low),
+            high=_given(args.high, default.high),
+            rounds=_given(args.rounds, default.rounds),
+            max_demand=_given(args.max_demand, default.max_demand),
+            demand_levels=_given(args.demand_levels, default.demand_levels),
+            divisible=not args.indivisible,
+            capacities=(1.0,) * max(resources, 1),
+        )
+    policies.update({name: make_baseline(name, setting) for name in names})
     results = [
-        evaluation.measure(setting, name, make_baseline(name, setting), budget) for name in names
+        evaluation.measure(setting, name, policy, budget) for name, policy in policies.items()
     ]
     header = {**setting.describe(), "budget": budget.describe()}
+    if args.checkpoint:
+        header["checkpoint"] = str(args.checkpoint)
     if (reference := evaluation.reference_ratio(setting)) is not None:
         header["optimal_ratio_small_demand_limit"] = reference
     if args.json:
         print(json.dumps({"setting": header, "results": [r.to_json() for r in results]}))
     else:
         print(_table(setting, budget, reference, results))
+    return 0
+
+
+def _given(value, default):
+    return default if value is None else value
+
+
+def load_learned(folder: str):
+    """The trained parameters and config of a run folder."""
+    state, run_config, _ = checkpoint.load(folder)
+    return state.algorithm, run_config
+
+
+def learned_from(params, run_config) -> dict:
+    """The learned policies (randomised and read-out) of a run's parameters."""
+    game = Game.build(run_config)
+    return learned_policies(params, game.pricing, game.atoms)
+
+
+def run_train(args: argparse.Namespace) -> int:
+    """``advonline train CONFIG --out DIR``: train with a progress bar; metrics and checkpoints
+    in DIR."""
+    run_config = configs.load(args.config)
+    device = jax.devices()[0]
+    print(
+        f"advonline train: {args.config} on {device.platform} ({device.device_kind}); "
+        f"run folder {args.out}",
+        file=sys.stderr,
+    )
+    bar = tqdm(total=run_config.game.steps, disable=args.quiet, unit="step", file=sys.stderr)
+    shown = {}
+
+    def report(row: dict) -> None:
+        bar.update(row["step"] - bar.n)  # a resumed run starts where its checkpoint was
+        shown["ratio"] = f"{row['pool_ratio']:.3f}"
+        if row["exploitability"] != "":
+            shown["exploit"] = f"{row['exploitability']:.3f}"
+        shown["steps/s"] = f"{row['steps_per_second']:.1f}"
+        bar.set_postfix(shown)
+
+    state = train(run_config, args.out, resume=args.resume, report=report)
+    bar.close()
+    print(f"trained {int(state.step)} steps; checkpoint and metrics.csv in {args.out}")
     return 0
 
 
@@ -140,10 +237,11 @@ def _evaluate_trace(args: argparse.Namespace, names: list[str], budget) -> int:
     capacities = tuple(args.capacity or [1.0])
     if len(capacities) == 1:
         capacities *= resources
+    default = Setting()
     setting = Setting(
         resources=resources,
-        low=args.low,
-        high=args.high,
+        low=_given(args.low, default.low),
+        high=_given(args.high, default.high),
         rounds=len(values),
         max_demand=1.0,
         divisible=not args.indivisible,

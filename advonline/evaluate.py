@@ -1,8 +1,10 @@
 """Measured competitive ratio (SPEC §5): the worst of several sources, alike for every algorithm.
 
-Sources: ``exact`` (the DP certificate, or the closed form in the small-demand limit; K = 1
-deterministic policies), ``families`` (the known hard inputs on a fine grid of stopping
-densities) and ``random`` (a fixed seeded set of instances). Every ratio is computed in
+Sources: ``exact`` (the DP certificate, K = 1: exact for deterministic policies, against an
+adaptive adversary for randomised ones; or the closed form in the small-demand limit),
+``adversary`` (a fresh adversary network trained from scratch against the frozen policy,
+K = 1), ``families`` (the known hard inputs on a fine grid of stopping densities) and
+``random`` (a fixed seeded set of instances). Every ratio is computed in
 float64; an algorithm that earns nothing where OPT earns something has ratio ``inf``.
 
 Welfare of a randomised policy on a fixed instance is its exact expectation (K = 1, backward
@@ -20,25 +22,28 @@ import jax.numpy as jnp
 import numpy as np
 
 from advonline import certify
+from advonline.adversary import AdversaryModel, best_response
+from advonline.configs import AdversaryConfig
 from advonline.families import (
     FAMILY_NAMES,
     family_demands,
     make_family,
     random_instances,
     stopping_densities,
+    write_out,
 )
 from problems.optimum import greedy_fill_optimum, lp_optimum, milp_optimum, offline_optimum
 from problems.posted_price import (
-    AdversaryView,
     BuyerSource,
     Instance,
     Policy,
     Setting,
     expected_welfare_exact,
+    price_table,
     simulate,
 )
 
-SOURCE_NAMES = ("exact", "families", "random")
+SOURCE_NAMES = ("exact", "adversary", "families", "random")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -49,6 +54,8 @@ class Budget:
     random_instances: int = 256  # size of the fixed random set
     seed: int = 0  # seed of the random set and of sampled prices
     samples: int = 32  # sampled runs per input for randomised policies (no exact expectation)
+    adversary_steps: int = 100  # REINFORCE steps of the fresh adversary (source "adversary")
+    adversary_batch: int = 64  # instances it writes per step
     exact_work_limit: float = (
         certify.DEFAULT_WORK_LIMIT
     )  # largest exact DP sweep attempted (state x candidate updates)
@@ -145,24 +152,6 @@ _expected_welfare_batch = jax.jit(
 )
 
 
-def _write_out(setting: Setting, source: BuyerSource, count: int) -> Instance:
-    """The fixed instances an oblivious source batch ``[count]`` writes."""
-    dtype = jnp.float64
-    blank = AdversaryView(
-        jnp.int32(0), jnp.zeros(setting.resources, dtype), jnp.zeros(setting.resources, dtype)
-    )
-
-    def one(member):
-        def buyer_at(t):
-            buyer = member(blank._replace(round=t))
-            return buyer.value, buyer.demand
-
-        values, demands = jax.vmap(buyer_at)(jnp.arange(setting.rounds, dtype=jnp.int32))
-        return Instance(values=values, demands=demands)
-
-    return jax.vmap(one)(source)
-
-
 def _source_ratios(
     setting: Setting,
     policy: Policy,
@@ -174,7 +163,7 @@ def _source_ratios(
 ) -> np.ndarray:
     """Ratio OPT / E[ALG] of each member of a batch of ``count`` sources."""
     if not adaptive:
-        instances = _write_out(setting, source, count)
+        instances = write_out(setting, source, count)
         return ratios(
             offline_optimum(setting, instances),
             expected_welfare(setting, policy, instances, key, samples),
@@ -184,6 +173,26 @@ def _source_ratios(
     runs = simulate(setting, policy, repeated, jax.random.split(key, count * runs_each))
     opt = np.asarray(offline_optimum(setting, runs.instance)).reshape(count, runs_each).mean(-1)
     return ratios(opt, np.asarray(runs.welfare).reshape(count, runs_each).mean(-1))
+
+
+def adversary_source(
+    setting: Setting, policy: Policy, budget: Budget, key: jax.Array
+) -> SourceRatio:
+    """A fresh adversary network trained from scratch against the frozen policy (SPEC §5,
+    source 1): same architecture, budget and seed for every algorithm; its ratio is the worst
+    instance it wrote, with E[ALG] exact (an oblivious adversary)."""
+    if setting.resources != 1:
+        return SourceRatio(None, "the fresh adversary needs K = 1 for now (exact E[ALG])")
+    config = AdversaryConfig(batch=budget.adversary_batch)
+    model = AdversaryModel.build(setting, config)
+    table = price_table(setting, policy, jnp.float64)
+    found = best_response(setting, model, table, config, budget.adversary_steps, jnp.float64, key)
+    note = (
+        f"fresh adversary, {budget.adversary_steps} steps x {budget.adversary_batch} "
+        f"instances, seed {budget.seed}"
+    )
+    worst = np.asarray(found.worst_instance.values)
+    return SourceRatio(float(found.worst_ratio), note, {"values": worst.round(6).tolist()})
 
 
 def families_source(
@@ -233,9 +242,10 @@ def random_source(setting: Setting, policy: Policy, budget: Budget, key: jax.Arr
 def measure(setting: Setting, name: str, policy: Policy, budget: Budget) -> Measurement:
     """The measured CR of ``policy`` on ``setting``: every source, then the worst."""
     with jax.enable_x64(True):
-        key_families, key_random = jax.random.split(jax.random.key(budget.seed))
+        key_adversary, key_families, key_random = jax.random.split(jax.random.key(budget.seed), 3)
         sources = {
             "exact": exact_source(setting, policy, budget),
+            "adversary": adversary_source(setting, policy, budget, key_adversary),
             "families": families_source(setting, policy, budget, key_families),
             "random": random_source(setting, policy, budget, key_random),
         }

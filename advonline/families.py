@@ -26,9 +26,11 @@ from flax import struct
 from problems.posted_price import (
     AdversaryView,
     Buyer,
+    BuyerSource,
     Instance,
     Setting,
     capacity_tolerance,
+    default_dtype,
 )
 
 
@@ -133,3 +135,21 @@ def random_instances(setting: Setting, key: jax.Array, count: int, dtype) -> Ins
     units = units.at[..., 0].set(jnp.where(units.sum(-1) == 0, 1, units[..., 0]))
     demands = units.astype(dtype) * unit
     return Instance(values=jnp.exp(log_density) * demands.sum(-1), demands=demands)
+
+
+def write_out(setting: Setting, source: BuyerSource, count: int, dtype=None) -> Instance:
+    """The fixed instances an oblivious source batch ``[count]`` writes."""
+    dtype = default_dtype(dtype)
+    blank = AdversaryView(
+        jnp.int32(0), jnp.zeros(setting.resources, dtype), jnp.zeros(setting.resources, dtype)
+    )
+
+    def one(member):
+        def buyer_at(t):
+            buyer = member(blank._replace(round=t))
+            return buyer.value, buyer.demand
+
+        values, demands = jax.vmap(buyer_at)(jnp.arange(setting.rounds, dtype=jnp.int32))
+        return Instance(values=values, demands=demands)
+
+    return jax.vmap(one)(source)

@@ -335,42 +335,88 @@ def demand_units(setting: Setting, demands: jax.Array) -> jax.Array:
 
 
 def expected_welfare_exact(setting: Setting, policy: Policy, instance: Instance) -> jax.Array:
-    """Exact E[welfare] of a (randomised) K = 1 policy on one instance, by backward induction.
-
-    State: (round t, utilisation units u in 0..G). ``V_T(u) = 0`` and
-    ``V_t(u) = sum_a pi_a(u, t) [buy_a (b_t x + V_{t+1}(u + s)) + (1 - buy_a) V_{t+1}(u)]``,
-    with the purchase rule of :func:`purchase`. Needs demands on the setting's grid.
-    Zero variance, O(T G A); differentiable in the policy's probabilities.
-    """
+    """Exact E[welfare] of a (randomised) K = 1 policy on one instance, by backward induction
+    (:func:`continuation`). Zero variance, O(T G A); differentiable in the policy."""
     table = price_table(setting, policy, instance.values.dtype)
-    return _expected_welfare_from_table(setting, table, instance)
+    return continuation(setting, sell_probability(table, instance), instance).values[0, 0]
 
 
-def _expected_welfare_from_table(
-    setting: Setting, table: PriceDistribution, instance: Instance
-) -> jax.Array:
+def accepts(unit_prices: jax.Array, buyer: Buyer) -> jax.Array:
+    """K = 1: whether the buyer accepts each unit price ``[...]`` (the rule of :func:`purchase`;
+    whether the bundle fits is separate)."""
+    return (buyer.value >= unit_prices * buyer.demand[0]) & (buyer.demand[0] > 0)
+
+
+def sell_probability(table: PriceDistribution, instance: Instance) -> jax.Array:
+    """``[T, G + 1]`` probability that buyer t accepts the price posted after u units are sold."""
+
+    def at_round(prices, probs, value, demand):  # [G+1, A] x2, [], [1]
+        return jnp.sum(probs * accepts(prices, Buyer(value=value, demand=demand)), axis=-1)
+
+    return jax.vmap(at_round)(table.prices, table.probs, instance.values, instance.demands)
+
+
+class Continuation(NamedTuple):
+    """Exact values of a K = 1 policy on one instance, over (round t, utilisation units u)."""
+
+    values: jax.Array  # [T + 1, G + 1] V_t(u): expected welfare still to come; V_T = 0
+    sale_gain: jax.Array  # [T, G + 1] b_t x(u) + V_{t+1}(u + s(u)) - V_{t+1}(u)
+
+
+def continuation(
+    setting: Setting,
+    sell_prob: jax.Array,
+    instance: Instance,
+    bonus: jax.Array | None = None,
+) -> Continuation:
+    """Backward induction over (t, u): ``V_T = 0``,
+    ``V_t(u) = V_{t+1}(u) + p_t(u) [b_t x(u) + V_{t+1}(u + s(u)) - V_{t+1}(u)] + bonus_t(u)``
+    with ``p = sell_prob`` ``[T, G + 1]`` and the sale ``x(u)`` (fraction), ``s(u)`` (units) of
+    :func:`purchase`. Needs demands on the setting's grid.
+
+    ``bonus`` ``[T, G + 1]`` is zero in use; the derivative of ``V_0(0)`` with respect to it is
+    the probability of reaching each state (:func:`state_occupancy`), so the per-round update
+    gets its state weights from this one copy of the dynamics.
+    """
     grid = setting.grid_size
     dtype = instance.values.dtype
     capacity = setting.capacities[0]
     used_units = jnp.arange(grid + 1)
+    used = used_units.astype(dtype) * capacity / grid
+    if bonus is None:
+        bonus = jnp.zeros((setting.rounds, grid + 1), dtype)
 
-    def back(value_next: jax.Array, inputs) -> tuple[jax.Array, None]:
-        prices, probs, value, demand = inputs  # [G+1, A], [G+1, A], [], [1]
-        units = demand_units(setting, demand)[0]
-        used = used_units.astype(dtype) * capacity / grid
+    def back(value_next: jax.Array, inputs) -> tuple[jax.Array, tuple[jax.Array, jax.Array]]:
+        sell, value, demand, bonus_t = inputs  # [G+1], [], [1], [G+1]
         buyer = Buyer(value=value, demand=demand)
-        # x(u) when the buyer accepts; whether it accepts depends on the atom's price.
+        # The sale if the buyer accepts: what fits after u units (price zero: it accepts).
         sale = jax.vmap(purchase, in_axes=(None, 0, None, None))(
             setting, used[:, None], jnp.zeros(1, dtype), buyer
         )
-        sold_units = jnp.round(sale.fraction * units).astype(jnp.int32)
+        sold_units = jnp.round(sale.fraction * demand_units(setting, demand)[0]).astype(jnp.int32)
         after = jnp.clip(used_units + sold_units, 0, grid)
-        accept = (value >= prices * demand[0]) & (units > 0)  # [G+1, A]
-        gain = sale.welfare + value_next[after]  # [G+1]
-        value_now = jnp.sum(probs * jnp.where(accept, gain[:, None], value_next[:, None]), -1)
-        return value_now, None
+        gain = sale.welfare + value_next[after] - value_next
+        value_now = value_next + sell * gain + bonus_t
+        return value_now, (value_now, gain)
 
     start = jnp.zeros(grid + 1, dtype)
-    inputs = (table.prices, table.probs, instance.values, instance.demands)
-    value_first, _ = jax.lax.scan(back, start, inputs, reverse=True)
-    return value_first[0]
+    inputs = (sell_prob.astype(dtype), instance.values, instance.demands, bonus)
+    _, (values, gains) = jax.lax.scan(back, start, inputs, reverse=True)
+    return Continuation(values=jnp.concatenate([values, start[None]]), sale_gain=gains)
+
+
+def action_values(setting: Setting, table: PriceDistribution, instance: Instance) -> jax.Array:
+    """``[T, G + 1, A]`` ``Q_t(u, a)``: expected welfare from round t on after posting atom a
+    with u units sold, continuing with the policy of ``table``."""
+    following = continuation(setting, sell_probability(table, instance), instance)
+    accept = jax.vmap(accepts)(table.prices, Buyer(instance.values, instance.demands))
+    return following.values[1:, :, None] + accept * following.sale_gain[..., None]
+
+
+def state_occupancy(setting: Setting, sell_prob: jax.Array, instance: Instance) -> jax.Array:
+    """``[T, G + 1]`` probability that u units are sold when buyer t arrives."""
+
+    def first_value(bonus):
+        return continuation(setting, sell_prob, instance, bonus).values[0, 0]
+
+    return jax.grad(first_value)(jnp.zeros(sell_prob.shape, instance.values.dtype))

@@ -1,5 +1,6 @@
 """The exact certificate against brute force, and the closed form against known optima."""
 
+import functools
 import itertools
 import math
 
@@ -7,11 +8,17 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from policies import TablePolicy
+from policies import RandomTablePolicy, TablePolicy
 
-from advonline.certify import certify_closed_form, certify_dp
+from advonline.certify import _sweep, certify_closed_form, certify_dp
 from baselines import make_baseline
-from problems.posted_price import Instance, Setting, price_table, simulate
+from problems.posted_price import (
+    Instance,
+    Setting,
+    expected_welfare_exact,
+    price_table,
+    simulate,
+)
 
 
 def _opt_numpy(values, units, grid, divisible):
@@ -126,3 +133,106 @@ def test_closed_form_refuses_round_dependent_policies():
     setting = TINY[2]
     found = certify_closed_form(setting, _table_policy(setting, seed=0))
     assert found.ratio is None and "round" in found.note
+
+
+def _committed_gap_game_tree(setting: Setting, policy, ratio: float) -> float:
+    """max E[OPT_committed - r ALG] over adversaries that see the round and both players'
+    units (not the price draw) and commit OPT's share of each buyer on arrival, by recursion
+    over the whole game tree of a tiny setting: the game the randomised DP solves."""
+    with jax.enable_x64(True):
+        table = price_table(setting, policy, jnp.float64)
+        prices, probs = np.asarray(table.prices), np.asarray(table.probs)
+    grid, unit = setting.grid_size, setting.demand_unit
+    posted = prices.ravel()
+    densities = np.unique(
+        np.clip(np.concatenate([posted, posted - 1e-9, [setting.low]]), setting.low, setting.high)
+    )
+
+    @functools.cache
+    def best(t: int, alg_units: int, opt_units: int) -> float:
+        if t == setting.rounds:
+            return 0.0
+        found = best(t + 1, alg_units, opt_units)  # nobody comes
+        for density, units in itertools.product(densities, range(1, setting.demand_levels + 1)):
+            if setting.divisible:
+                sells, opt_takes = min(units, grid - alg_units), range(units + 1)
+            else:
+                sells, opt_takes = (units if alg_units + units <= grid else 0), (0, units)
+            buys = float(np.sum(probs[t, alg_units] * (density >= prices[t, alg_units])))
+            for take in opt_takes:
+                if opt_units + take > grid:
+                    continue
+                value = density * take * unit
+                if buys > 0:
+                    after = best(t + 1, alg_units + sells, opt_units + take)
+                    value += buys * (after - ratio * density * sells * unit)
+                if buys < 1:
+                    value += (1 - buys) * best(t + 1, alg_units, opt_units + take)
+                found = max(found, value)
+        return found
+
+    return best(0, 0, 0)
+
+
+def _oblivious_brute_force_ratio(setting: Setting, policy) -> float:
+    """sup OPT / E[ALG] over every fixed instance on the candidate densities (exact E[ALG])."""
+    with jax.enable_x64(True):
+        posted = np.asarray(price_table(setting, policy, jnp.float64).prices).ravel()
+        densities = np.unique(
+            np.clip(np.concatenate([posted, posted - 1e-9]), setting.low, setting.high)
+        )
+        types = [(0.0, 0)] + [(d, 1) for d in densities]
+        sequences = np.array(list(itertools.product(range(len(types)), repeat=setting.rounds)))
+        density = np.array([d for d, _ in types])[sequences]
+        units = np.array([j for _, j in types])[sequences]
+        instances = Instance(
+            values=jnp.asarray(density * units * setting.demand_unit),
+            demands=jnp.asarray(units * setting.demand_unit)[..., None],
+        )
+        welfare = np.asarray(
+            jax.vmap(expected_welfare_exact, (None, None, 0))(setting, policy, instances)
+        )
+    opt = _opt_numpy(density * units * setting.demand_unit, units, setting.grid_size, True)
+    return float(np.max(np.where(welfare > 0, opt / np.maximum(welfare, 1e-300), 1.0)))
+
+
+def _random_policy(setting: Setting, seed: int) -> RandomTablePolicy:
+    """Three price atoms (one above U) with random round- and state-dependent probabilities."""
+    rng = np.random.default_rng(seed)
+    probs = rng.dirichlet(np.ones(3), (setting.rounds, setting.grid_size + 1))
+    levels = np.array([setting.low, 0.5 * (setting.low + setting.high), 1.2 * setting.high])
+    return RandomTablePolicy(levels=jnp.asarray(levels), probs=jnp.asarray(probs))
+
+
+@pytest.mark.parametrize("setting", TINY[:2] + TINY[3:], ids=["div-2lv", "ind-2lv", "ind-T4"])
+@pytest.mark.parametrize("ratio", [1.0, 1.7, 3.0])
+def test_randomised_dp_equals_committed_game_tree(setting, ratio):
+    policy = _random_policy(setting, seed=setting.rounds)
+    with jax.enable_x64(True):
+        table = price_table(setting, policy, jnp.float64)
+        gap, opt, alg = (float(x) for x in _sweep(setting, table.prices, table.probs, ratio))
+    assert gap == pytest.approx(opt - ratio * alg, abs=1e-9)
+    assert gap == pytest.approx(_committed_gap_game_tree(setting, policy, ratio), abs=1e-6)
+
+
+def test_randomised_dp_bounds_every_fixed_instance():
+    """The randomised certificate is an upper bound on the oblivious CR (and here not loose
+    by more than the adversary's extra power)."""
+    setting = TINY[2]  # T = 4, one demand level of half the capacity, divisible
+    policy = _random_policy(setting, seed=7)
+    bound = certify_dp(setting, policy).ratio
+    oblivious = _oblivious_brute_force_ratio(setting, policy)
+    assert oblivious <= bound * (1 + 1e-9)
+    assert oblivious > 1.0
+
+
+def test_randomised_certificate_of_a_point_mass_is_the_deterministic_one():
+    setting = TINY[0]
+    with jax.enable_x64(True):
+        deterministic = _table_policy(setting, seed=3)
+        levels = jnp.unique(deterministic.prices)
+        one_hot = (deterministic.prices[..., None] == levels[None, None]).astype(jnp.float64)
+        as_random = RandomTablePolicy(levels=levels, probs=one_hot)
+        want = certify_dp(setting, deterministic).ratio
+        got = certify_dp(setting, as_random).ratio
+    assert got == pytest.approx(want, rel=1e-12)

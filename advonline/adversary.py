@@ -1,0 +1,204 @@
+"""The adversary network's instances, its REINFORCE update, and a fresh best response.
+
+Buyer types: a density level and a demand level, or nobody. The density levels are a
+geometric grid ``g_0 = L < ... < g_{D-1} = U`` plus a copy of each ``g_j`` (j >= 1) just below
+it (by a relative ``1e-4``). Against prices on the same grid these are the only densities
+that matter: a buyer with density in ``[g_j, g_{j+1})`` buys exactly where one with density
+``g_j`` buys, and a ratio that is a quotient of two linear functions of the density is worst
+at an end of that interval, i.e. at ``g_j`` or just below ``g_{j+1}``.
+
+The adversary minimises the game payoff ``u = E_I E[ALG(I)] / OPT(I)`` (SPEC §2): each
+instance's ``E[ALG]`` is exact (backward induction over the algorithm's state, K = 1) and OPT
+is exact, so the only noise in its REINFORCE gradient is which instances were drawn.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import optax
+
+from advonline.configs import AdversaryConfig
+from advonline.families import family_demands
+from advonline.networks import AdversaryNetwork
+from problems.optimum import offline_optimum
+from problems.posted_price import (
+    Instance,
+    PriceDistribution,
+    Setting,
+    continuation,
+    sell_probability,
+)
+
+JUST_BELOW = 1e-4  # relative gap of the "just below a grid price" densities
+
+
+def density_levels(setting: Setting, count: int) -> tuple[float, ...]:
+    """The geometric grid of ``count`` densities on [L, U] and the just-below copies."""
+    ratio = setting.theta ** (1.0 / max(count - 1, 1))
+    grid = [setting.low * ratio**j for j in range(count)]
+    grid[-1] = setting.high
+    below = [g * (1 - JUST_BELOW) for g in grid[1:]]
+    return tuple(sorted(grid + below))
+
+
+class Written(NamedTuple):
+    """A batch of instances and the draws that wrote them (what REINFORCE needs)."""
+
+    instances: Instance  # values [B, T], demands [B, T, K]
+    noise: jax.Array  # [B, Z]
+    chosen: jax.Array  # [B, T] int32 type index; the last index means nobody
+
+
+@dataclasses.dataclass(frozen=True)
+class AdversaryModel:
+    """Static description of an adversary: its network and its buyer types (hashable)."""
+
+    network: AdversaryNetwork
+    latent: int
+    densities: tuple[float, ...]
+    demands: tuple[tuple[float, ...], ...]  # [N][K] demand vectors
+
+    @staticmethod
+    def build(setting: Setting, config: AdversaryConfig) -> AdversaryModel:
+        densities = density_levels(setting, config.density_levels)
+        with jax.enable_x64(True):  # the exact grid fractions, whatever dtype runs later
+            demands = tuple(tuple(row) for row in family_demands(setting, jnp.float64).tolist())
+        network = AdversaryNetwork(
+            types=len(densities) * len(demands) + 1, hidden=config.hidden, layers=config.layers
+        )
+        return AdversaryModel(network, config.latent, densities, demands)
+
+    def init(self, key: jax.Array) -> dict:
+        return self.network.init(key, jnp.zeros(self.latent), jnp.zeros(()))
+
+    def logits(self, params: dict, noise: jax.Array, rounds: int) -> jax.Array:
+        """``[B, T, types]`` for noise ``[B, Z]``."""
+        fractions = jnp.arange(rounds) / rounds
+        noise_grid = jnp.broadcast_to(noise[:, None, :], (noise.shape[0], rounds, self.latent))
+        fraction_grid = jnp.broadcast_to(fractions[None, :], noise_grid.shape[:2])
+        return self.network.apply(params, noise_grid, fraction_grid)
+
+    def write(self, params: dict, setting: Setting, key: jax.Array, count: int, dtype) -> Written:
+        """Draw ``count`` instances: one noise vector each, then one buyer type per round."""
+        key_noise, key_types = jax.random.split(key)
+        noise = jax.random.normal(key_noise, (count, self.latent))
+        logits = self.logits(params, noise, setting.rounds)
+        chosen = jax.random.categorical(key_types, logits, axis=-1)
+        return Written(self.instances(chosen, dtype), noise, chosen)
+
+    def instances(self, chosen: jax.Array, dtype) -> Instance:
+        """Buyer types ``[B, T]`` as values and demand vectors."""
+        densities = jnp.asarray(self.densities, dtype)
+        demands = jnp.asarray(self.demands, dtype)  # [N, K]
+        nobody = len(self.densities) * len(self.demands)
+        density_index = jnp.clip(chosen, 0, nobody - 1) // len(self.demands)
+        demand = demands[chosen % len(self.demands)]  # [B, T, K]
+        demand = jnp.where((chosen == nobody)[..., None], 0, demand)
+        return Instance(values=densities[density_index] * demand.sum(-1), demands=demand)
+
+    def log_prob(self, params: dict, written: Written) -> tuple[jax.Array, jax.Array]:
+        """log-probability ``[B]`` of each written instance and mean per-round entropy ``[B]``."""
+        logits = self.logits(params, written.noise, written.chosen.shape[1])
+        log_probs = jax.nn.log_softmax(logits, axis=-1)
+        picked = jnp.take_along_axis(log_probs, written.chosen[..., None], axis=-1)[..., 0]
+        entropy = -jnp.sum(jnp.exp(log_probs) * log_probs, axis=-1).mean(-1)
+        return picked.sum(-1), entropy
+
+
+def payoffs(setting: Setting, table: PriceDistribution, instances: Instance, optimum: jax.Array):
+    """``E[ALG(I)] / OPT(I)`` per instance ``[B]`` for the policy given by its price ``table``."""
+    sell = jax.vmap(sell_probability, in_axes=(None, 0))(table, instances)
+    return payoffs_given_sales(setting, sell, instances, optimum)
+
+
+def payoffs_given_sales(
+    setting: Setting, sell: jax.Array, instances: Instance, optimum: jax.Array
+) -> jax.Array:
+    """Payoffs ``[B]`` from the sale probabilities ``[B, T, G + 1]`` (1 where OPT = 0: nobody
+    worth serving came)."""
+    welfare = jax.vmap(
+        lambda sell_i, instance: continuation(setting, sell_i, instance).values[0, 0]
+    )(sell, instances)
+    return welfare_ratio(welfare, optimum)
+
+
+def welfare_ratio(welfare: jax.Array, optimum: jax.Array) -> jax.Array:
+    """``ALG / OPT`` elementwise, 1 where OPT = 0."""
+    safe = jnp.where(optimum > 0, optimum, 1)
+    return jnp.where(optimum > 0, welfare / safe, 1.0)
+
+
+def adversary_loss(
+    model: AdversaryModel, params: dict, written: Written, payoff: jax.Array, entropy_bonus: float
+) -> jax.Array:
+    """REINFORCE for a minimiser of the payoff, with the batch mean as baseline, plus an
+    entropy bonus on the per-round type distributions."""
+    log_prob, entropy = model.log_prob(params, written)
+    advantage = payoff - payoff.mean()
+    advantage = advantage / (advantage.std() + 1e-8)
+    return jnp.mean(jax.lax.stop_gradient(advantage) * log_prob) - entropy_bonus * entropy.mean()
+
+
+def adversary_optimizer(config: AdversaryConfig) -> optax.GradientTransformation:
+    return optax.adam(config.learning_rate)
+
+
+class BestResponse(NamedTuple):
+    """What a fresh adversary found against a frozen algorithm."""
+
+    worst_ratio: jax.Array  # [] max OPT / E[ALG] over every instance it wrote
+    worst_instance: Instance  # the instance that reached it
+    ratio_by_step: jax.Array  # [steps] worst ratio of each step's batch
+
+
+@functools.partial(jax.jit, static_argnums=(0, 1, 3, 4, 5))
+def best_response(
+    setting: Setting,
+    model: AdversaryModel,
+    table: PriceDistribution,
+    config: AdversaryConfig,
+    steps: int,
+    dtype,
+    key: jax.Array,
+) -> BestResponse:
+    """Train a fresh adversary from scratch for ``steps`` REINFORCE steps against the frozen
+    algorithm given by its price ``table``; keep the worst instance of everything written."""
+    key_init, key_steps = jax.random.split(key)
+    params = model.init(key_init)
+    optimizer = adversary_optimizer(config)
+    blank = jnp.zeros((setting.rounds,), dtype)
+    start = (
+        params,
+        optimizer.init(params),
+        jnp.zeros((), dtype),
+        Instance(values=blank, demands=jnp.zeros((setting.rounds, setting.resources), dtype)),
+    )
+
+    def step(carry, key_step):
+        params, opt_state, worst, worst_instance = carry
+        written = model.write(params, setting, key_step, config.batch, dtype)
+        optimum = offline_optimum(setting, written.instances)
+        payoff = payoffs(setting, table, written.instances, optimum)
+        grads = jax.grad(functools.partial(adversary_loss, model))(
+            params, written, payoff, config.entropy
+        )
+        updates, opt_state = optimizer.update(grads, opt_state, params)
+        params = optax.apply_updates(params, updates)
+        ratio = 1.0 / payoff
+        index = jnp.argmax(ratio)
+        better = ratio[index] > worst
+        worst_instance = jax.tree.map(
+            lambda old, new: jnp.where(better, new[index], old), worst_instance, written.instances
+        )
+        worst = jnp.maximum(worst, ratio[index])
+        return (params, opt_state, worst, worst_instance), ratio[index]
+
+    (_, _, worst, worst_instance), by_step = jax.lax.scan(
+        step, start, jax.random.split(key_steps, steps)
+    )
+    return BestResponse(worst, worst_instance, by_step)

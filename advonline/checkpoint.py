@@ -1,0 +1,82 @@
+"""Checkpoints of a training run: one msgpack file (Flax serialization), written atomically.
+
+``DIR/checkpoint.msgpack`` holds the game state (parameters, optimiser states, replay, PRNG
+key, step) and its metadata (the validated config, wall time so far, package version). It is
+written to a temporary file in the same folder, flushed to disk and then renamed over the old
+one, so a kill at any moment leaves either the previous checkpoint or the new one, never a
+torn file. Nothing here ever deletes a checkpoint.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import jax
+from flax import serialization
+
+from advonline import __version__
+from advonline.configs import RunConfig, from_dict
+from advonline.game import Game, GameState, init_state
+
+CHECKPOINT_NAME = "checkpoint.msgpack"
+
+
+class CheckpointError(ValueError):
+    """A checkpoint folder that cannot be read; one line naming the file."""
+
+
+def checkpoint_path(folder: str | Path) -> Path:
+    return Path(folder) / CHECKPOINT_NAME
+
+
+def atomic_write(path: Path, payload: bytes) -> None:
+    """Write ``payload`` to ``path`` so that readers see the old file or the new, never half."""
+    temporary = path.with_name(f".{path.name}.tmp")
+    with open(temporary, "wb") as handle:
+        handle.write(payload)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(temporary, path)
+
+
+def save(folder: str | Path, state: GameState, config: RunConfig, wall_seconds: float) -> None:
+    """Write the checkpoint of ``state`` (atomically)."""
+    state = state.replace(key=jax.random.key_data(state.key))
+    record = {
+        "state": serialization.to_state_dict(jax.device_get(state)),
+        "meta": {
+            "config": json.dumps(config.to_dict()),
+            "wall_seconds": wall_seconds,
+            "version": __version__,
+        },
+    }
+    atomic_write(checkpoint_path(folder), serialization.msgpack_serialize(record))
+
+
+def load(folder: str | Path) -> tuple[GameState, RunConfig, float]:
+    """The game state, config and wall time of the checkpoint in ``folder``."""
+    path = checkpoint_path(folder)
+    if not path.is_file():
+        raise CheckpointError(f"no checkpoint at {path}")
+    try:
+        record = serialization.msgpack_restore(path.read_bytes())
+        meta = record["meta"]
+        config = from_dict(json.loads(meta["config"]), f"config stored in {path}")
+        template = init_state(Game.build(config), jax.random.key(0))
+        template = template.replace(key=jax.random.key_data(template.key))
+        state = serialization.from_state_dict(template, record["state"])
+        _check_shapes(template, state)
+        wall = float(meta["wall_seconds"])
+    except CheckpointError:
+        raise
+    except Exception as error:  # any corruption: msgpack, missing keys, shapes
+        raise CheckpointError(f"{path} is not a readable advonline checkpoint ({error})") from None
+    return state.replace(key=jax.random.wrap_key_data(state.key)), config, wall
+
+
+def _check_shapes(template: GameState, state: GameState) -> None:
+    for want, got in zip(jax.tree.leaves(template), jax.tree.leaves(state), strict=True):
+        if getattr(want, "shape", None) != getattr(got, "shape", None):
+            raise ValueError(f"array shapes differ from the config: {want.shape} vs {got.shape}")

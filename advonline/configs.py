@@ -1,0 +1,211 @@
+"""Training configurations: data in ``experiments/configs/*.toml``, validated here.
+
+A config has five tables, each optional (defaults below): ``[setting]`` (the problem, the
+fields of :class:`~problems.posted_price.Setting`), ``[algorithm]``, ``[adversary]``,
+``[game]`` and ``[log]``. Unknown tables or keys, wrong types and invalid values are refused
+with one :class:`ConfigError` line naming the key.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import tomllib
+import typing
+from pathlib import Path
+
+from problems.posted_price import Setting, SettingError
+
+UPDATES = ("per-round", "reinforce")
+
+
+class ConfigError(ValueError):
+    """A config file that cannot be used; the message names the file and the key."""
+
+
+@dataclasses.dataclass(frozen=True)
+class AlgorithmConfig:
+    """The pricing network and its update."""
+
+    price_atoms: int = 64  # A, prices geometric in [L, U]
+    hidden: int = 64
+    layers: int = 2
+    learning_rate: float = 3e-3
+    update: str = "per-round"  # "per-round" (all actions, exact Q) or "reinforce" (ablation)
+    reinforce_samples: int = 8  # sampled runs per instance for REINFORCE
+
+    def check(self) -> list[str]:
+        problems = _positive(self, "price_atoms", "hidden", "layers", "reinforce_samples")
+        problems += _positive_float(self, "learning_rate")
+        if self.price_atoms < 2:
+            problems.append("algorithm.price_atoms must be >= 2")
+        if self.update not in UPDATES:
+            problems.append(f"algorithm.update must be one of {', '.join(UPDATES)}")
+        return problems
+
+
+@dataclasses.dataclass(frozen=True)
+class AdversaryConfig:
+    """The adversary network, its buyer types and its REINFORCE update."""
+
+    density_levels: int = 64  # geometric densities in [L, U], each with a just-below copy
+    latent: int = 4  # Z, size of the noise vector an instance is conditioned on
+    hidden: int = 64
+    layers: int = 2
+    learning_rate: float = 1e-2
+    batch: int = 64  # instances written per update
+    entropy: float = 0.01  # bonus on the per-round type distributions
+
+    def check(self) -> list[str]:
+        problems = _positive(self, "density_levels", "latent", "hidden", "layers", "batch")
+        problems += _positive_float(self, "learning_rate")
+        if self.entropy < 0:
+            problems.append("adversary.entropy must be >= 0")
+        return problems
+
+
+@dataclasses.dataclass(frozen=True)
+class GameConfig:
+    """Alternating updates, replay of past instances, and what is mixed into training."""
+
+    steps: int = 400
+    algorithm_steps: int = 1  # n_alg updates per step
+    adversary_steps: int = 1  # n_adv updates per step
+    replay_size: int = 256  # past hard instances the algorithm keeps training against
+    replay_per_step: int = 8  # hardest instances of each adversary batch added to the replay
+    temperature: float = 0.02  # softmin over payoffs: the adversary's weights on its instances
+    known_families: bool = False  # mix the known hard families into training (the fallback)
+    family_members: int = 64  # stopping densities of the mixed-in families
+    seed: int = 0
+
+    def check(self) -> list[str]:
+        problems = _positive(self, "steps", "algorithm_steps", "adversary_steps", "family_members")
+        problems += _positive_float(self, "temperature")
+        if self.replay_size < 0 or self.replay_per_step < 0:
+            problems.append("game.replay_size and game.replay_per_step must be >= 0")
+        return problems
+
+
+@dataclasses.dataclass(frozen=True)
+class LogConfig:
+    """How often to log metrics, measure exploitability and write checkpoints (in steps)."""
+
+    every: int = 10
+    exploit_every: int = 100  # 0 turns the exploitability measurement off
+    exploit_steps: int = 100  # budget of the fresh best-response adversary
+    checkpoint_every: int = 50
+
+    def check(self) -> list[str]:
+        problems = _positive(self, "every", "exploit_steps", "checkpoint_every")
+        if self.exploit_every < 0:
+            problems.append("log.exploit_every must be >= 0")
+        return problems
+
+
+@dataclasses.dataclass(frozen=True)
+class RunConfig:
+    """Everything one training run needs."""
+
+    setting: Setting = Setting()
+    algorithm: AlgorithmConfig = AlgorithmConfig()
+    adversary: AdversaryConfig = AdversaryConfig()
+    game: GameConfig = GameConfig()
+    log: LogConfig = LogConfig()
+
+    def to_dict(self) -> dict:
+        """Plain data (TOML/JSON-ready); :func:`from_dict` reads it back."""
+        return {f.name: dataclasses.asdict(getattr(self, f.name)) for f in dataclasses.fields(self)}
+
+
+_SECTIONS = {f.name: f.default.__class__ for f in dataclasses.fields(RunConfig)}
+
+
+def from_dict(data: dict, origin: str = "config") -> RunConfig:
+    """Validate plain data into a :class:`RunConfig`; :class:`ConfigError` names what is wrong."""
+    if not isinstance(data, dict):
+        raise ConfigError(f"{origin}: expected a table of sections")
+    unknown = sorted(set(data) - set(_SECTIONS))
+    if unknown:
+        raise ConfigError(
+            f"{origin}: unknown section [{unknown[0]}]; known: {', '.join(_SECTIONS)}"
+        )
+    built = {}
+    for section, cls in _SECTIONS.items():
+        built[section] = _build(cls, data.get(section, {}), f"{origin} [{section}]")
+    config = RunConfig(**built)
+    problems = [p for part in list(built.values())[1:] for p in part.check()]
+    if config.setting.resources != 1:
+        problems.append("training needs one resource (K = 1) for now (multi-resource: issue 4)")
+    if problems:
+        raise ConfigError(f"{origin}: {'; '.join(problems)}")
+    return config
+
+
+def load(path: str | Path) -> RunConfig:
+    """Read and validate a TOML config file."""
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except OSError as error:
+        raise ConfigError(f"cannot read config {path}: {error.strerror or error}") from None
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as error:
+        raise ConfigError(f"{path} is not valid TOML: {error}") from None
+    return from_dict(data, str(path))
+
+
+def _build(cls, values, where: str):
+    if not isinstance(values, dict):
+        raise ConfigError(f"{where}: expected a table")
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    hints = typing.get_type_hints(cls)
+    unknown = sorted(set(values) - set(fields))
+    if unknown:
+        raise ConfigError(f"{where}: unknown key {unknown[0]!r}; known: {', '.join(fields)}")
+    converted = {
+        name: _convert(value, hints[name], f"{where} {name}") for name, value in values.items()
+    }
+    try:
+        return cls(**converted)
+    except SettingError as error:
+        raise ConfigError(f"{where}: {error}") from None
+
+
+def _convert(value, hint, where: str):
+    origin = typing.get_origin(hint)
+    if origin is tuple:
+        if not isinstance(value, list | tuple):
+            raise ConfigError(f"{where}: expected a list")
+        item = typing.get_args(hint)[0]
+        return tuple(_convert(v, item, where) for v in value)
+    if hint is bool:
+        if not isinstance(value, bool):
+            raise ConfigError(f"{where}: expected true or false, got {value!r}")
+        return value
+    if hint is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ConfigError(f"{where}: expected a whole number, got {value!r}")
+        return value
+    if hint is float:
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise ConfigError(f"{where}: expected a number, got {value!r}")
+        return float(value)
+    if hint is str:
+        if not isinstance(value, str):
+            raise ConfigError(f"{where}: expected a string, got {value!r}")
+        return value
+    return value
+
+
+def _positive(config, *names: str) -> list[str]:
+    section = _section_name(config)
+    return [f"{section}.{n} must be >= 1" for n in names if getattr(config, n) < 1]
+
+
+def _positive_float(config, *names: str) -> list[str]:
+    section = _section_name(config)
+    return [f"{section}.{n} must be > 0" for n in names if not getattr(config, n) > 0]
+
+
+def _section_name(config) -> str:
+    return next(name for name, cls in _SECTIONS.items() if isinstance(config, cls))

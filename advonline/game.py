@@ -1,0 +1,332 @@
+"""The zero-sum game (SPEC §4): the pricing network against the adversary network.
+
+Payoff ``u = E_I E[ALG(I)] / OPT(I)``; the algorithm maximises it, the adversary minimises it.
+One :func:`game_step` (jit-compiled) makes ``n_adv`` adversary updates and then ``n_alg``
+algorithm updates, each with Optax.
+
+**Per-round update** (the paper's method; ``algorithm.update = "per-round"``). For K = 1 the
+algorithm's state is (round t, units sold u) and its action a price atom. For every instance
+the exact continuation values come from backward induction (:func:`continuation`), so the
+value of *every* action in every state is ``Q_t(u, a) = V_{t+1}(u) + accept_t(a) G_t(u)``
+(``G_t(u)``: what a sale adds). The update is the all-action gradient
+``sum_{t,u} P(s_t = u) sum_a grad pi(a | t, u) Q_t(u, a) / OPT``, with the exact probability
+of reaching each state, i.e. the expectation over rollouts of the paper's along-the-rollout
+sum: zero variance. Because ``sum_a grad pi = 0`` the ``V_{t+1}`` term drops out and the
+gradient is two matrix products over the batch (``tests/test_game.py`` checks it equals the
+gradient of the exact expected payoff).
+
+**Standard update** (ablation; ``"reinforce"``): sampled runs of the one simulator, the score
+function of the sampled prices, the mean return of the other runs on the same instance as
+baseline.
+
+**Keeping the adversary honest.** The adversary's instances go into a replay of past hard
+instances (the ``replay_per_step`` hardest of each batch); the algorithm trains against the
+union of the latest batch, the replay and (only when ``known_families`` is set, the
+fallback) the staircase family, weighted by a softmin of their payoffs at ``temperature``:
+the adversary's best mixed strategy over everything it has found, smoothed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import optax
+from flax import struct
+
+from advonline.adversary import (
+    AdversaryModel,
+    adversary_loss,
+    adversary_optimizer,
+    payoffs_given_sales,
+    welfare_ratio,
+)
+from advonline.configs import RunConfig
+from advonline.families import make_family, stopping_densities, write_out
+from advonline.learned import LearnedPolicy, price_atoms
+from advonline.networks import PricingNetwork
+from problems.optimum import offline_optimum
+from problems.posted_price import (
+    Buyer,
+    Instance,
+    Setting,
+    accepts,
+    continuation,
+    price_table,
+    simulate,
+    state_occupancy,
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class Game:
+    """The static parts of a run (hashable: a jit static argument)."""
+
+    config: RunConfig
+    pricing: PricingNetwork
+    atoms: tuple[float, ...]
+    adversary: AdversaryModel
+
+    @staticmethod
+    def build(config: RunConfig) -> Game:
+        setting = config.setting
+        algorithm = config.algorithm
+        pricing = PricingNetwork(
+            resources=setting.resources,
+            atoms=algorithm.price_atoms,
+            hidden=algorithm.hidden,
+            layers=algorithm.layers,
+        )
+        atoms = price_atoms(setting, algorithm.price_atoms)
+        return Game(config, pricing, atoms, AdversaryModel.build(setting, config.adversary))
+
+    @property
+    def setting(self) -> Setting:
+        return self.config.setting
+
+    def policy(self, params: dict) -> LearnedPolicy:
+        return LearnedPolicy(params, self.pricing, self.atoms)
+
+    def algorithm_optimizer(self) -> optax.GradientTransformation:
+        return optax.adam(self.config.algorithm.learning_rate)
+
+
+class Replay(NamedTuple):
+    """A ring buffer of past hard instances."""
+
+    instances: Instance  # values [R, T], demands [R, T, K]
+    optimum: jax.Array  # [R]
+    filled: jax.Array  # [R] bool
+    cursor: jax.Array  # [] int32, next slot to write
+
+
+@struct.dataclass
+class GameState:
+    """Everything that changes during training (a pytree; what a checkpoint holds)."""
+
+    step: jax.Array
+    key: jax.Array
+    algorithm: dict
+    adversary: dict
+    algorithm_opt: optax.OptState
+    adversary_opt: optax.OptState
+    replay: Replay
+
+
+class StepMetrics(NamedTuple):
+    payoff: jax.Array  # [] mean payoff E[ALG]/OPT over the adversary's latest batch
+    adversary_ratio: jax.Array  # [] worst OPT / E[ALG] in that batch
+    pool_ratio: jax.Array  # [] worst OPT / E[ALG] over everything the algorithm trained against
+
+
+def init_state(game: Game, key: jax.Array) -> GameState:
+    """Fresh parameters (uniform prices), optimiser states and an empty replay."""
+    setting, size = game.setting, game.config.game.replay_size
+    key_alg, key_adv, key_run = jax.random.split(key, 3)
+    algorithm = game.pricing.init(key_alg, jnp.zeros(setting.resources), jnp.zeros(()))
+    adversary = game.adversary.init(key_adv)
+    replay = Replay(
+        instances=Instance(
+            values=jnp.zeros((size, setting.rounds)),
+            demands=jnp.zeros((size, setting.rounds, setting.resources)),
+        ),
+        optimum=jnp.zeros(size),
+        filled=jnp.zeros(size, bool),
+        cursor=jnp.zeros((), jnp.int32),
+    )
+    return GameState(
+        step=jnp.zeros((), jnp.int32),
+        key=key_run,
+        algorithm=algorithm,
+        adversary=adversary,
+        algorithm_opt=game.algorithm_optimizer().init(algorithm),
+        adversary_opt=adversary_optimizer(game.config.adversary).init(adversary),
+        replay=replay,
+    )
+
+
+def known_family_pool(game: Game) -> tuple[Instance, jax.Array]:
+    """The staircase family at ``family_members`` stopping densities (fallback mixing), with
+    its optima; empty unless ``game.known_families`` is set."""
+    setting, members = game.setting, game.config.game.family_members
+    if not game.config.game.known_families:
+        empty = Instance(
+            values=jnp.zeros((0, setting.rounds)),
+            demands=jnp.zeros((0, setting.rounds, setting.resources)),
+        )
+        return empty, jnp.zeros(0)
+    stops = stopping_densities(setting, members, jnp.float32)
+    demand = jnp.full((members, setting.resources), setting.max_demand, jnp.float32)
+    instances = write_out(setting, make_family("staircase", setting, stops, demand), members)
+    return instances, offline_optimum(setting, instances)
+
+
+def atom_acceptance(game: Game, instances: Instance) -> jax.Array:
+    """``[B, T, A]``: whether buyer t of each instance accepts each price atom."""
+    atoms = jnp.asarray(game.atoms, instances.values.dtype)
+    per_buyer = jax.vmap(jax.vmap(lambda v, d: accepts(atoms, Buyer(value=v, demand=d))))
+    return per_buyer(instances.values, instances.demands).astype(instances.values.dtype)
+
+
+def policy_probs(game: Game, params: dict, dtype) -> jax.Array:
+    """``[T, G + 1, A]``: the pricing network's distribution in every state (K = 1)."""
+    return price_table(game.setting, game.policy(params), dtype).probs
+
+
+def payoffs_and_gains(
+    game: Game, probs: jax.Array, instances: Instance, optimum: jax.Array, accept: jax.Array
+):
+    """Exact payoffs ``[B]`` and per-state weights ``P(s_t = u) G_t(u) / OPT`` ``[B, T, G+1]``."""
+    sell = jnp.einsum("tua,bta->btu", probs, accept)
+    setting = game.setting
+
+    def one(sell_i, instance):
+        following = continuation(setting, sell_i, instance)
+        occupancy = state_occupancy(setting, sell_i, instance)
+        return following.values[0, 0], occupancy * following.sale_gain
+
+    welfare, weighted_gain = jax.vmap(one)(sell, instances)
+    safe = jnp.where(optimum > 0, optimum, 1)
+    return welfare_ratio(welfare, optimum), weighted_gain / safe[:, None, None]
+
+
+def game_payoffs(game: Game, params: dict, instances: Instance, optimum: jax.Array):
+    """Exact payoff of each instance against the current pricing network ``[B]``."""
+    probs = policy_probs(game, params, instances.values.dtype)
+    sell = jnp.einsum("tua,bta->btu", probs, atom_acceptance(game, instances))
+    return payoffs_given_sales(game.setting, sell, instances, optimum)
+
+
+def per_round_gradient(
+    game: Game, params: dict, instances: Instance, optimum: jax.Array, weights: jax.Array
+):
+    """Gradient (ascent direction) of ``sum_i w_i u_i`` by the all-action per-round update."""
+    dtype = instances.values.dtype
+    probs = jax.lax.stop_gradient(policy_probs(game, params, dtype))
+    accept = atom_acceptance(game, instances)
+    _, weighted_gain = payoffs_and_gains(game, probs, instances, optimum, accept)
+    # sum_i w_i P_i(t, u) G_i(t, u) accept_i(t, a) / OPT_i: d(payoff) / d pi(a | t, u).
+    action_weight = jnp.einsum("b,btu,bta->tua", weights, weighted_gain, accept)
+    return jax.grad(lambda p: jnp.sum(policy_probs(game, p, dtype) * action_weight))(params)
+
+
+def reinforce_gradient(
+    game: Game,
+    params: dict,
+    instances: Instance,
+    optimum: jax.Array,
+    weights: jax.Array,
+    key: jax.Array,
+):
+    """Gradient (ascent) of ``sum_i w_i u_i`` by REINFORCE on sampled runs (the ablation)."""
+    setting, samples = game.setting, game.config.algorithm.reinforce_samples
+    count = instances.values.shape[0]
+    repeated = jax.tree.map(lambda leaf: jnp.repeat(leaf, samples, axis=0), instances)
+    frozen = game.policy(jax.lax.stop_gradient(params))
+    runs = simulate(setting, frozen, repeated, jax.random.split(key, count * samples))
+    returns = runs.welfare.reshape(count, samples) / jnp.where(optimum > 0, optimum, 1)[:, None]
+    others = (returns.sum(-1, keepdims=True) - returns) / max(samples - 1, 1)
+    advantage = (returns - others) * weights[:, None]  # leave-one-out baseline
+    sold = runs.fractions[..., None] * runs.instance.demands  # [B S, T, K]
+    used_before = jnp.cumsum(sold, axis=1) - sold
+    atoms = jnp.asarray(game.atoms, runs.unit_prices.dtype)
+    chosen = jnp.argmin(
+        jnp.abs(runs.unit_prices[..., None] - atoms[None, None, None]), axis=-1
+    )  # [B S, T, K]
+    fractions = jnp.broadcast_to(
+        jnp.arange(setting.rounds, dtype=used_before.dtype) / setting.rounds, chosen.shape[:2]
+    )
+    utilisation = used_before / jnp.asarray(setting.capacities, used_before.dtype)
+
+    def surrogate(p):
+        logits = game.pricing.apply(p, utilisation, fractions)  # [B S, T, K, A]
+        log_probs = jax.nn.log_softmax(logits, axis=-1)
+        picked = jnp.take_along_axis(log_probs, chosen[..., None], axis=-1)[..., 0]
+        return jnp.sum(advantage.reshape(-1) * picked.sum((1, 2))) / samples
+
+    return jax.grad(surrogate)(params)
+
+
+def _softmin_weights(payoff: jax.Array, valid: jax.Array, temperature: float) -> jax.Array:
+    logits = jnp.where(valid, -payoff / temperature, -jnp.inf)
+    return jax.nn.softmax(logits)
+
+
+def _concat(*instances: Instance) -> Instance:
+    return jax.tree.map(lambda *leaves: jnp.concatenate(leaves), *instances)
+
+
+def _add_to_replay(replay: Replay, instances: Instance, optimum, payoff, count: int) -> Replay:
+    size = replay.optimum.shape[0]
+    if size == 0 or count == 0:
+        return replay
+    hardest = jnp.argsort(payoff)[:count]
+    slots = (replay.cursor + jnp.arange(count)) % size
+    chosen = jax.tree.map(lambda leaf: leaf[hardest], instances)
+    return Replay(
+        instances=jax.tree.map(lambda old, new: old.at[slots].set(new), replay.instances, chosen),
+        optimum=replay.optimum.at[slots].set(optimum[hardest]),
+        filled=replay.filled.at[slots].set(True),
+        cursor=(replay.cursor + count) % size,
+    )
+
+
+@functools.partial(jax.jit, static_argnums=0)
+def game_step(
+    game: Game, state: GameState, families: Instance, families_optimum: jax.Array
+) -> tuple[GameState, StepMetrics]:
+    """One step of the game: ``n_adv`` adversary updates, then ``n_alg`` algorithm updates."""
+    config, setting = game.config, game.setting
+    adversary_opt = adversary_optimizer(config.adversary)
+    algorithm_opt = game.algorithm_optimizer()
+    key, *keys = jax.random.split(state.key, 1 + config.game.adversary_steps)
+    adversary, adversary_state = state.adversary, state.adversary_opt
+    for key_write in keys:
+        written = game.adversary.write(
+            adversary, setting, key_write, config.adversary.batch, jnp.float32
+        )
+        optimum = offline_optimum(setting, written.instances)
+        payoff = game_payoffs(game, state.algorithm, written.instances, optimum)
+        grads = jax.grad(functools.partial(adversary_loss, game.adversary))(
+            adversary, written, payoff, config.adversary.entropy
+        )
+        updates, adversary_state = adversary_opt.update(grads, adversary_state, adversary)
+        adversary = optax.apply_updates(adversary, updates)
+    replay = _add_to_replay(
+        state.replay, written.instances, optimum, payoff, config.game.replay_per_step
+    )
+    pool = _concat(written.instances, replay.instances, families)
+    pool_optimum = jnp.concatenate([optimum, replay.optimum, families_optimum])
+    valid = jnp.concatenate(
+        [jnp.ones_like(optimum, bool), replay.filled, jnp.ones_like(families_optimum, bool)]
+    )
+    algorithm, algorithm_state = state.algorithm, state.algorithm_opt
+    for _ in range(config.game.algorithm_steps):
+        pool_payoff = game_payoffs(game, algorithm, pool, pool_optimum)
+        weights = _softmin_weights(pool_payoff, valid, config.game.temperature)
+        if config.algorithm.update == "per-round":
+            ascent = per_round_gradient(game, algorithm, pool, pool_optimum, weights)
+        else:
+            key, key_runs = jax.random.split(key)
+            ascent = reinforce_gradient(game, algorithm, pool, pool_optimum, weights, key_runs)
+        descent = jax.tree.map(jnp.negative, ascent)
+        updates, algorithm_state = algorithm_opt.update(descent, algorithm_state, algorithm)
+        algorithm = optax.apply_updates(algorithm, updates)
+    metrics = StepMetrics(
+        payoff=payoff.mean(),
+        adversary_ratio=1.0 / payoff.min(),
+        pool_ratio=1.0 / jnp.where(valid, pool_payoff, jnp.inf).min(),
+    )
+    new_state = GameState(
+        step=state.step + 1,
+        key=key,
+        algorithm=algorithm,
+        adversary=adversary,
+        algorithm_opt=algorithm_state,
+        adversary_opt=adversary_state,
+        replay=replay,
+    )
+    return new_state, metrics

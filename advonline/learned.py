@@ -1,0 +1,79 @@
+"""A trained :class:`~advonline.networks.PricingNetwork` as a pricing policy (the shared
+signature ``policy(observation) -> PriceDistribution``), in two forms evaluated separately:
+
+- :class:`LearnedPolicy` (``learned``): the randomised algorithm that was trained, a
+  distribution over the price atoms in every state;
+- :class:`LearnedPriceCurve` (``learned-deterministic``): its read-out for deployment, the
+  mean price in every state. It does not inherit the randomised policy's ratio (a mean can
+  sit above L where the distribution still sells cheaply), so it is measured on its own.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+from flax import struct
+
+from advonline.networks import PricingNetwork
+from problems.posted_price import Observation, PriceDistribution, Setting
+
+
+def price_atoms(setting: Setting, count: int) -> tuple[float, ...]:
+    """``count`` unit prices geometric in [L, U], both ends included (static, float64)."""
+    if count < 2:
+        return (setting.low,)
+    ratio = setting.theta ** (1.0 / (count - 1))
+    atoms = [setting.low * ratio**j for j in range(count)]
+    atoms[-1] = setting.high
+    return tuple(atoms)
+
+
+@struct.dataclass
+class LearnedPolicy:
+    """The trained randomised algorithm: ``softmax(network(state))`` over the price atoms."""
+
+    params: dict
+    network: PricingNetwork = struct.field(pytree_node=False)
+    atoms: tuple[float, ...] = struct.field(pytree_node=False)
+    deterministic: bool = struct.field(pytree_node=False, default=False)
+
+    def distribution(self, observation: Observation) -> PriceDistribution:
+        logits = self.network.apply(
+            self.params, observation.utilisation, observation.round_fraction
+        )  # [K, A]
+        probs = jax.nn.softmax(logits, axis=-1)
+        prices = jnp.broadcast_to(jnp.asarray(self.atoms, probs.dtype), probs.shape)
+        return PriceDistribution(prices=prices, probs=probs)
+
+    def __call__(self, observation: Observation) -> PriceDistribution:
+        return self.distribution(observation)
+
+
+@struct.dataclass
+class LearnedPriceCurve:
+    """The deterministic read-out: the mean of the learned distribution on each resource."""
+
+    params: dict
+    network: PricingNetwork = struct.field(pytree_node=False)
+    atoms: tuple[float, ...] = struct.field(pytree_node=False)
+    deterministic: bool = struct.field(pytree_node=False, default=True)
+
+    def __call__(self, observation: Observation) -> PriceDistribution:
+        randomised = LearnedPolicy(self.params, self.network, self.atoms)
+        distribution = randomised.distribution(observation)
+        return PriceDistribution.deterministic(
+            jnp.sum(distribution.prices * distribution.probs, axis=-1)
+        )
+
+
+def learned_policies(params: dict, network: PricingNetwork, atoms: tuple[float, ...]) -> dict:
+    """``{"learned": randomised, "learned-deterministic": read-out}`` for one parameter set."""
+    return {
+        "learned": LearnedPolicy(params, network, atoms),
+        "learned-deterministic": LearnedPriceCurve(params, network, atoms),
+    }
+
+
+def max_relative_gap(curve: jax.Array, reference: jax.Array) -> float:
+    """``max |curve - reference| / reference`` over a grid (a reported closeness figure)."""
+    return float(jnp.max(jnp.abs(curve - reference) / reference))

@@ -1,0 +1,59 @@
+"""The two players of the game (SPEC §4) as Flax modules.
+
+- :class:`PricingNetwork` (the algorithm): state -> a distribution over a grid of unit prices
+  for each resource, i.e. a randomised online algorithm.
+- :class:`AdversaryNetwork`: a noise vector and the round -> a distribution over buyer types
+  for that round. An instance is written by drawing one noise vector, then one type per round.
+
+Why a noise vector and not an autoregressive model: a known hard input is "densities rising
+to some level, then stopping there"; which level is the one choice the adversary must
+randomise over (SPEC §3: against the optimal algorithm every stopping level is equally bad).
+Conditioned on the noise, the network writes one sequence (its logits can be sharp in every
+round: "rise until round tau(z), then stay at level v(z)" is a function of (z, t) alone), and
+the mixture over the noise is the adversary's mixed strategy. Rounds are independent given
+the noise, so writing a batch of instances is one ``vmap``, with no loop over rounds.
+"""
+
+from __future__ import annotations
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+
+
+class PricingNetwork(nn.Module):
+    """``(utilisation [..., K], round_fraction [...]) -> logits [..., K, A]`` over price atoms.
+
+    The last layer starts at zero, so training starts from the uniform distribution on the
+    atoms (every price equally likely).
+    """
+
+    resources: int
+    atoms: int
+    hidden: int = 64
+    layers: int = 2
+
+    @nn.compact
+    def __call__(self, utilisation: jax.Array, round_fraction: jax.Array) -> jax.Array:
+        features = jnp.concatenate(
+            [2 * utilisation - 1, 2 * round_fraction[..., None] - 1], axis=-1
+        )
+        for _ in range(self.layers):
+            features = nn.tanh(nn.Dense(self.hidden)(features))
+        logits = nn.Dense(self.resources * self.atoms, kernel_init=nn.initializers.zeros)(features)
+        return logits.reshape(*logits.shape[:-1], self.resources, self.atoms)
+
+
+class AdversaryNetwork(nn.Module):
+    """``(noise [..., Z], round_fraction [...]) -> logits [..., types]`` over buyer types."""
+
+    types: int
+    hidden: int = 64
+    layers: int = 2
+
+    @nn.compact
+    def __call__(self, noise: jax.Array, round_fraction: jax.Array) -> jax.Array:
+        features = jnp.concatenate([noise, 2 * round_fraction[..., None] - 1], axis=-1)
+        for _ in range(self.layers):
+            features = nn.tanh(nn.Dense(self.hidden)(features))
+        return nn.Dense(self.types)(features)

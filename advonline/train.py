@@ -1,0 +1,164 @@
+"""``advonline train``: run the game, log metrics, write checkpoints, resume after a kill.
+
+Files in the run folder:
+
+- ``checkpoint.msgpack``: the latest state (:mod:`advonline.checkpoint`, atomic);
+- ``config.json``: the validated config (for people; the checkpoint holds its own copy);
+- ``metrics.csv``: one row per logged step (:data:`METRIC_FIELDS`). On ``--resume`` rows
+  after the checkpoint's step are dropped, so the file describes exactly one run.
+
+Exploitability (SPEC §4): every ``log.exploit_every`` steps a fresh adversary is trained from
+scratch against the frozen pricing network for ``log.exploit_steps`` steps; the row records
+the worst ratio it reached (``fresh_ratio``), the training adversary's worst ratio in the same
+step (``adversary_ratio``) and their difference (``exploitability``). Its PRNG key is derived
+from the seed and the step, not taken from the game state, so measuring it does not change
+the training run.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+
+from advonline import checkpoint
+from advonline.adversary import best_response
+from advonline.configs import RunConfig
+from advonline.game import Game, GameState, StepMetrics, game_step, init_state, known_family_pool
+from problems.posted_price import price_table
+
+METRIC_FIELDS = (
+    "step",
+    "wall_seconds",
+    "steps_per_second",
+    "payoff",
+    "adversary_ratio",
+    "pool_ratio",
+    "fresh_ratio",
+    "exploitability",
+)
+METRICS_NAME = "metrics.csv"
+
+
+class TrainError(ValueError):
+    """A run that cannot start (folder in use, nothing to resume, config mismatch)."""
+
+
+def exploitability_key(config: RunConfig, step: int) -> jax.Array:
+    return jax.random.fold_in(jax.random.key(config.game.seed + 1), step)
+
+
+def fresh_adversary_ratio(game: Game, params: dict, key: jax.Array) -> float:
+    """The worst ratio a fresh adversary trained from scratch finds against ``params``."""
+    config = game.config
+    table = price_table(game.setting, game.policy(params), jnp.float32)
+    found = best_response(
+        game.setting,
+        game.adversary,
+        table,
+        config.adversary,
+        config.log.exploit_steps,
+        jnp.float32,
+        key,
+    )
+    return float(found.worst_ratio)
+
+
+def prepare_folder(folder: Path, config: RunConfig, resume: bool) -> tuple[GameState, float]:
+    """The state to start from: fresh, or the folder's checkpoint with ``resume``."""
+    has_checkpoint = checkpoint.checkpoint_path(folder).exists()
+    if resume:
+        if not has_checkpoint:
+            raise TrainError(f"nothing to resume: no checkpoint in {folder}")
+        state, stored, wall = checkpoint.load(folder)
+        if stored != config:
+            raise TrainError(
+                f"the config differs from the one {folder} was trained with; "
+                "resume with the same config or choose another --out"
+            )
+        return state, wall
+    if has_checkpoint or (folder / METRICS_NAME).exists():
+        raise TrainError(
+            f"{folder} already holds a run; pass --resume to continue it or choose another --out"
+        )
+    folder.mkdir(parents=True, exist_ok=True)
+    checkpoint.atomic_write(
+        folder / "config.json", (json.dumps(config.to_dict(), indent=2) + "\n").encode()
+    )
+    return init_state(Game.build(config), jax.random.key(config.game.seed)), 0.0
+
+
+def _trim_metrics(path: Path, last_step: int) -> None:
+    if not path.exists():
+        return
+    with open(path, newline="") as handle:
+        rows = [row for row in csv.DictReader(handle) if int(row["step"]) <= last_step]
+    _write_rows(path, rows, "w")
+
+
+def _write_rows(path: Path, rows: list[dict], mode: str) -> None:
+    new_file = mode == "w" or not path.exists()
+    with open(path, mode, newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=METRIC_FIELDS)
+        if new_file:
+            writer.writeheader()
+        writer.writerows(rows)
+
+
+def train(
+    config: RunConfig,
+    folder: str | Path,
+    resume: bool = False,
+    report: Callable[[dict], None] | None = None,
+) -> GameState:
+    """Train to ``config.game.steps``; returns the final state (also in the checkpoint)."""
+    folder = Path(folder)
+    state, wall_before = prepare_folder(folder, config, resume)
+    game = Game.build(config)
+    families, families_optimum = known_family_pool(game)
+    metrics_path = folder / METRICS_NAME
+    _trim_metrics(metrics_path, int(state.step))
+    log = config.log
+    started = time.perf_counter()
+    window_start, window_steps = started, 0
+    while (step := int(state.step)) < config.game.steps:
+        state, metrics = game_step(game, state, families, families_optimum)
+        done = step + 1
+        window_steps += 1
+        last = done == config.game.steps
+        if done % log.every == 0 or last:
+            now = time.perf_counter()
+            row = _row(game, state, metrics, done, wall_before + now - started)
+            row["steps_per_second"] = window_steps / max(now - window_start, 1e-9)
+            _write_rows(metrics_path, [row], "a")
+            if report is not None:
+                report(row)
+            window_start, window_steps = time.perf_counter(), 0  # exploitability excluded
+        if done % log.checkpoint_every == 0 or last:
+            wall = wall_before + time.perf_counter() - started
+            checkpoint.save(folder, state, config, wall)
+    return state
+
+
+def _row(game: Game, state: GameState, metrics: StepMetrics, done: int, wall: float) -> dict:
+    row = {
+        "step": done,
+        "wall_seconds": round(wall, 3),
+        "payoff": float(metrics.payoff),
+        "adversary_ratio": float(metrics.adversary_ratio),
+        "pool_ratio": float(metrics.pool_ratio),
+        "fresh_ratio": "",
+        "exploitability": "",
+    }
+    every = game.config.log.exploit_every
+    if every and (done % every == 0 or done == game.config.game.steps):
+        fresh = fresh_adversary_ratio(game, state.algorithm, exploitability_key(game.config, done))
+        row["fresh_ratio"] = fresh
+        row["exploitability"] = fresh - row["adversary_ratio"] if math.isfinite(fresh) else fresh
+    return row
