@@ -20,7 +20,7 @@ from advonline.configs import ConfigError
 from advonline.game import Game
 from advonline.learned import learned_policies
 from advonline.traces import TraceError, load_trace
-from advonline.train import TrainError, train
+from advonline.train import TrainError, check_folder, train
 from baselines import BASELINES, make_baseline
 from problems import PROBLEMS
 from problems.posted_price import Instance, Setting, SettingError
@@ -204,6 +204,7 @@ def run_train(args: argparse.Namespace) -> int:
     """``advonline train CONFIG --out DIR``: train with a progress bar; metrics and checkpoints
     in DIR."""
     run_config = configs.load(args.config)
+    check_folder(args.out, args.resume)
     device = jax.devices()[0]
     print(
         f"advonline train: {args.config} on {device.platform} ({device.device_kind}); "

@@ -56,6 +56,7 @@ class Budget:
     samples: int = 32  # sampled runs per input for randomised policies (no exact expectation)
     adversary_steps: int = 100  # REINFORCE steps of the fresh adversary (source "adversary")
     adversary_batch: int = 64  # instances it writes per step
+    adversary_work_limit: float = 1e10  # largest T (G + 1) x batch x steps it attempts
     exact_work_limit: float = (
         certify.DEFAULT_WORK_LIMIT
     )  # largest exact DP sweep attempted (state x candidate updates)
@@ -183,6 +184,15 @@ def adversary_source(
     instance it wrote, with E[ALG] exact (an oblivious adversary)."""
     if setting.resources != 1:
         return SourceRatio(None, "the fresh adversary needs K = 1 for now (exact E[ALG])")
+    work = (
+        setting.rounds * (setting.grid_size + 1) * budget.adversary_batch * budget.adversary_steps
+    )
+    if work > budget.adversary_work_limit:
+        return SourceRatio(
+            None,
+            f"fresh adversary needs {work:.1e} state updates, over the limit "
+            f"{budget.adversary_work_limit:.0e}",
+        )
     config = AdversaryConfig(batch=budget.adversary_batch)
     model = AdversaryModel.build(setting, config)
     table = price_table(setting, policy, jnp.float64)

@@ -239,7 +239,7 @@ def reinforce_gradient(
     fractions = jnp.broadcast_to(
         jnp.arange(setting.rounds, dtype=used_before.dtype) / setting.rounds, chosen.shape[:2]
     )
-    utilisation = used_before / jnp.asarray(setting.capacities, used_before.dtype)
+    utilisation = used_before / jnp.asarray(setting.capacities, used_before.dtype)[None, None]
 
     def surrogate(p):
         logits = game.pricing.apply(p, utilisation, fractions)  # [B S, T, K, A]

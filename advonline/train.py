@@ -70,12 +70,22 @@ def fresh_adversary_ratio(game: Game, params: dict, key: jax.Array) -> float:
     return float(found.worst_ratio)
 
 
+def check_folder(folder: str | Path, resume: bool) -> None:
+    """Refuse a run folder that would be overwritten, or a resume with nothing to resume."""
+    folder = Path(folder)
+    has_checkpoint = checkpoint.checkpoint_path(folder).exists()
+    if resume and not has_checkpoint:
+        raise TrainError(f"nothing to resume: no checkpoint in {folder}")
+    if not resume and (has_checkpoint or (folder / METRICS_NAME).exists()):
+        raise TrainError(
+            f"{folder} already holds a run; pass --resume to continue it or choose another --out"
+        )
+
+
 def prepare_folder(folder: Path, config: RunConfig, resume: bool) -> tuple[GameState, float]:
     """The state to start from: fresh, or the folder's checkpoint with ``resume``."""
-    has_checkpoint = checkpoint.checkpoint_path(folder).exists()
+    check_folder(folder, resume)
     if resume:
-        if not has_checkpoint:
-            raise TrainError(f"nothing to resume: no checkpoint in {folder}")
         state, stored, wall = checkpoint.load(folder)
         if stored != config:
             raise TrainError(
@@ -83,10 +93,6 @@ def prepare_folder(folder: Path, config: RunConfig, resume: bool) -> tuple[GameS
                 "resume with the same config or choose another --out"
             )
         return state, wall
-    if has_checkpoint or (folder / METRICS_NAME).exists():
-        raise TrainError(
-            f"{folder} already holds a run; pass --resume to continue it or choose another --out"
-        )
     folder.mkdir(parents=True, exist_ok=True)
     checkpoint.atomic_write(
         folder / "config.json", (json.dumps(config.to_dict(), indent=2) + "\n").encode()

@@ -38,7 +38,7 @@ def test_evaluate_json_schema(capsys):
     assert report["setting"]["rounds"] == 40 and report["setting"]["low"] == 1.0
     assert [r["algorithm"] for r in report["results"]] == ["greedy", "fixed"]
     greedy, fixed = report["results"]
-    assert set(greedy["sources"]) == {"exact", "families", "random"}
+    assert set(greedy["sources"]) == {"exact", "adversary", "families", "random"}
     assert greedy["competitive_ratio"] == max(greedy["sources"].values())
     assert fixed["competitive_ratio"] == float("inf")
 

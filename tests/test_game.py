@@ -1,0 +1,123 @@
+"""The game: the per-round update is the exact gradient, REINFORCE agrees with it on average,
+training runs and improves the payoff, and configs are validated."""
+
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from advonline import configs
+from advonline.game import (
+    Game,
+    game_step,
+    init_state,
+    known_family_pool,
+    per_round_gradient,
+    reinforce_gradient,
+)
+from problems.optimum import offline_optimum
+from problems.posted_price import Instance, expected_welfare_exact
+
+TINY = {
+    "setting": {"low": 1.0, "high": 4.0, "rounds": 6, "max_demand": 0.25},
+    "algorithm": {"price_atoms": 5, "hidden": 8, "layers": 1, "reinforce_samples": 4096},
+    "adversary": {"density_levels": 5, "hidden": 8, "batch": 8},
+    "game": {"steps": 3, "replay_size": 8, "replay_per_step": 2},
+}
+
+
+def _instances(setting, count: int, seed: int) -> Instance:
+    rng = np.random.default_rng(seed)
+    units = rng.integers(0, setting.demand_levels + 1, (count, setting.rounds))
+    density = rng.uniform(setting.low, setting.high, (count, setting.rounds))
+    demands = units * setting.demand_unit
+    return Instance(values=jnp.asarray(density * demands), demands=jnp.asarray(demands)[..., None])
+
+
+def _trained_a_little(game: Game):
+    """Parameters a few steps away from the uniform start, so gradients are not trivial."""
+    state = init_state(game, jax.random.key(1))
+    families = known_family_pool(game)
+    for _ in range(3):
+        state, _ = game_step(game, state, *families)
+    return state.algorithm
+
+
+def test_per_round_gradient_is_the_gradient_of_the_exact_payoff():
+    game = Game.build(configs.from_dict(TINY))
+    setting = game.setting
+    params = _trained_a_little(game)
+    with jax.enable_x64(True):
+        params = jax.tree.map(lambda leaf: leaf.astype(jnp.float64), params)
+        instances = _instances(setting, 6, seed=0)
+        optimum = offline_optimum(setting, instances)
+        weights = jnp.asarray(np.random.default_rng(1).dirichlet(np.ones(6)))
+
+        def payoff(p):
+            welfare = jax.vmap(expected_welfare_exact, (None, None, 0))(
+                setting, game.policy(p), instances
+            )
+            return jnp.sum(weights * welfare / optimum)
+
+        exact = jax.tree.map(np.asarray, jax.grad(payoff)(params))
+        per_round = jax.tree.map(
+            np.asarray, per_round_gradient(game, params, instances, optimum, weights)
+        )
+    for want, got in zip(jax.tree.leaves(exact), jax.tree.leaves(per_round), strict=True):
+        np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-12)
+    assert max(np.abs(leaf).max() for leaf in jax.tree.leaves(exact)) > 1e-4
+
+
+def test_reinforce_gradient_agrees_with_the_exact_one_on_average():
+    game = Game.build(configs.from_dict(TINY))
+    setting = game.setting
+    params = _trained_a_little(game)
+    with jax.enable_x64(True):
+        params = jax.tree.map(lambda leaf: leaf.astype(jnp.float64), params)
+        instances = _instances(setting, 4, seed=2)
+        optimum = offline_optimum(setting, instances)
+        weights = jnp.full(4, 0.25)
+        exact = per_round_gradient(game, params, instances, optimum, weights)
+        sampled = reinforce_gradient(game, params, instances, optimum, weights, jax.random.key(3))
+        flat_exact = np.concatenate([np.ravel(leaf) for leaf in jax.tree.leaves(exact)])
+        flat_sampled = np.concatenate([np.ravel(leaf) for leaf in jax.tree.leaves(sampled)])
+    cosine = flat_exact @ flat_sampled / (np.linalg.norm(flat_exact) * np.linalg.norm(flat_sampled))
+    assert cosine > 0.9
+
+
+def test_game_step_keeps_shapes_and_fills_the_replay():
+    game = Game.build(configs.from_dict(TINY))
+    state = init_state(game, jax.random.key(0))
+    families = known_family_pool(game)
+    new_state, metrics = game_step(game, state, *families)
+    assert int(new_state.step) == 1
+    assert int(new_state.replay.filled.sum()) == TINY["game"]["replay_per_step"]
+    assert jax.tree.structure(new_state) == jax.tree.structure(state)
+    assert 0 < float(metrics.payoff) <= 1
+    assert float(metrics.adversary_ratio) >= 1
+
+
+def test_every_shipped_config_is_valid():
+    shipped = sorted(Path(__file__).parent.parent.glob("experiments/configs/*.toml"))
+    assert {"k1-u5.toml", "k1-u10.toml", "k1-u100.toml"} <= {p.name for p in shipped}
+    for path in shipped:
+        assert configs.load(path).setting.resources >= 1
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        ({"gmae": {}}, "unknown section [gmae]"),
+        ({"game": {"stepz": 1}}, "unknown key 'stepz'"),
+        ({"game": {"steps": "many"}}, "expected a whole number"),
+        ({"game": {"steps": 0}}, "game.steps must be >= 1"),
+        ({"algorithm": {"update": "adam"}}, "algorithm.update must be one of"),
+        ({"setting": {"low": 3.0, "high": 2.0}}, "must exceed L"),
+        ({"game": {"known_families": 1}}, "expected true or false"),
+    ],
+)
+def test_bad_configs_are_refused_with_the_key_named(data, message):
+    with pytest.raises(configs.ConfigError, match=message.replace("[", r"\[")):
+        configs.from_dict(data)

@@ -1,0 +1,159 @@
+"""`advonline train`: checkpoints survive SIGKILL and resume to the same parameters; run folders
+are never overwritten; bad configs and checkpoints get one line and exit 2; `evaluate
+--checkpoint` measures the learned policies beside the baselines."""
+
+import csv
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import jax
+import numpy as np
+import pytest
+
+from advonline import checkpoint, configs
+from advonline.cli import main
+from advonline.train import train
+
+TINY_TOML = """
+[setting]
+low = 1.0
+high = 4.0
+rounds = 8
+max_demand = 0.25
+
+[algorithm]
+price_atoms = 4
+hidden = 8
+layers = 1
+
+[adversary]
+density_levels = 4
+hidden = 8
+batch = 8
+
+[game]
+steps = {steps}
+replay_size = 8
+replay_per_step = 2
+seed = 3
+
+[log]
+every = 1
+exploit_every = 50
+exploit_steps = 2
+checkpoint_every = 2
+"""
+
+
+def _config(tmp_path: Path, steps: int) -> Path:
+    path = tmp_path / f"tiny-{steps}.toml"
+    path.write_text(TINY_TOML.format(steps=steps))
+    return path
+
+
+def _params(folder: Path) -> list[np.ndarray]:
+    state, _, _ = checkpoint.load(folder)
+    return [np.asarray(leaf) for leaf in jax.tree.leaves(state.algorithm)]
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "advonline.cli", *args], capture_output=True, text=True, check=False
+    )
+
+
+def test_killed_run_resumes_to_the_same_parameters(tmp_path):
+    steps = 400
+    config_path = _config(tmp_path, steps)
+    straight, killed = tmp_path / "straight", tmp_path / "killed"
+    train(configs.load(config_path), straight)
+
+    command = [sys.executable, "-m", "advonline.cli", "train", str(config_path)]
+    process = subprocess.Popen([*command, "--out", str(killed), "--quiet"])
+    metrics = killed / "metrics.csv"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and process.poll() is None:
+        if metrics.exists() and len(metrics.read_text().splitlines()) > 10:
+            os.kill(process.pid, signal.SIGKILL)
+            break
+        time.sleep(0.01)
+    process.wait()
+    assert process.returncode == -signal.SIGKILL, "the run ended before it could be killed"
+    stopped_at = int(checkpoint.load(killed)[0].step)
+    assert 0 < stopped_at < steps
+
+    resumed = subprocess.run([*command, "--out", str(killed), "--resume", "--quiet"], check=False)
+    assert resumed.returncode == 0
+    for want, got in zip(_params(straight), _params(killed), strict=True):
+        np.testing.assert_array_equal(got, want)
+    with open(metrics, newline="") as handle:
+        logged = [int(row["step"]) for row in csv.DictReader(handle)]
+    assert logged == list(range(1, steps + 1))
+
+
+def test_a_used_folder_is_not_overwritten(tmp_path, capsys):
+    config_path = _config(tmp_path, 2)
+    out = tmp_path / "run"
+    assert main(["train", str(config_path), "--out", str(out), "--quiet"]) == 0
+    before = (out / checkpoint.CHECKPOINT_NAME).read_bytes()
+    capsys.readouterr()
+    assert main(["train", str(config_path), "--out", str(out), "--quiet"]) == 2
+    error = capsys.readouterr().err.strip().splitlines()
+    assert len(error) == 1 and "already holds a run" in error[0]
+    assert (out / checkpoint.CHECKPOINT_NAME).read_bytes() == before
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ("", "not a readable advonline checkpoint"),
+        ("garbage", "not a readable advonline checkpoint"),
+    ],
+)
+def test_a_corrupt_checkpoint_gets_one_line(tmp_path, content, message):
+    folder = tmp_path / "broken"
+    folder.mkdir()
+    path = folder / checkpoint.CHECKPOINT_NAME
+    path.write_text(content)
+    result = _cli("evaluate", "--checkpoint", str(folder))
+    assert result.returncode == 2
+    assert result.stderr.strip().count("\n") == 0 and message in result.stderr
+    assert path.read_text() == content  # never deleted or rewritten
+
+
+def test_a_bad_config_gets_one_line(tmp_path):
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[game]\nsteps = -3\n")
+    result = _cli("train", str(bad), "--out", str(tmp_path / "never"))
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines()[-1].startswith("advonline: error:")
+    assert "game.steps must be >= 1" in result.stderr and "Traceback" not in result.stderr
+    assert not (tmp_path / "never").exists()
+    missing = _cli("train", str(tmp_path / "missing.toml"), "--out", str(tmp_path / "x"))
+    assert missing.returncode == 2 and "cannot read config" in missing.stderr
+
+
+def test_evaluate_checkpoint_measures_learned_beside_baselines(tmp_path, capsys):
+    config_path = _config(tmp_path, 3)
+    out = tmp_path / "run"
+    assert main(["train", str(config_path), "--out", str(out), "--quiet"]) == 0
+    capsys.readouterr()
+    argv = ["evaluate", "--checkpoint", str(out), "--algorithm", "threshold", "--json"]
+    assert main([*argv, "--adversary-steps", "3", "--stopping-densities", "9"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["setting"]["rounds"] == 8 and report["setting"]["high"] == 4.0
+    names = [r["algorithm"] for r in report["results"]]
+    assert names == ["learned", "learned-deterministic", "threshold"]
+    for result in report["results"]:
+        assert set(result["sources"]) == {"exact", "adversary", "families", "random"}
+        assert result["competitive_ratio"] == max(
+            v for v in result["sources"].values() if v is not None
+        )
+        assert result["competitive_ratio"] >= 1
+    assert main(["evaluate", "--checkpoint", str(out), "--high", "5"]) == 2
+    assert "conflicts with --checkpoint" in capsys.readouterr().err
