@@ -154,6 +154,7 @@ class BestResponse(NamedTuple):
     worst_ratio: jax.Array  # [] max OPT / E[ALG] over every instance it wrote
     worst_instance: Instance  # the instance that reached it
     ratio_by_step: jax.Array  # [steps] worst ratio of each step's batch
+    worst_by_step: Instance  # [steps] the instance that reached it
 
 
 @functools.partial(jax.jit, static_argnums=(0, 1, 3, 4, 5))
@@ -196,9 +197,10 @@ def best_response(
             lambda old, new: jnp.where(better, new[index], old), worst_instance, written.instances
         )
         worst = jnp.maximum(worst, ratio[index])
-        return (params, opt_state, worst, worst_instance), ratio[index]
+        step_worst = jax.tree.map(lambda leaf: leaf[index], written.instances)
+        return (params, opt_state, worst, worst_instance), (ratio[index], step_worst)
 
-    (_, _, worst, worst_instance), by_step = jax.lax.scan(
+    (_, _, worst, worst_instance), (by_step, worst_by_step) = jax.lax.scan(
         step, start, jax.random.split(key_steps, steps)
     )
-    return BestResponse(worst, worst_instance, by_step)
+    return BestResponse(worst, worst_instance, by_step, worst_by_step)

@@ -69,16 +69,19 @@ class GameConfig:
 
     steps: int = 400
     algorithm_steps: int = 1  # n_alg updates per step
-    adversary_steps: int = 1  # n_adv updates per step
+    adversary_steps: int = 1  # n_adv updates per step (0: a frozen adversary, for ablations)
     replay_size: int = 256  # past hard instances the algorithm keeps training against
     replay_per_step: int = 8  # hardest instances of each adversary batch added to the replay
     temperature: float = 0.02  # softmin over payoffs: the adversary's weights on its instances
     known_families: bool = False  # mix the known hard families into training (the fallback)
+    replay_fresh: bool = True  # replay what each exploitability (fresh) adversary found
     family_members: int = 64  # stopping densities of the mixed-in families
     seed: int = 0
 
     def check(self) -> list[str]:
-        problems = _positive(self, "steps", "algorithm_steps", "adversary_steps", "family_members")
+        problems = _positive(self, "steps", "algorithm_steps", "family_members")
+        if self.adversary_steps < 0:
+            problems.append("game.adversary_steps must be >= 0")
         problems += _positive_float(self, "temperature")
         if self.replay_size < 0 or self.replay_per_step < 0:
             problems.append("game.replay_size and game.replay_per_step must be >= 0")

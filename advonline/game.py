@@ -57,7 +57,6 @@ from problems.posted_price import (
     continuation,
     price_table,
     simulate,
-    state_occupancy,
 )
 
 
@@ -164,11 +163,34 @@ def known_family_pool(game: Game) -> tuple[Instance, jax.Array]:
     return instances, offline_optimum(setting, instances)
 
 
-def atom_acceptance(game: Game, instances: Instance) -> jax.Array:
-    """``[B, T, A]``: whether buyer t of each instance accepts each price atom."""
+def accepted_atoms(game: Game, instances: Instance) -> jax.Array:
+    """``[B, T]`` int: how many price atoms buyer t of each instance accepts.
+
+    Atoms rise and a buyer accepts every price up to its density, so it accepts exactly the
+    first ``k`` atoms: ``accept(a) = a < k``. This turns sums over atoms into cumulative sums
+    (O(T G) per instance instead of O(T G A)).
+    """
     atoms = jnp.asarray(game.atoms, instances.values.dtype)
-    per_buyer = jax.vmap(jax.vmap(lambda v, d: accepts(atoms, Buyer(value=v, demand=d))))
-    return per_buyer(instances.values, instances.demands).astype(instances.values.dtype)
+    per_buyer = jax.vmap(jax.vmap(lambda v, d: accepts(atoms, Buyer(value=v, demand=d)).sum()))
+    return per_buyer(instances.values, instances.demands)
+
+
+def sale_probabilities(probs: jax.Array, accepted: jax.Array) -> jax.Array:
+    """``[B, T, G + 1]``: P(buyer t buys in state u) = P(price atom < k_t) from the table
+    ``probs`` ``[T, G + 1, A]`` and the accepted counts ``k`` ``[B, T]``."""
+    below = jnp.concatenate([jnp.zeros_like(probs[..., :1]), jnp.cumsum(probs, -1)], -1)
+    rounds = jnp.arange(probs.shape[0])[None, :]  # [1, T]
+    return jnp.clip(below[rounds, :, accepted], 0.0, 1.0)  # advanced indices first: [B, T, G+1]
+
+
+def action_weights(weighted_gain: jax.Array, accepted: jax.Array, atoms: int) -> jax.Array:
+    """``W[t, u, a] = sum_b c_b(t, u) [a < k_bt]`` ``[T, G + 1, A]`` from ``c`` ``[B, T, G+1]``:
+    scatter each c_b(t, :) to its count k_bt, then sum the counts above each atom."""
+    rounds = jnp.broadcast_to(jnp.arange(accepted.shape[1])[None, :], accepted.shape)
+    shape = (weighted_gain.shape[1], weighted_gain.shape[2], atoms + 1)
+    by_count = jnp.zeros(shape, weighted_gain.dtype).at[rounds, :, accepted].add(weighted_gain)
+    above = jnp.flip(jnp.cumsum(jnp.flip(by_count, -1), -1), -1)  # sum over counts >= index
+    return above[..., 1:]
 
 
 def policy_probs(game: Game, params: dict, dtype) -> jax.Array:
@@ -176,17 +198,21 @@ def policy_probs(game: Game, params: dict, dtype) -> jax.Array:
     return price_table(game.setting, game.policy(params), dtype).probs
 
 
-def payoffs_and_gains(
-    game: Game, probs: jax.Array, instances: Instance, optimum: jax.Array, accept: jax.Array
-):
-    """Exact payoffs ``[B]`` and per-state weights ``P(s_t = u) G_t(u) / OPT`` ``[B, T, G+1]``."""
-    sell = jnp.einsum("tua,bta->btu", probs, accept)
+def payoffs_and_gains(game: Game, sell: jax.Array, instances: Instance, optimum: jax.Array):
+    """Exact payoffs ``[B]`` and per-state weights ``P(s_t = u) G_t(u) / OPT`` ``[B, T, G+1]``
+    from the sale probabilities ``sell`` ``[B, T, G + 1]``."""
     setting = game.setting
 
     def one(sell_i, instance):
-        following = continuation(setting, sell_i, instance)
-        occupancy = state_occupancy(setting, sell_i, instance)
-        return following.values[0, 0], occupancy * following.sale_gain
+        # One backward pass and its derivative: V_0(0) with what a sale adds in each state,
+        # and (by the bonus derivative, see continuation) the probability of each state.
+        def first_value(bonus):
+            following = continuation(setting, sell_i, instance, bonus)
+            return following.values[0, 0], following.sale_gain
+
+        zero = jnp.zeros(sell_i.shape, instance.values.dtype)
+        (welfare, gain), occupancy = jax.value_and_grad(first_value, has_aux=True)(zero)
+        return welfare, occupancy * gain
 
     welfare, weighted_gain = jax.vmap(one)(sell, instances)
     safe = jnp.where(optimum > 0, optimum, 1)
@@ -196,7 +222,7 @@ def payoffs_and_gains(
 def game_payoffs(game: Game, params: dict, instances: Instance, optimum: jax.Array):
     """Exact payoff of each instance against the current pricing network ``[B]``."""
     probs = policy_probs(game, params, instances.values.dtype)
-    sell = jnp.einsum("tua,bta->btu", probs, atom_acceptance(game, instances))
+    sell = sale_probabilities(probs, accepted_atoms(game, instances))
     return payoffs_given_sales(game.setting, sell, instances, optimum)
 
 
@@ -205,12 +231,14 @@ def per_round_gradient(
 ):
     """Gradient (ascent direction) of ``sum_i w_i u_i`` by the all-action per-round update."""
     dtype = instances.values.dtype
-    probs = jax.lax.stop_gradient(policy_probs(game, params, dtype))
-    accept = atom_acceptance(game, instances)
-    _, weighted_gain = payoffs_and_gains(game, probs, instances, optimum, accept)
-    # sum_i w_i P_i(t, u) G_i(t, u) accept_i(t, a) / OPT_i: d(payoff) / d pi(a | t, u).
-    action_weight = jnp.einsum("b,btu,bta->tua", weights, weighted_gain, accept)
-    return jax.grad(lambda p: jnp.sum(policy_probs(game, p, dtype) * action_weight))(params)
+    probs, pull_back = jax.vjp(lambda p: policy_probs(game, p, dtype), params)
+    accepted = accepted_atoms(game, instances)
+    sell = sale_probabilities(probs, accepted)
+    _, weighted_gain = payoffs_and_gains(game, sell, instances, optimum)
+    # sum_i w_i P_i(t, u) G_i(t, u) accept_i(t, a) / OPT_i = d(payoff) / d pi(a | t, u)
+    weight = action_weights(weights[:, None, None] * weighted_gain, accepted, len(game.atoms))
+    (gradient,) = pull_back(weight.astype(probs.dtype))
+    return gradient
 
 
 def reinforce_gradient(
@@ -274,6 +302,15 @@ def _add_to_replay(replay: Replay, instances: Instance, optimum, payoff, count: 
     )
 
 
+def replay_instances(game: Game, state: GameState, instances: Instance, ratio: jax.Array):
+    """``state`` with the ``replay_per_step`` worst of ``instances`` (by ``ratio``) replayed."""
+    optimum = offline_optimum(game.setting, instances)
+    replay = _add_to_replay(
+        state.replay, instances, optimum, 1.0 / ratio, game.config.game.replay_per_step
+    )
+    return state.replace(replay=replay)
+
+
 @functools.partial(jax.jit, static_argnums=0)
 def game_step(
     game: Game, state: GameState, families: Instance, families_optimum: jax.Array
@@ -282,19 +319,21 @@ def game_step(
     config, setting = game.config, game.setting
     adversary_opt = adversary_optimizer(config.adversary)
     algorithm_opt = game.algorithm_optimizer()
-    key, *keys = jax.random.split(state.key, 1 + config.game.adversary_steps)
+    updates_made = config.game.adversary_steps
+    key, *keys = jax.random.split(state.key, 1 + max(updates_made, 1))
     adversary, adversary_state = state.adversary, state.adversary_opt
-    for key_write in keys:
+    for index, key_write in enumerate(keys):
         written = game.adversary.write(
             adversary, setting, key_write, config.adversary.batch, jnp.float32
         )
         optimum = offline_optimum(setting, written.instances)
         payoff = game_payoffs(game, state.algorithm, written.instances, optimum)
-        grads = jax.grad(functools.partial(adversary_loss, game.adversary))(
-            adversary, written, payoff, config.adversary.entropy
-        )
-        updates, adversary_state = adversary_opt.update(grads, adversary_state, adversary)
-        adversary = optax.apply_updates(adversary, updates)
+        if index < updates_made:  # none when the adversary is frozen
+            grads = jax.grad(functools.partial(adversary_loss, game.adversary))(
+                adversary, written, payoff, config.adversary.entropy
+            )
+            updates, adversary_state = adversary_opt.update(grads, adversary_state, adversary)
+            adversary = optax.apply_updates(adversary, updates)
     replay = _add_to_replay(
         state.replay, written.instances, optimum, payoff, config.game.replay_per_step
     )

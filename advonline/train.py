@@ -11,8 +11,9 @@ Exploitability (SPEC §4): every ``log.exploit_every`` steps a fresh adversary i
 scratch against the frozen pricing network for ``log.exploit_steps`` steps; the row records
 the worst ratio it reached (``fresh_ratio``), the training adversary's worst ratio in the same
 step (``adversary_ratio``) and their difference (``exploitability``). Its PRNG key is derived
-from the seed and the step, not taken from the game state, so measuring it does not change
-the training run.
+from the seed and the step, not taken from the game state. With ``game.replay_fresh`` the
+worst instances the fresh adversary wrote join the replay (a replay of past adversaries), so
+the run depends on ``log.exploit_every``; a resumed run still reproduces it exactly.
 """
 
 from __future__ import annotations
@@ -28,9 +29,17 @@ import jax
 import jax.numpy as jnp
 
 from advonline import checkpoint
-from advonline.adversary import best_response
+from advonline.adversary import BestResponse, best_response
 from advonline.configs import RunConfig
-from advonline.game import Game, GameState, StepMetrics, game_step, init_state, known_family_pool
+from advonline.game import (
+    Game,
+    GameState,
+    StepMetrics,
+    game_step,
+    init_state,
+    known_family_pool,
+    replay_instances,
+)
 from problems.posted_price import price_table
 
 METRIC_FIELDS = (
@@ -54,8 +63,9 @@ def exploitability_key(config: RunConfig, step: int) -> jax.Array:
     return jax.random.fold_in(jax.random.key(config.game.seed + 1), step)
 
 
-def fresh_adversary_ratio(game: Game, params: dict, key: jax.Array) -> float:
-    """The worst ratio a fresh adversary trained from scratch finds against ``params``."""
+def fresh_adversary(game: Game, params: dict, key: jax.Array) -> BestResponse:
+    """A fresh adversary trained from scratch against ``params``: its worst ratio and the
+    worst instance of each of its steps."""
     config = game.config
     table = price_table(game.setting, game.policy(params), jnp.float32)
     found = best_response(
@@ -67,7 +77,7 @@ def fresh_adversary_ratio(game: Game, params: dict, key: jax.Array) -> float:
         jnp.float32,
         key,
     )
-    return float(found.worst_ratio)
+    return found
 
 
 def check_folder(folder: str | Path, resume: bool) -> None:
@@ -140,7 +150,7 @@ def train(
         last = done == config.game.steps
         if done % log.every == 0 or last:
             now = time.perf_counter()
-            row = _row(game, state, metrics, done, wall_before + now - started)
+            row, state = _row(game, state, metrics, done, wall_before + now - started)
             row["steps_per_second"] = window_steps / max(now - window_start, 1e-9)
             _write_rows(metrics_path, [row], "a")
             if report is not None:
@@ -152,7 +162,11 @@ def train(
     return state
 
 
-def _row(game: Game, state: GameState, metrics: StepMetrics, done: int, wall: float) -> dict:
+def _row(
+    game: Game, state: GameState, metrics: StepMetrics, done: int, wall: float
+) -> tuple[dict, GameState]:
+    """The metrics row of step ``done``; measuring exploitability may also replay what the
+    fresh adversary found (``game.replay_fresh``), hence the new state."""
     row = {
         "step": done,
         "wall_seconds": round(wall, 3),
@@ -164,7 +178,10 @@ def _row(game: Game, state: GameState, metrics: StepMetrics, done: int, wall: fl
     }
     every = game.config.log.exploit_every
     if every and (done % every == 0 or done == game.config.game.steps):
-        fresh = fresh_adversary_ratio(game, state.algorithm, exploitability_key(game.config, done))
+        found = fresh_adversary(game, state.algorithm, exploitability_key(game.config, done))
+        fresh = float(found.worst_ratio)
         row["fresh_ratio"] = fresh
         row["exploitability"] = fresh - row["adversary_ratio"] if math.isfinite(fresh) else fresh
-    return row
+        if game.config.game.replay_fresh:
+            state = replay_instances(game, state, found.worst_by_step, found.ratio_by_step)
+    return row, state

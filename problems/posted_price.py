@@ -386,21 +386,25 @@ def continuation(
     if bonus is None:
         bonus = jnp.zeros((setting.rounds, grid + 1), dtype)
 
-    def back(value_next: jax.Array, inputs) -> tuple[jax.Array, tuple[jax.Array, jax.Array]]:
-        sell, value, demand, bonus_t = inputs  # [G+1], [], [1], [G+1]
+    def sale_if_accepted(value, demand):  # [], [1] -> welfare and units after, each [G+1]
+        # The sale when the buyer accepts: what fits after u units (price zero: it accepts).
         buyer = Buyer(value=value, demand=demand)
-        # The sale if the buyer accepts: what fits after u units (price zero: it accepts).
         sale = jax.vmap(purchase, in_axes=(None, 0, None, None))(
             setting, used[:, None], jnp.zeros(1, dtype), buyer
         )
         sold_units = jnp.round(sale.fraction * demand_units(setting, demand)[0]).astype(jnp.int32)
-        after = jnp.clip(used_units + sold_units, 0, grid)
-        gain = sale.welfare + value_next[after] - value_next
+        return sale.welfare, jnp.clip(used_units + sold_units, 0, grid)
+
+    welfare, after = jax.vmap(sale_if_accepted)(instance.values, instance.demands)
+
+    def back(value_next: jax.Array, inputs) -> tuple[jax.Array, tuple[jax.Array, jax.Array]]:
+        sell, welfare_t, after_t, bonus_t = inputs  # each [G+1]
+        gain = welfare_t + value_next[after_t] - value_next
         value_now = value_next + sell * gain + bonus_t
         return value_now, (value_now, gain)
 
     start = jnp.zeros(grid + 1, dtype)
-    inputs = (sell_prob.astype(dtype), instance.values, instance.demands, bonus)
+    inputs = (sell_prob.astype(dtype), welfare, after, bonus)
     _, (values, gains) = jax.lax.scan(back, start, inputs, reverse=True)
     return Continuation(values=jnp.concatenate([values, start[None]]), sale_gain=gains)
 
