@@ -292,13 +292,14 @@ def _table(setting: Setting, budget, reference, results) -> str:
     if reference is not None:
         lines.append(f"reference: 1 + ln(U/L) = {reference:.4f} (optimal CR, small-demand limit)")
     columns = evaluation.SOURCE_NAMES
+    width = max([12] + [len(r.algorithm) + 2 for r in results])
     lines.append(
-        f"{'algorithm':<12}{'CR':>10}  {'worst':<10}" + "".join(f"{c:>10}" for c in columns)
+        f"{'algorithm':<{width}}{'CR':>10}  {'worst':<10}" + "".join(f"{c:>10}" for c in columns)
     )
     for r in results:
         cells = "".join(f"{_fmt(r.sources[c].ratio):>10}" for c in columns)
         lines.append(
-            f"{r.algorithm:<12}{_fmt(r.competitive_ratio):>10}  {r.worst_source:<10}{cells}"
+            f"{r.algorithm:<{width}}{_fmt(r.competitive_ratio):>10}  {r.worst_source:<10}{cells}"
         )
     for r in results:
         for c in columns:

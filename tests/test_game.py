@@ -121,3 +121,28 @@ def test_every_shipped_config_is_valid():
 def test_bad_configs_are_refused_with_the_key_named(data, message):
     with pytest.raises(configs.ConfigError, match=message.replace("[", r"\[")):
         configs.from_dict(data)
+
+
+def test_fresh_adversary_reports_a_real_instance():
+    """The fresh adversary's figure is the ratio of an instance it wrote, recomputed here."""
+    from advonline.adversary import AdversaryModel, best_response
+    from baselines import make_baseline
+    from problems.posted_price import price_table
+
+    config = configs.from_dict(TINY)
+    setting = config.setting
+    policy = make_baseline("threshold", setting)
+    model = AdversaryModel.build(setting, config.adversary)
+    with jax.enable_x64(True):
+        table = price_table(setting, policy, jnp.float64)
+        found = best_response(
+            setting, model, table, config.adversary, 20, jnp.float64, jax.random.key(0)
+        )
+        instance = jax.tree.map(lambda leaf: leaf[None], found.worst_instance)
+        welfare = float(expected_welfare_exact(setting, policy, found.worst_instance))
+        optimum = float(offline_optimum(setting, instance)[0])
+        worst = float(found.worst_ratio)
+        by_step = np.asarray(found.ratio_by_step)
+    assert worst == pytest.approx(optimum / welfare, rel=1e-9)
+    assert worst == pytest.approx(by_step.max(), rel=1e-12)
+    assert worst > 1.0

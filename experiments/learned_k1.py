@@ -1,0 +1,159 @@
+"""Claim: the game learns a pricing policy for one resource from scratch, and the evaluator
+measures it beside the optimal threshold with the same sources and budget.
+
+For U/L in {5, 10, 100}, trains experiments/configs/k1-u{H}.toml (from scratch: no known hard
+family in training) and k1-u{H}-families.toml (the fallback: the staircase family mixed in),
+then measures `learned` (the randomised policy), `learned-deterministic` (its mean-price
+read-out) and `threshold` with the evaluator's default budget (exact DP bound, fresh
+adversary, families, random instances). Also reports the read-out's largest relative gap to
+the threshold price phi(y) over the utilisation grid (first round) and the training wall time.
+
+Run: python experiments/learned_k1.py [--out results] [--only k1-u10]
+Writes OUT/learned_k1.{md,csv}, OUT/exploitability_<config>.png, run folders in
+OUT/learned_k1/ (replaced on each run of this script), and prints the Markdown table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import platform
+import shutil
+import time
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+from advonline import checkpoint, configs  # noqa: E402
+from advonline.evaluate import Budget, measure, reference_ratio  # noqa: E402
+from advonline.game import Game  # noqa: E402
+from advonline.learned import learned_policies, max_relative_gap  # noqa: E402
+from advonline.train import METRICS_NAME, train  # noqa: E402
+from baselines import make_baseline  # noqa: E402
+from baselines.threshold import threshold_price  # noqa: E402
+from problems.posted_price import price_table  # noqa: E402
+
+CONFIGS = Path(__file__).parent / "configs"
+NAMES = [f"k1-u{h}{variant}" for h in (5, 10, 100) for variant in ("", "-families")]
+
+
+def readout_gap(config, params) -> float:
+    """max over the utilisation grid of |read-out - phi| / phi, in the first round."""
+    game = Game.build(config)
+    setting = config.setting
+    readout = learned_policies(params, game.pricing, game.atoms)["learned-deterministic"]
+    with jax.enable_x64(True):
+        curve = price_table(setting, readout, jnp.float64).prices[0, :, 0]
+        grid = jnp.linspace(0.0, 1.0, setting.grid_size + 1, dtype=jnp.float64)
+        return max_relative_gap(curve, threshold_price(grid, setting.low, setting.high))
+
+
+def plot_exploitability(name: str, folder: Path, out: Path, title: str) -> None:
+    with open(folder / METRICS_NAME, newline="") as handle:
+        rows = [r for r in csv.DictReader(handle) if r["fresh_ratio"] != ""]
+    steps = [int(r["step"]) for r in rows]
+    figure, axis = plt.subplots(figsize=(6, 4))
+    axis.plot(steps, [float(r["fresh_ratio"]) for r in rows], "o-", label="fresh adversary")
+    axis.plot(steps, [float(r["adversary_ratio"]) for r in rows], "s-", label="training adversary")
+    axis.plot(steps, [float(r["exploitability"]) for r in rows], "^-", label="exploitability")
+    axis.set_xlabel("training step")
+    axis.set_ylabel("worst ratio OPT / E[ALG] (exploitability: difference)")
+    axis.set_title(f"{name}: {title}", fontsize=9)
+    axis.legend()
+    figure.tight_layout()
+    figure.savefig(out / f"exploitability_{name}.png", dpi=120)
+    plt.close(figure)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", default="results", help="folder for tables, figures and runs")
+    parser.add_argument("--only", action="append", choices=NAMES, help="run only these configs")
+    args = parser.parse_args()
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    budget = Budget()
+    rows = []
+    for name in args.only or NAMES:
+        config = configs.load(CONFIGS / f"{name}.toml")
+        setting = config.setting
+        folder = out / "learned_k1" / name
+        shutil.rmtree(folder, ignore_errors=True)  # this script's own output
+        start = time.perf_counter()
+        train(config, folder)
+        wall = time.perf_counter() - start
+        state, _, _ = checkpoint.load(folder)
+        game = Game.build(config)
+        policies = learned_policies(state.algorithm, game.pricing, game.atoms)
+        policies["threshold"] = make_baseline("threshold", setting)
+        measured = {n: measure(setting, n, p, budget) for n, p in policies.items()}
+        title = (
+            f"K=1 L={setting.low:g} U={setting.high:g} T={setting.rounds} "
+            f"max demand {setting.max_demand:g}"
+        )
+        plot_exploitability(name, folder, out, title)
+        row = {
+            "config": name,
+            "training": "families mixed in" if config.game.known_families else "from scratch",
+            "setting": title,
+            "train_seconds": round(wall, 1),
+            "one_plus_ln_theta": round(reference_ratio(setting), 4),
+            "readout_gap_to_phi": round(readout_gap(config, state.algorithm), 4),
+        }
+        for n, m in measured.items():
+            row[f"{n}_ratio"] = m.competitive_ratio
+            row[f"{n}_worst_source"] = m.worst_source
+            for source, found in m.sources.items():
+                row[f"{n}_{source}"] = found.ratio
+        rows.append(row)
+        print(row, flush=True)
+    write_tables(rows, out, budget)
+
+
+def _fmt(value) -> str:
+    if value is None:
+        return "n/a"
+    return f"{value:.4f}" if isinstance(value, float) else str(value)
+
+
+def write_tables(rows: list[dict], out: Path, budget: Budget) -> None:
+    with open(out / "learned_k1.csv", "w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    header = (
+        "| config | training | setting | 1+ln(U/L) | learned (worst source) | "
+        "learned-deterministic | threshold | read-out gap to phi | train s |"
+    )
+    lines = [
+        f"Hardware: {platform.processor() or platform.machine()}, JAX on "
+        f"{jax.devices()[0].platform}. Budget: {budget.describe()}.",
+        "",
+        header,
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        cells = [
+            r["config"],
+            r["training"],
+            r["setting"],
+            _fmt(r["one_plus_ln_theta"]),
+            f"{_fmt(r['learned_ratio'])} ({r['learned_worst_source']})",
+            f"{_fmt(r['learned-deterministic_ratio'])} ({r['learned-deterministic_worst_source']})",
+            f"{_fmt(r['threshold_ratio'])} ({r['threshold_worst_source']})",
+            _fmt(r["readout_gap_to_phi"]),
+            _fmt(r["train_seconds"]),
+        ]
+        lines.append("| " + " | ".join(cells) + " |")
+    markdown = "\n".join(lines) + "\n"
+    (out / "learned_k1.md").write_text(markdown)
+    print(markdown)
+
+
+if __name__ == "__main__":
+    main()
