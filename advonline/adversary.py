@@ -24,6 +24,7 @@ import optax
 
 from advonline.configs import AdversaryConfig
 from advonline.families import family_demands
+from advonline.learned import price_atoms
 from advonline.networks import AdversaryNetwork
 from problems.optimum import offline_optimum
 from problems.posted_price import (
@@ -39,9 +40,7 @@ JUST_BELOW = 1e-4  # relative gap of the "just below a grid price" densities
 
 def density_levels(setting: Setting, count: int) -> tuple[float, ...]:
     """The geometric grid of ``count`` densities on [L, U] and the just-below copies."""
-    ratio = setting.theta ** (1.0 / max(count - 1, 1))
-    grid = [setting.low * ratio**j for j in range(count)]
-    grid[-1] = setting.high
+    grid = list(price_atoms(setting, count))
     below = [g * (1 - JUST_BELOW) for g in grid[1:]]
     return tuple(sorted(grid + below))
 

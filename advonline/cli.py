@@ -277,7 +277,9 @@ def _evaluate_trace(args: argparse.Namespace, names: list[str], budget) -> int:
 def _fmt(ratio: float | None) -> str:
     if ratio is None:
         return "n/a"
-    return "inf" if math.isinf(ratio) else f"{ratio:.4f}"
+    if math.isinf(ratio):
+        return "inf"
+    return f"{ratio:.4f}" if ratio < 1e5 else f"{ratio:.3e}"
 
 
 def _table(setting: Setting, budget, reference, results) -> str:
@@ -294,17 +296,22 @@ def _table(setting: Setting, budget, reference, results) -> str:
     columns = evaluation.SOURCE_NAMES
     width = max([12] + [len(r.algorithm) + 2 for r in results])
     lines.append(
-        f"{'algorithm':<{width}}{'CR':>10}  {'worst':<10}" + "".join(f"{c:>10}" for c in columns)
+        f"{'algorithm':<{width}}{'CR':>10}  {'worst':<10}"
+        + "".join(f"{c:>10}" for c in columns)
+        + f"{'bound':>10}"
     )
     for r in results:
         cells = "".join(f"{_fmt(r.sources[c].ratio):>10}" for c in columns)
         lines.append(
             f"{r.algorithm:<{width}}{_fmt(r.competitive_ratio):>10}  {r.worst_source:<10}{cells}"
+            f"{_fmt(r.upper_bound.ratio):>10}"
         )
     for r in results:
         for c in columns:
             if r.sources[c].ratio is None:
                 lines.append(f"note: {r.algorithm} {c}: {r.sources[c].note}")
+        if r.upper_bound.ratio is not None:
+            lines.append(f"note: {r.algorithm} bound: {r.upper_bound.note}")
     return "\n".join(lines)
 
 

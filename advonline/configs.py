@@ -32,6 +32,7 @@ class AlgorithmConfig:
     learning_rate: float = 3e-3
     update: str = "per-round"  # "per-round" (all actions, exact Q) or "reinforce" (ablation)
     reinforce_samples: int = 8  # sampled runs per instance for REINFORCE
+    round_input: bool = True  # the network sees t / T (False: the horizon is unknown to it)
 
     def check(self) -> list[str]:
         problems = _positive(self, "price_atoms", "hidden", "layers", "reinforce_samples")

@@ -1,15 +1,18 @@
 """Measured competitive ratio (SPEC §5): the worst of several sources, alike for every algorithm.
 
-Sources: ``exact`` (the DP certificate, K = 1: exact for deterministic policies, against an
-adaptive adversary for randomised ones; or the closed form in the small-demand limit),
+Sources: ``exact`` (the DP certificate for deterministic K = 1 policies, or the closed form
+in the small-demand limit),
 ``adversary`` (a fresh adversary network trained from scratch against the frozen policy,
 K = 1), ``families`` (the known hard inputs on a fine grid of stopping densities) and
-``random`` (a fixed seeded set of instances). Every ratio is computed in
+``random`` (a fixed seeded set of instances). For a randomised K = 1 policy the DP gives an
+``upper_bound`` on its oblivious CR instead, reported beside the measured CR (which is the worst
+instance found) and not part of it: together they bracket the true CR. Every ratio is computed in
 float64; an algorithm that earns nothing where OPT earns something has ratio ``inf``.
 
 Welfare of a randomised policy on a fixed instance is its exact expectation (K = 1, backward
-induction) or a Monte Carlo mean (K >= 2); on the adaptive ``ramp`` family it is the ratio of
-means over sampled runs (an adaptive adversary, stronger than an oblivious one).
+induction) or a Monte Carlo mean (K >= 2). The adaptive ``ramp`` family is used for
+deterministic policies only (against them it is an oblivious input), so every source's figure
+is the ratio of an instance an oblivious adversary can write: a lower bound on the CR.
 """
 
 from __future__ import annotations
@@ -83,6 +86,7 @@ class Measurement:
     competitive_ratio: float
     worst_source: str
     sources: dict[str, SourceRatio]
+    upper_bound: SourceRatio = SourceRatio(None, "exact for deterministic policies: see exact")
 
     def to_json(self) -> dict:
         """The ``results`` entry of ``advonline evaluate --json``."""
@@ -97,6 +101,8 @@ class Measurement:
                 for name, source in self.sources.items()
                 if source.worst_input is not None
             },
+            "upper_bound": self.upper_bound.ratio,
+            "upper_bound_note": self.upper_bound.note,
         }
 
 
@@ -118,8 +124,20 @@ def small_demand_regime(setting: Setting) -> bool:
     return setting.max_demand <= 0.01 and setting.rounds * setting.max_demand >= 2
 
 
+def upper_bound(setting: Setting, policy: Policy, budget: Budget) -> SourceRatio:
+    """For a randomised K = 1 policy, the DP's bound on its oblivious CR (certify_dp): the
+    measured CR (the worst instance found) and this bound bracket the true CR."""
+    if policy.deterministic:
+        return SourceRatio(None, "deterministic: the exact source is the CR itself")
+    found = certify.certify_dp(setting, policy, budget.exact_work_limit)
+    return SourceRatio(found.ratio, found.note)
+
+
 def exact_source(setting: Setting, policy: Policy, budget: Budget) -> SourceRatio:
-    """The DP certificate where it fits the budget, else the closed form in its regime."""
+    """The DP certificate where it fits the budget, else the closed form in its regime
+    (deterministic policies; a randomised policy gets :func:`upper_bound` instead)."""
+    if not policy.deterministic:
+        return SourceRatio(None, "exact CR for deterministic policies only; see upper_bound")
     found = certify.certify_dp(setting, policy, budget.exact_work_limit)
     if found.ratio is not None:
         return SourceRatio(found.ratio, found.note)
@@ -208,15 +226,19 @@ def adversary_source(
 def families_source(
     setting: Setting, policy: Policy, budget: Budget, key: jax.Array
 ) -> SourceRatio:
-    """Worst ratio over the hard families, every stopping density and family demand."""
+    """Worst ratio over the hard families, every stopping density and family demand.
+
+    The adaptive ``ramp`` reads the posted price; against a randomised policy that would be an
+    adversary who sees the price draw (stronger than oblivious), so randomised policies get
+    the oblivious families only and every figure here is a real instance's ratio.
+    """
+    names = FAMILY_NAMES if policy.deterministic else tuple(n for n in FAMILY_NAMES if n != "ramp")
     stops = stopping_densities(setting, budget.stopping_densities, jnp.float64)
     demands = family_demands(setting, jnp.float64)
     stop_grid = jnp.repeat(stops, demands.shape[0])
     demand_grid = jnp.tile(demands, (stops.shape[0], 1))
     worst, worst_input = -math.inf, None
-    for name, key_family in zip(
-        FAMILY_NAMES, jax.random.split(key, len(FAMILY_NAMES)), strict=True
-    ):
+    for name, key_family in zip(names, jax.random.split(key, len(names)), strict=True):
         sources = make_family(name, setting, stop_grid, demand_grid)
         found = _source_ratios(
             setting, policy, sources, stop_grid.shape[0], name == "ramp", key_family, budget.samples
@@ -230,7 +252,7 @@ def families_source(
                 "demand": np.asarray(demand_grid[index]).tolist(),
             }
     note = (
-        f"{', '.join(FAMILY_NAMES)} x {budget.stopping_densities} stopping densities "
+        f"{', '.join(names)} x {budget.stopping_densities} stopping densities "
         f"x {demands.shape[0]} demand vectors"
     )
     return SourceRatio(worst, note, worst_input)
@@ -265,7 +287,9 @@ def measure(setting: Setting, name: str, policy: Policy, budget: Budget) -> Meas
     worst_source = next(
         n for n in SOURCE_NAMES if n in measured and measured[n] >= worst * (1 - 1e-12)
     )
-    return Measurement(name, worst, worst_source, sources)
+    with jax.enable_x64(True):
+        bound = upper_bound(setting, policy, budget)
+    return Measurement(name, worst, worst_source, sources, bound)
 
 
 def reference_ratio(setting: Setting) -> float | None:

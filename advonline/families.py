@@ -9,7 +9,8 @@ member through the one simulator, which records the buyers actually written.
   L), so the algorithm sells along its own price curve; then buyers at density ``v`` arrive
   for the rest of the horizon (a capacity's worth and more), which the algorithm refuses or
   cannot fit while OPT takes them. Against a deterministic policy an oblivious adversary can
-  write the same sequence in advance; against a randomised one it is adaptive.
+  write the same sequence in advance; against a randomised one it would be adaptive, so the
+  evaluator uses it for deterministic policies only.
 - ``staircase``: the same shape written obliviously: densities rise geometrically from L to
   ``v`` over the first rounds, then the last ``ceil(1 / max_demand)`` rounds stay at ``v``.
 - ``flood``: every buyer at density ``v``; hurts prices that start above L.

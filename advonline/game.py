@@ -78,6 +78,7 @@ class Game:
             atoms=algorithm.price_atoms,
             hidden=algorithm.hidden,
             layers=algorithm.layers,
+            use_round=algorithm.round_input,
         )
         atoms = price_atoms(setting, algorithm.price_atoms)
         return Game(config, pricing, atoms, AdversaryModel.build(setting, config.adversary))

@@ -4,8 +4,11 @@ signature ``policy(observation) -> PriceDistribution``), in two forms evaluated 
 - :class:`LearnedPolicy` (``learned``): the randomised algorithm that was trained, a
   distribution over the price atoms in every state;
 - :class:`LearnedPriceCurve` (``learned-deterministic``): its read-out for deployment, the
-  mean price in every state. It does not inherit the randomised policy's ratio (a mean can
-  sit above L where the distribution still sells cheaply), so it is measured on its own.
+  median price in every state (the lowest atom with cumulative probability >= 1/2). It does
+  not inherit the randomised policy's ratio, so it is measured on its own. Why the median and
+  not the mean: where the distribution puts most of its mass on L and a little far above, the
+  mean sits above L and a buyer at density L never buys (ratio infinite), as measured on the
+  first runs; the median keeps the price the policy mostly posts.
 """
 
 from __future__ import annotations
@@ -51,7 +54,7 @@ class LearnedPolicy:
 
 @struct.dataclass
 class LearnedPriceCurve:
-    """The deterministic read-out: the mean of the learned distribution on each resource."""
+    """The deterministic read-out: the median of the learned distribution on each resource."""
 
     params: dict
     network: PricingNetwork = struct.field(pytree_node=False)
@@ -61,9 +64,9 @@ class LearnedPriceCurve:
     def __call__(self, observation: Observation) -> PriceDistribution:
         randomised = LearnedPolicy(self.params, self.network, self.atoms)
         distribution = randomised.distribution(observation)
-        return PriceDistribution.deterministic(
-            jnp.sum(distribution.prices * distribution.probs, axis=-1)
-        )
+        median = jnp.argmax(jnp.cumsum(distribution.probs, axis=-1) >= 0.5, axis=-1)  # [K]
+        prices = jnp.take_along_axis(distribution.prices, median[:, None], axis=-1)[:, 0]
+        return PriceDistribution.deterministic(prices)
 
 
 def learned_policies(params: dict, network: PricingNetwork, atoms: tuple[float, ...]) -> dict:

@@ -25,19 +25,21 @@ class PricingNetwork(nn.Module):
     """``(utilisation [..., K], round_fraction [...]) -> logits [..., K, A]`` over price atoms.
 
     The last layer starts at zero, so training starts from the uniform distribution on the
-    atoms (every price equally likely).
+    atoms (every price equally likely). With ``use_round = False`` the round is hidden from
+    the network (a constant feature): the algorithm does not know how much of the horizon is
+    left, as in the classic online model where 1 + ln(U/L) is the optimal ratio.
     """
 
     resources: int
     atoms: int
     hidden: int = 64
     layers: int = 2
+    use_round: bool = True
 
     @nn.compact
     def __call__(self, utilisation: jax.Array, round_fraction: jax.Array) -> jax.Array:
-        features = jnp.concatenate(
-            [2 * utilisation - 1, 2 * round_fraction[..., None] - 1], axis=-1
-        )
+        round_feature = 2 * round_fraction - 1 if self.use_round else jnp.zeros_like(round_fraction)
+        features = jnp.concatenate([2 * utilisation - 1, round_feature[..., None]], axis=-1)
         for _ in range(self.layers):
             features = nn.tanh(nn.Dense(self.hidden)(features))
         logits = nn.Dense(self.resources * self.atoms, kernel_init=nn.initializers.zeros)(features)

@@ -3,9 +3,10 @@ measures it beside the optimal threshold with the same sources and budget.
 
 For U/L in {5, 10, 100}, trains experiments/configs/k1-u{H}.toml (from scratch: no known hard
 family in training) and k1-u{H}-families.toml (the fallback: the staircase family mixed in),
-then measures `learned` (the randomised policy), `learned-deterministic` (its mean-price
+then measures `learned` (the randomised policy), `learned-deterministic` (its median-price
 read-out) and `threshold` with the evaluator's default budget (exact DP bound, fresh
-adversary, families, random instances). Also reports the read-out's largest relative gap to
+adversary, families, random instances; for the randomised policy the DP's upper bound on its
+oblivious CR beside it). Also reports the read-out's largest relative gap to
 the threshold price phi(y) over the utilisation grid (first round) and the training wall time.
 
 Run: python experiments/learned_k1.py [--out results] [--only k1-u10]
@@ -110,6 +111,7 @@ def main() -> None:
             row[f"{n}_worst_source"] = m.worst_source
             for source, found in m.sources.items():
                 row[f"{n}_{source}"] = found.ratio
+            row[f"{n}_upper_bound"] = m.upper_bound.ratio
         rows.append(row)
         print(row, flush=True)
     write_tables(rows, out, budget)
@@ -127,7 +129,7 @@ def write_tables(rows: list[dict], out: Path, budget: Budget) -> None:
         writer.writeheader()
         writer.writerows(rows)
     header = (
-        "| config | training | setting | 1+ln(U/L) | learned (worst source) | "
+        "| config | training | setting | 1+ln(U/L) | learned (worst source) | learned bound | "
         "learned-deterministic | threshold | read-out gap to phi | train s |"
     )
     lines = [
@@ -135,7 +137,7 @@ def write_tables(rows: list[dict], out: Path, budget: Budget) -> None:
         f"{jax.devices()[0].platform}. Budget: {budget.describe()}.",
         "",
         header,
-        "|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         cells = [
@@ -144,6 +146,7 @@ def write_tables(rows: list[dict], out: Path, budget: Budget) -> None:
             r["setting"],
             _fmt(r["one_plus_ln_theta"]),
             f"{_fmt(r['learned_ratio'])} ({r['learned_worst_source']})",
+            _fmt(r["learned_upper_bound"]),
             f"{_fmt(r['learned-deterministic_ratio'])} ({r['learned-deterministic_worst_source']})",
             f"{_fmt(r['threshold_ratio'])} ({r['threshold_worst_source']})",
             _fmt(r["readout_gap_to_phi"]),

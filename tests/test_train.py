@@ -155,5 +155,11 @@ def test_evaluate_checkpoint_measures_learned_beside_baselines(tmp_path, capsys)
             v for v in result["sources"].values() if v is not None
         )
         assert result["competitive_ratio"] >= 1
+    learned = report["results"][0]
+    # randomised: every source is an instance an oblivious adversary writes (a lower bound on
+    # the CR) and the DP bounds the CR from above, so the two bracket it
+    assert learned["sources"]["exact"] is None
+    assert learned["upper_bound"] >= learned["competitive_ratio"] * (1 - 1e-9)
+    assert report["results"][1]["upper_bound"] is None  # deterministic: exact is the CR
     assert main(["evaluate", "--checkpoint", str(out), "--high", "5"]) == 2
     assert "conflicts with --checkpoint" in capsys.readouterr().err
