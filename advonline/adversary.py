@@ -154,6 +154,7 @@ class BestResponse(NamedTuple):
     worst_instance: Instance  # the instance that reached it
     ratio_by_step: jax.Array  # [steps] worst ratio of each step's batch
     worst_by_step: Instance  # [steps] the instance that reached it
+    params: dict  # the adversary's parameters after training
 
 
 @functools.partial(jax.jit, static_argnums=(0, 1, 3, 4, 5))
@@ -199,7 +200,7 @@ def best_response(
         step_worst = jax.tree.map(lambda leaf: leaf[index], written.instances)
         return (params, opt_state, worst, worst_instance), (ratio[index], step_worst)
 
-    (_, _, worst, worst_instance), (by_step, worst_by_step) = jax.lax.scan(
+    (params, _, worst, worst_instance), (by_step, worst_by_step) = jax.lax.scan(
         step, start, jax.random.split(key_steps, steps)
     )
-    return BestResponse(worst, worst_instance, by_step, worst_by_step)
+    return BestResponse(worst, worst_instance, by_step, worst_by_step, params)

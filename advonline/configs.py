@@ -76,6 +76,7 @@ class GameConfig:
     temperature: float = 0.02  # softmin over payoffs: the adversary's weights on its instances
     known_families: bool = False  # mix the known hard families into training (the fallback)
     replay_fresh: bool = True  # replay what each exploitability (fresh) adversary found
+    adopt_fresh: bool = False  # a fresh adversary that beats the training one replaces it
     family_members: int = 64  # stopping densities of the mixed-in families
     seed: int = 0
 

@@ -13,7 +13,9 @@ the worst ratio it reached (``fresh_ratio``), the training adversary's worst rat
 step (``adversary_ratio``) and their difference (``exploitability``). Its PRNG key is derived
 from the seed and the step, not taken from the game state. With ``game.replay_fresh`` the
 worst instances the fresh adversary wrote join the replay (a replay of past adversaries), so
-the run depends on ``log.exploit_every``; a resumed run still reproduces it exactly.
+the run depends on ``log.exploit_every``; with ``game.adopt_fresh`` a fresh adversary that
+beats the training adversary replaces it (a restart of the adversary from a stronger point).
+A resumed run still reproduces the run exactly.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ import jax
 import jax.numpy as jnp
 
 from advonline import checkpoint
-from advonline.adversary import BestResponse, best_response
+from advonline.adversary import BestResponse, adversary_optimizer, best_response
 from advonline.configs import RunConfig
 from advonline.game import (
     Game,
@@ -184,4 +186,9 @@ def _row(
         row["exploitability"] = fresh - row["adversary_ratio"] if math.isfinite(fresh) else fresh
         if game.config.game.replay_fresh:
             state = replay_instances(game, state, found.worst_by_step, found.ratio_by_step)
+        if game.config.game.adopt_fresh and fresh > row["adversary_ratio"]:
+            optimizer = adversary_optimizer(game.config.adversary)
+            state = state.replace(
+                adversary=found.params, adversary_opt=optimizer.init(found.params)
+            )
     return row, state
