@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+from collections.abc import Callable
 from typing import NamedTuple
 
 import jax
@@ -54,9 +55,9 @@ from problems.posted_price import (
     Instance,
     Setting,
     accepts,
-    continuation,
     price_table,
     simulate,
+    state_occupancy,
 )
 
 
@@ -202,22 +203,10 @@ def policy_probs(game: Game, params: dict, dtype) -> jax.Array:
 def payoffs_and_gains(game: Game, sell: jax.Array, instances: Instance, optimum: jax.Array):
     """Exact payoffs ``[B]`` and per-state weights ``P(s_t = u) G_t(u) / OPT`` ``[B, T, G+1]``
     from the sale probabilities ``sell`` ``[B, T, G + 1]``."""
-    setting = game.setting
-
-    def one(sell_i, instance):
-        # One backward pass and its derivative: V_0(0) with what a sale adds in each state,
-        # and (by the bonus derivative, see continuation) the probability of each state.
-        def first_value(bonus):
-            following = continuation(setting, sell_i, instance, bonus)
-            return following.values[0, 0], following.sale_gain
-
-        zero = jnp.zeros(sell_i.shape, instance.values.dtype)
-        (welfare, gain), occupancy = jax.value_and_grad(first_value, has_aux=True)(zero)
-        return welfare, occupancy * gain
-
-    welfare, weighted_gain = jax.vmap(one)(sell, instances)
+    passes = jax.vmap(state_occupancy, in_axes=(None, 0, 0))(game.setting, sell, instances)
     safe = jnp.where(optimum > 0, optimum, 1)
-    return welfare_ratio(welfare, optimum), weighted_gain / safe[:, None, None]
+    weighted_gain = passes.occupancy * passes.sale_gain / safe[:, None, None]
+    return welfare_ratio(passes.welfare, optimum), weighted_gain
 
 
 def game_payoffs(game: Game, params: dict, instances: Instance, optimum: jax.Array):
@@ -227,19 +216,32 @@ def game_payoffs(game: Game, params: dict, instances: Instance, optimum: jax.Arr
     return payoffs_given_sales(game.setting, sell, instances, optimum)
 
 
-def per_round_gradient(
-    game: Game, params: dict, instances: Instance, optimum: jax.Array, weights: jax.Array
+def per_round_update(
+    game: Game,
+    params: dict,
+    instances: Instance,
+    optimum: jax.Array,
+    weigh: Callable[[jax.Array], jax.Array],
 ):
-    """Gradient (ascent direction) of ``sum_i w_i u_i`` by the all-action per-round update."""
+    """Payoffs ``[B]`` and the gradient (ascent direction) of ``sum_i w_i u_i`` by the
+    all-action per-round update, with weights ``w = weigh(payoffs)`` (both from one pass)."""
     dtype = instances.values.dtype
     probs, pull_back = jax.vjp(lambda p: policy_probs(game, p, dtype), params)
     accepted = accepted_atoms(game, instances)
     sell = sale_probabilities(probs, accepted)
-    _, weighted_gain = payoffs_and_gains(game, sell, instances, optimum)
+    payoff, weighted_gain = payoffs_and_gains(game, sell, instances, optimum)
+    weights = jax.lax.stop_gradient(weigh(payoff))
     # sum_i w_i P_i(t, u) G_i(t, u) accept_i(t, a) / OPT_i = d(payoff) / d pi(a | t, u)
     weight = action_weights(weights[:, None, None] * weighted_gain, accepted, len(game.atoms))
     (gradient,) = pull_back(weight.astype(probs.dtype))
-    return gradient
+    return payoff, gradient
+
+
+def per_round_gradient(
+    game: Game, params: dict, instances: Instance, optimum: jax.Array, weights: jax.Array
+):
+    """:func:`per_round_update` with fixed weights ``[B]``: the gradient only."""
+    return per_round_update(game, params, instances, optimum, lambda _: weights)[1]
 
 
 def reinforce_gradient(
@@ -344,14 +346,16 @@ def game_step(
         [jnp.ones_like(optimum, bool), replay.filled, jnp.ones_like(families_optimum, bool)]
     )
     algorithm, algorithm_state = state.algorithm, state.algorithm_opt
+    weigh = functools.partial(_softmin_weights, valid=valid, temperature=config.game.temperature)
     for _ in range(config.game.algorithm_steps):
-        pool_payoff = game_payoffs(game, algorithm, pool, pool_optimum)
-        weights = _softmin_weights(pool_payoff, valid, config.game.temperature)
         if config.algorithm.update == "per-round":
-            ascent = per_round_gradient(game, algorithm, pool, pool_optimum, weights)
+            pool_payoff, ascent = per_round_update(game, algorithm, pool, pool_optimum, weigh)
         else:
+            pool_payoff = game_payoffs(game, algorithm, pool, pool_optimum)
             key, key_runs = jax.random.split(key)
-            ascent = reinforce_gradient(game, algorithm, pool, pool_optimum, weights, key_runs)
+            ascent = reinforce_gradient(
+                game, algorithm, pool, pool_optimum, weigh(pool_payoff), key_runs
+            )
         descent = jax.tree.map(jnp.negative, ascent)
         updates, algorithm_state = algorithm_opt.update(descent, algorithm_state, algorithm)
         algorithm = optax.apply_updates(algorithm, updates)

@@ -409,18 +409,22 @@ def continuation(
     return Continuation(values=jnp.concatenate([values, start[None]]), sale_gain=gains)
 
 
-def action_values(setting: Setting, table: PriceDistribution, instance: Instance) -> jax.Array:
-    """``[T, G + 1, A]`` ``Q_t(u, a)``: expected welfare from round t on after posting atom a
-    with u units sold, continuing with the policy of ``table``."""
-    following = continuation(setting, sell_probability(table, instance), instance)
-    accept = jax.vmap(accepts)(table.prices, Buyer(instance.values, instance.demands))
-    return following.values[1:, :, None] + accept * following.sale_gain[..., None]
+class Occupancy(NamedTuple):
+    """One backward pass and its derivative (what the per-round update needs)."""
+
+    welfare: jax.Array  # [] V_0(0), the exact expected welfare
+    sale_gain: jax.Array  # [T, G + 1] what a sale adds in each state (Continuation.sale_gain)
+    occupancy: jax.Array  # [T, G + 1] probability that u units are sold when buyer t arrives
 
 
-def state_occupancy(setting: Setting, sell_prob: jax.Array, instance: Instance) -> jax.Array:
-    """``[T, G + 1]`` probability that u units are sold when buyer t arrives."""
+def state_occupancy(setting: Setting, sell_prob: jax.Array, instance: Instance) -> Occupancy:
+    """:func:`continuation` and the probability of each state, as the derivative of ``V_0(0)``
+    with respect to the per-state ``bonus``."""
 
     def first_value(bonus):
-        return continuation(setting, sell_prob, instance, bonus).values[0, 0]
+        following = continuation(setting, sell_prob, instance, bonus)
+        return following.values[0, 0], following.sale_gain
 
-    return jax.grad(first_value)(jnp.zeros(sell_prob.shape, instance.values.dtype))
+    zero = jnp.zeros(sell_prob.shape, instance.values.dtype)
+    (welfare, gain), occupancy = jax.value_and_grad(first_value, has_aux=True)(zero)
+    return Occupancy(welfare=welfare, sale_gain=gain, occupancy=occupancy)
