@@ -281,14 +281,13 @@ def measure(setting: Setting, name: str, policy: Policy, budget: Budget) -> Meas
             "families": families_source(setting, policy, budget, key_families),
             "random": random_source(setting, policy, budget, key_random),
         }
+        bound = upper_bound(setting, policy, budget)
     measured = {name: s.ratio for name, s in sources.items() if s.ratio is not None}
     worst = max(measured.values())
     # Ties within float noise go to the first source in SOURCE_NAMES order (exact first).
     worst_source = next(
         n for n in SOURCE_NAMES if n in measured and measured[n] >= worst * (1 - 1e-12)
     )
-    with jax.enable_x64(True):
-        bound = upper_bound(setting, policy, budget)
     return Measurement(name, worst, worst_source, sources, bound)
 
 

@@ -123,6 +123,14 @@ class StepMetrics(NamedTuple):
     pool_ratio: jax.Array  # [] worst OPT / E[ALG] over everything the algorithm trained against
 
 
+def blank_instances(setting: Setting, count: int) -> Instance:
+    """``count`` instances in which nobody comes (zeros), to fill or to leave empty."""
+    return Instance(
+        values=jnp.zeros((count, setting.rounds)),
+        demands=jnp.zeros((count, setting.rounds, setting.resources)),
+    )
+
+
 def init_state(game: Game, key: jax.Array) -> GameState:
     """Fresh parameters (uniform prices), optimiser states and an empty replay."""
     setting, size = game.setting, game.config.game.replay_size
@@ -130,10 +138,7 @@ def init_state(game: Game, key: jax.Array) -> GameState:
     algorithm = game.pricing.init(key_alg, jnp.zeros(setting.resources), jnp.zeros(()))
     adversary = game.adversary.init(key_adv)
     replay = Replay(
-        instances=Instance(
-            values=jnp.zeros((size, setting.rounds)),
-            demands=jnp.zeros((size, setting.rounds, setting.resources)),
-        ),
+        instances=blank_instances(setting, size),
         optimum=jnp.zeros(size),
         filled=jnp.zeros(size, bool),
         cursor=jnp.zeros((), jnp.int32),
@@ -154,11 +159,7 @@ def known_family_pool(game: Game) -> tuple[Instance, jax.Array]:
     its optima; empty unless ``game.known_families`` is set."""
     setting, members = game.setting, game.config.game.family_members
     if not game.config.game.known_families:
-        empty = Instance(
-            values=jnp.zeros((0, setting.rounds)),
-            demands=jnp.zeros((0, setting.rounds, setting.resources)),
-        )
-        return empty, jnp.zeros(0)
+        return blank_instances(setting, 0), jnp.zeros(0)
     stops = stopping_densities(setting, members, jnp.float32)
     demand = jnp.full((members, setting.resources), setting.max_demand, jnp.float32)
     instances = write_out(setting, make_family("staircase", setting, stops, demand), members)

@@ -40,7 +40,7 @@ class LearnedPolicy:
     atoms: tuple[float, ...] = struct.field(pytree_node=False)
     deterministic: bool = struct.field(pytree_node=False, default=False)
 
-    def distribution(self, observation: Observation) -> PriceDistribution:
+    def __call__(self, observation: Observation) -> PriceDistribution:
         logits = self.network.apply(
             self.params, observation.utilisation, observation.round_fraction
         )  # [K, A]
@@ -48,22 +48,16 @@ class LearnedPolicy:
         prices = jnp.broadcast_to(jnp.asarray(self.atoms, probs.dtype), probs.shape)
         return PriceDistribution(prices=prices, probs=probs)
 
-    def __call__(self, observation: Observation) -> PriceDistribution:
-        return self.distribution(observation)
-
 
 @struct.dataclass
 class LearnedPriceCurve:
     """The deterministic read-out: the median of the learned distribution on each resource."""
 
-    params: dict
-    network: PricingNetwork = struct.field(pytree_node=False)
-    atoms: tuple[float, ...] = struct.field(pytree_node=False)
+    randomised: LearnedPolicy
     deterministic: bool = struct.field(pytree_node=False, default=True)
 
     def __call__(self, observation: Observation) -> PriceDistribution:
-        randomised = LearnedPolicy(self.params, self.network, self.atoms)
-        distribution = randomised.distribution(observation)
+        distribution = self.randomised(observation)
         median = jnp.argmax(jnp.cumsum(distribution.probs, axis=-1) >= 0.5, axis=-1)  # [K]
         prices = jnp.take_along_axis(distribution.prices, median[:, None], axis=-1)[:, 0]
         return PriceDistribution.deterministic(prices)
@@ -71,10 +65,8 @@ class LearnedPriceCurve:
 
 def learned_policies(params: dict, network: PricingNetwork, atoms: tuple[float, ...]) -> dict:
     """``{"learned": randomised, "learned-deterministic": read-out}`` for one parameter set."""
-    return {
-        "learned": LearnedPolicy(params, network, atoms),
-        "learned-deterministic": LearnedPriceCurve(params, network, atoms),
-    }
+    randomised = LearnedPolicy(params, network, atoms)
+    return {"learned": randomised, "learned-deterministic": LearnedPriceCurve(randomised)}
 
 
 def max_relative_gap(curve: jax.Array, reference: jax.Array) -> float:
