@@ -11,9 +11,10 @@ $(BIN)/advonline: pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	touch $@
 
-# The main job on the default setting: every baseline's measured competitive ratio.
+# The main job on the default config: train, measure beside the baselines, export the policy,
+# draw the figures, print where they are (a new folder runs/k1-u10-<UTC time> each time).
 run: $(BIN)/advonline
-	$(BIN)/advonline evaluate
+	$(BIN)/advonline run experiments/configs/k1-u10.toml
 
 # The test suite (long runs are marked `slow` and excluded; `pytest -m slow` runs them).
 test: $(BIN)/advonline

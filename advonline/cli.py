@@ -6,6 +6,7 @@ Bad input gets one line on stderr naming the problem and exit status 2, never a 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import math
 import sys
@@ -13,12 +14,13 @@ import sys
 import jax
 from tqdm import tqdm
 
-from advonline import checkpoint, configs
+from advonline import configs, pipeline, policy_file
 from advonline import evaluate as evaluation
 from advonline.checkpoint import CheckpointError
 from advonline.configs import ConfigError
-from advonline.game import Game
-from advonline.learned import learned_policies
+from advonline.export import ExportError, check_target
+from advonline.policy_file import PolicyFileError
+from advonline.tabulated import from_file
 from advonline.traces import TraceError, load_trace
 from advonline.train import TrainError, check_folder, train
 from baselines import BASELINES, make_baseline
@@ -85,11 +87,18 @@ def build_parser() -> argparse.ArgumentParser:
         default=budget.adversary_steps,
         help="training steps of the fresh adversary source",
     )
-    ev.add_argument(
+    learned = ev.add_mutually_exclusive_group()
+    learned.add_argument(
         "--checkpoint",
         metavar="DIR",
         help="evaluate the learned policy of a training run (on its own setting) beside "
         "the --algorithm baselines",
+    )
+    learned.add_argument(
+        "--policy",
+        metavar="POLICY.json",
+        help="evaluate an exported policy file (on its own setting) beside the --algorithm "
+        "baselines",
     )
     ev.set_defaults(run=run_evaluate)
 
@@ -99,6 +108,36 @@ def build_parser() -> argparse.ArgumentParser:
     tr.add_argument("--resume", action="store_true", help="continue the run in --out")
     tr.add_argument("--quiet", action="store_true", help="no progress bar")
     tr.set_defaults(run=run_train)
+
+    ex = commands.add_parser("export", help="write a trained policy as a versioned JSON file")
+    ex.add_argument("--checkpoint", required=True, metavar="DIR", help="training run folder")
+    ex.add_argument("--out", required=True, metavar="POLICY.json", help="new file to write")
+    ex.add_argument(
+        "--read-out",
+        action="store_true",
+        help="export the deterministic read-out (median price) instead of the randomised policy",
+    )
+    ex.add_argument(
+        "--no-measure",
+        action="store_true",
+        help="skip measuring the exported policy (provenance 'measured' is then null)",
+    )
+    ex.set_defaults(run=run_export)
+
+    pl = commands.add_parser("plot", help="figures of finished runs (PNG and PDF)")
+    pl.add_argument("runs", nargs="+", metavar="RUN_DIR", help="training run folders")
+    pl.add_argument("--out", required=True, metavar="DIR", help="folder for the figures")
+    pl.set_defaults(run=run_plot)
+
+    job = commands.add_parser(
+        "run", help="the main job: train a config, measure, export and plot in one go"
+    )
+    job.add_argument("config", help="TOML config (see experiments/configs/)")
+    job.add_argument(
+        "--out", metavar="DIR", help="new run folder (default runs/<config>-<UTC time>)"
+    )
+    job.add_argument("--quiet", action="store_true", help="no progress bar")
+    job.set_defaults(run=run_main_job)
     return parser
 
 
@@ -114,6 +153,8 @@ def main(argv: list[str] | None = None) -> int:
         ConfigError,
         CheckpointError,
         TrainError,
+        PolicyFileError,
+        ExportError,
     ) as error:
         print(f"advonline: error: {error}", file=sys.stderr)
         return EXIT_BAD_INPUT
@@ -126,7 +167,7 @@ def run_evaluate(args: argparse.Namespace) -> int:
     """``advonline evaluate``: a table (or JSON) of measured ratios."""
     if args.problem not in PROBLEMS:
         raise UsageError(f"unknown problem {args.problem!r}; known: {', '.join(PROBLEMS)}")
-    names = args.algorithm or ([] if args.checkpoint else list(BASELINES))
+    names = args.algorithm or ([] if args.checkpoint or args.policy else list(BASELINES))
     for name in names:
         if name not in BASELINES:
             raise UsageError(f"unknown algorithm {name!r}; known: {', '.join(BASELINES)}")
@@ -144,17 +185,25 @@ def run_evaluate(args: argparse.Namespace) -> int:
         return _evaluate_trace(args, names, budget)
     if args.capacity:
         raise UsageError("--capacity applies to --instances traces; settings use capacity 1")
-    policies = {}
-    if args.checkpoint:
+    policies, source = {}, {}
+    if args.checkpoint or args.policy:
+        flag = "--checkpoint" if args.checkpoint else "--policy"
         given = [f"--{f.replace('_', '-')}" for f in SETTING_FLAGS if getattr(args, f) is not None]
         if given or args.indivisible:
             raise UsageError(
-                f"{(given or ['--indivisible'])[0]} conflicts with --checkpoint, which "
-                "evaluates on the checkpoint's own setting"
+                f"{(given or ['--indivisible'])[0]} conflicts with {flag}, which "
+                "evaluates on its own setting"
             )
-        params, run_config = load_learned(args.checkpoint)
-        setting = run_config.setting
-        policies.update(learned_from(params, run_config))
+    if args.checkpoint:
+        run = pipeline.open_run(args.checkpoint)
+        setting = run.setting
+        policies.update(run.policies())
+        source = {"checkpoint": str(args.checkpoint)}
+    elif args.policy:
+        loaded = policy_file.load(args.policy)
+        setting, tabulated = from_file(loaded)
+        policies[loaded.provenance.get("algorithm", "policy")] = tabulated
+        source = {"policy": str(args.policy)}
     else:
         default = Setting()
         resources = args.resources or 1
@@ -172,15 +221,10 @@ def run_evaluate(args: argparse.Namespace) -> int:
     results = [
         evaluation.measure(setting, name, policy, budget) for name, policy in policies.items()
     ]
-    header = {**setting.describe(), "budget": budget.describe()}
-    if args.checkpoint:
-        header["checkpoint"] = str(args.checkpoint)
-    if (reference := evaluation.reference_ratio(setting)) is not None:
-        header["optimal_ratio_small_demand_limit"] = reference
     if args.json:
-        print(json.dumps({"setting": header, "results": [r.to_json() for r in results]}))
+        print(json.dumps(evaluation.report(setting, budget, results, **source)))
     else:
-        print(_table(setting, budget, reference, results))
+        print(_table(setting, budget, evaluation.reference_ratio(setting), results))
     return 0
 
 
@@ -188,30 +232,9 @@ def _given(value, default):
     return default if value is None else value
 
 
-def load_learned(folder: str):
-    """The trained parameters and config of a run folder."""
-    state, run_config, _ = checkpoint.load(folder)
-    return state.algorithm, run_config
-
-
-def learned_from(params, run_config) -> dict:
-    """The learned policies (randomised and read-out) of a run's parameters."""
-    game = Game.build(run_config)
-    return learned_policies(params, game.pricing, game.atoms)
-
-
-def run_train(args: argparse.Namespace) -> int:
-    """``advonline train CONFIG --out DIR``: train with a progress bar; metrics and checkpoints
-    in DIR."""
-    run_config = configs.load(args.config)
-    check_folder(args.out, args.resume)
-    device = jax.devices()[0]
-    print(
-        f"advonline train: {args.config} on {device.platform} ({device.device_kind}); "
-        f"run folder {args.out}",
-        file=sys.stderr,
-    )
-    bar = tqdm(total=run_config.game.steps, disable=args.quiet, unit="step", file=sys.stderr)
+def _progress(steps: int, quiet: bool):
+    """A tqdm bar on stderr and the ``report`` callback of :func:`advonline.train.train`."""
+    bar = tqdm(total=steps, disable=quiet, unit="step", file=sys.stderr)
     shown = {}
 
     def report(row: dict) -> None:
@@ -222,9 +245,81 @@ def run_train(args: argparse.Namespace) -> int:
         shown["steps/s"] = f"{row['steps_per_second']:.1f}"
         bar.set_postfix(shown)
 
+    return bar, report
+
+
+def _device_line(command: str, config: str, folder) -> None:
+    device = jax.devices()[0]
+    print(
+        f"advonline {command}: {config} on {device.platform} ({device.device_kind}); "
+        f"run folder {folder}",
+        file=sys.stderr,
+    )
+
+
+def run_train(args: argparse.Namespace) -> int:
+    """``advonline train CONFIG --out DIR``: train with a progress bar; metrics and checkpoints
+    in DIR."""
+    run_config = configs.load(args.config)
+    check_folder(args.out, args.resume)
+    _device_line("train", args.config, args.out)
+    bar, report = _progress(run_config.game.steps, args.quiet)
     state = train(run_config, args.out, resume=args.resume, report=report)
     bar.close()
     print(f"trained {int(state.step)} steps; checkpoint and metrics.csv in {args.out}")
+    return 0
+
+
+def run_export(args: argparse.Namespace) -> int:
+    """``advonline export --checkpoint DIR --out POLICY.json``: the policy file, measured."""
+    check_target(args.out)
+    run = pipeline.open_run(args.checkpoint)
+    algorithm = "learned-deterministic" if args.read_out else "learned"
+    budget = None if args.no_measure else evaluation.Budget()
+    if budget is not None:
+        print(
+            f"measuring the exported {algorithm} policy (budget {budget.describe()})",
+            file=sys.stderr,
+        )
+    path, measured = pipeline.export_run(run, args.out, algorithm, budget)
+    figure = "" if measured is None else f"; measured CR {_fmt(measured.competitive_ratio)}"
+    print(f"wrote {path} ({algorithm}, {run.steps} training steps{figure})")
+    return 0
+
+
+def run_plot(args: argparse.Namespace) -> int:
+    """``advonline plot RUN_DIR... --out DIR``: every figure, PNG and PDF."""
+    for folder in args.runs:
+        run = pipeline.open_run(folder)
+        if run.setting.resources != 1:
+            raise UsageError(f"{folder}: plots cover one-resource (K = 1) runs")
+    say = functools.partial(print, file=sys.stderr)
+    written = pipeline.plot_runs(args.runs, args.out, evaluation.Budget(), say=say)
+    print("\n".join(str(path) for path in written if path.suffix == ".png"))
+    print(f"({len(written)} files: each figure as PNG and PDF in {args.out})")
+    return 0
+
+
+def run_main_job(args: argparse.Namespace) -> int:
+    """``advonline run CONFIG``: train, measure beside the baselines, export, plot, summarise."""
+    run_config = configs.load(args.config)
+    folder = args.out or pipeline.default_run_folder(args.config)
+    check_folder(folder, resume=False)
+    _device_line("run", args.config, folder)
+    bar, report = _progress(run_config.game.steps, args.quiet)
+    budget = evaluation.Budget()
+    say = functools.partial(print, file=sys.stderr)
+    train(run_config, folder, report=report)
+    bar.close()
+    result = pipeline.finish_run(folder, budget, say)
+    setting = result.run.setting
+    print(_table(setting, budget, evaluation.reference_ratio(setting), result.results))
+    print(
+        f"trained {result.run.steps} steps in {result.run.wall_seconds:.0f} s; run folder {folder}"
+    )
+    print(f"measured ratios: {folder}/{pipeline.EVALUATION_NAME}")
+    print("exported policies: " + ", ".join(str(path) for path in result.policies))
+    print(f"figures: {folder}/figures/ ({len(result.figures)} files, PNG and PDF)")
     return 0
 
 

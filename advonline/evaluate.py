@@ -296,6 +296,14 @@ def reference_ratio(setting: Setting) -> float | None:
     return 1.0 + math.log(setting.theta) if setting.resources == 1 else None
 
 
+def report(setting: Setting, budget: Budget, results: list[Measurement], **extra) -> dict:
+    """The JSON of ``advonline evaluate --json``: the setting and budget beside every figure."""
+    header = {**setting.describe(), "budget": budget.describe(), **extra}
+    if (reference := reference_ratio(setting)) is not None:
+        header["optimal_ratio_small_demand_limit"] = reference
+    return {"setting": header, "results": [r.to_json() for r in results]}
+
+
 @dataclasses.dataclass(frozen=True)
 class TraceResult:
     """One algorithm on a user's trace, against that trace's exact offline optimum."""

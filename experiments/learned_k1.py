@@ -10,7 +10,8 @@ oblivious CR beside it). Also reports the read-out's largest relative gap to
 the threshold price phi(y) over the utilisation grid (first round) and the training wall time.
 
 Run: python experiments/learned_k1.py [--out results] [--only k1-u10]
-Writes OUT/learned_k1.{md,csv}, OUT/exploitability_<config>.png, run folders in
+Writes OUT/learned_k1.{md,csv}, OUT/learned_k1.{png,pdf} (grouped bars),
+OUT/<config>-exploitability.{png,pdf}, run folders in
 OUT/learned_k1/ (replaced on each run of this script), and prints the Markdown table.
 """
 
@@ -25,19 +26,15 @@ from pathlib import Path
 
 import jax
 import jax.numpy as jnp
-import matplotlib
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-
-from advonline import checkpoint, configs  # noqa: E402
-from advonline.evaluate import Budget, measure, reference_ratio  # noqa: E402
-from advonline.game import Game  # noqa: E402
-from advonline.learned import learned_policies, max_relative_gap  # noqa: E402
-from advonline.train import METRICS_NAME, train  # noqa: E402
-from baselines import make_baseline  # noqa: E402
-from baselines.threshold import threshold_price  # noqa: E402
-from problems.posted_price import price_table  # noqa: E402
+from advonline import checkpoint, configs, plots
+from advonline.evaluate import Budget, measure, reference_ratio
+from advonline.game import Game
+from advonline.learned import learned_policies, max_relative_gap
+from advonline.train import METRICS_NAME, train
+from baselines import make_baseline
+from baselines.threshold import threshold_price
+from problems.posted_price import price_table
 
 CONFIGS = Path(__file__).parent / "configs"
 NAMES = [f"k1-u{h}{variant}" for h in (5, 10, 100) for variant in ("", "-families")]
@@ -54,23 +51,6 @@ def readout_gap(config, params) -> float:
         return max_relative_gap(curve, threshold_price(grid, setting.low, setting.high))
 
 
-def plot_exploitability(name: str, folder: Path, out: Path, title: str) -> None:
-    with open(folder / METRICS_NAME, newline="") as handle:
-        rows = [r for r in csv.DictReader(handle) if r["fresh_ratio"] != ""]
-    steps = [int(r["step"]) for r in rows]
-    figure, axis = plt.subplots(figsize=(6, 4))
-    axis.plot(steps, [float(r["fresh_ratio"]) for r in rows], "o-", label="fresh adversary")
-    axis.plot(steps, [float(r["adversary_ratio"]) for r in rows], "s-", label="training adversary")
-    axis.plot(steps, [float(r["exploitability"]) for r in rows], "^-", label="exploitability")
-    axis.set_xlabel("training step")
-    axis.set_ylabel("worst ratio OPT / E[ALG] (exploitability: difference)")
-    axis.set_title(f"{name}: {title}", fontsize=9)
-    axis.legend()
-    figure.tight_layout()
-    figure.savefig(out / f"exploitability_{name}.png", dpi=120)
-    plt.close(figure)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default="results", help="folder for tables, figures and runs")
@@ -79,6 +59,11 @@ def main() -> None:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     budget = Budget()
+    budget_line = (
+        f"fresh adversary {budget.adversary_steps} steps x {budget.adversary_batch}, "
+        f"{budget.stopping_densities} stopping densities, {budget.random_instances} random "
+        f"instances, seed {budget.seed}"
+    )
     rows = []
     for name in args.only or NAMES:
         config = configs.load(CONFIGS / f"{name}.toml")
@@ -97,7 +82,8 @@ def main() -> None:
             f"K=1 L={setting.low:g} U={setting.high:g} T={setting.rounds} "
             f"max demand {setting.max_demand:g}"
         )
-        plot_exploitability(name, folder, out, title)
+        rows_logged = plots.read_metrics(folder / METRICS_NAME)
+        plots.exploitability_figure(name, rows_logged, setting.describe(), out)
         row = {
             "config": name,
             "training": "families mixed in" if config.game.known_families else "from scratch",
@@ -115,6 +101,12 @@ def main() -> None:
         rows.append(row)
         print(row, flush=True)
     write_tables(rows, out, budget)
+    bars = [
+        (f"{r['config']}\n({r['training']})", {n: r[f"{n}_ratio"] for n in measured}) for r in rows
+    ]
+    plots.bars_figure(
+        bars, out, "learned_k1", f"Learned vs threshold, measured CR, same budget\n{budget_line}"
+    )
 
 
 def _fmt(value) -> str:

@@ -9,7 +9,7 @@ over the pool (``pool_ratio`` in metrics.csv, exact E[ALG]). "Within 5%" means w
 best pool ratio either run reached.
 
 Run: python experiments/update_ablation.py [--out results]
-Writes OUT/update_ablation.{md,csv,png}, run folders in OUT/update_ablation/ (replaced on
+Writes OUT/update_ablation.{md,csv,png,pdf}, run folders in OUT/update_ablation/ (replaced on
 each run of this script), and prints the Markdown table.
 """
 
@@ -21,13 +21,8 @@ import shutil
 import time
 from pathlib import Path
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-
-from advonline import configs  # noqa: E402
-from advonline.train import METRICS_NAME, train  # noqa: E402
+from advonline import configs, plots
+from advonline.train import METRICS_NAME, train
 
 CONFIG = Path(__file__).parent / "configs" / "ablation-k1-u10.toml"
 UPDATES = ("per-round", "reinforce")
@@ -53,8 +48,7 @@ def main() -> None:
         start = time.perf_counter()
         train(config, folder)
         print(f"{update}: {time.perf_counter() - start:.1f} s", flush=True)
-        with open(folder / METRICS_NAME, newline="") as handle:
-            runs[update] = list(csv.DictReader(handle))
+        runs[update] = plots.read_metrics(folder / METRICS_NAME)
     best = min(float(r["pool_ratio"]) for rows in runs.values() for r in rows)
     target = 1.05 * best
     table = []
@@ -99,20 +93,13 @@ def main() -> None:
         writer = csv.DictWriter(handle, fieldnames=list(table[0]))
         writer.writeheader()
         writer.writerows(table)
-    figure, axes = plt.subplots(1, 2, figsize=(10, 4), sharey=True)
-    for update, rows in runs.items():
-        ratio = [float(r["pool_ratio"]) for r in rows]
-        axes[0].plot([int(r["step"]) for r in rows], ratio, label=update)
-        axes[1].plot([float(r["wall_seconds"]) for r in rows], ratio, label=update)
-    for axis, label in zip(axes, ("training step", "wall time (s, 2 CPU cores)"), strict=True):
-        axis.axhline(target, color="grey", linestyle="--", linewidth=1, label="best + 5%")
-        axis.set_xlabel(label)
-        axis.set_yscale("log")
-    axes[0].set_ylabel("worst ratio OPT / E[ALG] over the pool")
-    axes[0].legend()
-    figure.suptitle(f"Per-round vs REINFORCE update ({title})", fontsize=9)
-    figure.tight_layout()
-    figure.savefig(out / "update_ablation.png", dpi=120)
+    plots.convergence_figure(
+        runs,
+        out,
+        "update_ablation",
+        f"Per-round vs REINFORCE update ({title})",
+        target=target,
+    )
     print(markdown)
 
 

@@ -1,0 +1,106 @@
+"""``advonline export``: a trained policy as an ``advonline.pricing-policy`` JSON document
+(format in :mod:`advonline.policy_file`), tabulated on the simulator's own utilisation grid so
+that the file posts exactly what the checkpoint posts in every state the simulator can reach."""
+
+from __future__ import annotations
+
+import datetime
+import json
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from advonline import __version__
+from advonline.checkpoint import atomic_write
+from advonline.configs import RunConfig
+from advonline.policy_file import FORMAT, VERSION
+from problems.posted_price import Policy, Setting, price_table
+
+SIGNIFICANT_DIGITS = 9  # probabilities keep 9 significant digits (above float32's ~7)
+
+
+class ExportError(ValueError):
+    """An export that cannot be written (one-line message)."""
+
+
+def significant(values: np.ndarray, digits: int) -> np.ndarray:
+    """``values`` (non-negative) rounded to ``digits`` significant digits, so the JSON stays
+    compact while tiny probabilities stay non-zero (rounding to fixed decimals would zero them,
+    and a worst case can hinge on them: the DP bound of a policy is often 1 / its smallest
+    probability of a low price)."""
+    values = np.asarray(values, np.float64)
+    rounded = values.copy()
+    positive = values > 0
+    scale = 10.0 ** (digits - 1 - np.floor(np.log10(values[positive])))
+    rounded[positive] = np.round(values[positive] * scale) / scale
+    return rounded
+
+
+def policy_document(
+    setting: Setting, policy: Policy, round_dependent: bool, provenance: dict
+) -> dict:
+    """The JSON document of ``policy`` on ``setting``'s utilisation grid (K = 1).
+
+    ``round_dependent=False`` stores one table for every round: right only for policies that
+    ignore the round (a network trained with ``round_input = false``).
+    """
+    with jax.enable_x64(True):
+        table = price_table(setting, policy, jnp.float64)  # [T, G + 1, A]
+        prices, probs = np.asarray(table.prices), np.asarray(table.probs)
+    if not round_dependent:
+        prices, probs = prices[0], probs[0]
+    grid = np.arange(setting.grid_size + 1) / setting.grid_size
+    if policy.deterministic:
+        resource = {"prices": prices[..., 0].tolist()}
+        kind = "deterministic"
+    else:
+        atoms = prices.reshape(-1, prices.shape[-1])[0]
+        resource = {
+            "price_atoms": atoms.tolist(),
+            "probabilities": significant(probs, SIGNIFICANT_DIGITS).tolist(),
+        }
+        kind = "randomised"
+    return {
+        "format": FORMAT,
+        "version": VERSION,
+        "kind": kind,
+        "setting": setting.describe(),
+        "utilisation_grid": grid.tolist(),
+        "round_dependent": round_dependent,
+        "resources": [resource],
+        "provenance": provenance,
+    }
+
+
+def provenance(
+    algorithm: str, run_config: RunConfig, steps: int, checkpoint: str, measured: dict | None
+) -> dict:
+    """Where a policy came from: the config it was trained with, how long, and what it measured."""
+    return {
+        "algorithm": algorithm,
+        "package": "advonline",
+        "package_version": __version__,
+        "created": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+        "checkpoint": checkpoint,
+        "seed": run_config.game.seed,
+        "training_steps": steps,
+        "config": run_config.to_dict(),
+        "measured": measured,
+    }
+
+
+def check_target(path: str | Path) -> Path:
+    """Refuse a target that exists: an exported policy is never overwritten."""
+    path = Path(path)
+    if path.exists():
+        raise ExportError(f"{path} exists; not overwritten (choose another --out)")
+    return path
+
+
+def write(path: str | Path, document: dict) -> None:
+    """Write ``document`` to a new file atomically (parent folders created)."""
+    path = check_target(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write(path, json.dumps(document, separators=(",", ":")).encode())

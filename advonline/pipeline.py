@@ -1,0 +1,264 @@
+"""What happens to a finished training run: measure it beside the baselines, export its policy,
+and the main job that chains training, measuring, exporting and plotting (``advonline run``).
+
+I/O and the evaluator's SciPy solvers live here, outside every jitted function.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from advonline import checkpoint, export, plots
+from advonline.configs import RunConfig
+from advonline.evaluate import Budget, Measurement, measure, report
+from advonline.game import Game, GameState
+from advonline.learned import learned_policies
+from advonline.policy_file import PricingPolicy
+from advonline.tabulated import from_file
+from advonline.train import METRICS_NAME
+from baselines import BASELINES, make_baseline
+from baselines.threshold import threshold_price
+from problems.posted_price import Setting, price_table
+
+EVALUATION_NAME = "evaluation.json"  # the run's measured ratios beside the baselines
+POLICY_NAMES = {"learned": "policy.json", "learned-deterministic": "policy-readout.json"}
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainedRun:
+    """A run folder's checkpoint: the state, the config it was trained with, its wall time."""
+
+    folder: Path
+    state: GameState
+    config: RunConfig
+    wall_seconds: float
+
+    @property
+    def setting(self) -> Setting:
+        return self.config.setting
+
+    @property
+    def steps(self) -> int:
+        return int(self.state.step)
+
+    def policies(self) -> dict:
+        """``{"learned": randomised, "learned-deterministic": read-out}``."""
+        game = Game.build(self.config)
+        return learned_policies(self.state.algorithm, game.pricing, game.atoms)
+
+
+def open_run(folder: str | Path) -> TrainedRun:
+    """The trained run in ``folder`` (CheckpointError if it has none)."""
+    state, config, wall = checkpoint.load(folder)
+    return TrainedRun(Path(folder), state, config, wall)
+
+
+def evaluate_run(
+    run: TrainedRun, budget: Budget, baselines=tuple(BASELINES)
+) -> tuple[dict, list[Measurement]]:
+    """Measure the learned policies and ``baselines`` on the run's setting with one budget, and
+    store the report as ``EVALUATION_NAME`` in the run folder (derived data, replaced)."""
+    policies = run.policies()
+    policies.update({name: make_baseline(name, run.setting) for name in baselines})
+    results = [measure(run.setting, name, policy, budget) for name, policy in policies.items()]
+    document = report(
+        run.setting, budget, results, checkpoint=str(run.folder), training_steps=run.steps
+    )
+    checkpoint.atomic_write(run.folder / EVALUATION_NAME, json.dumps(document, indent=1).encode())
+    return document, results
+
+
+def stored_evaluation(run: TrainedRun) -> dict | None:
+    """The run's stored report, if there is one for its current checkpoint."""
+    path = run.folder / EVALUATION_NAME
+    try:
+        document = json.loads(path.read_text())
+        current = document["setting"]["training_steps"] == run.steps
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return document if current else None
+
+
+def measured_summary(measurement: Measurement, budget: Budget, measured_on: str) -> dict:
+    """The provenance entry of an exported policy's measured ratio."""
+    return {
+        "competitive_ratio": measurement.competitive_ratio,
+        "worst_source": measurement.worst_source,
+        "sources": {name: source.ratio for name, source in measurement.sources.items()},
+        "upper_bound": measurement.upper_bound.ratio,
+        "budget": budget.describe(),
+        "measured_on": measured_on,
+    }
+
+
+def export_run(
+    run: TrainedRun,
+    out: str | Path,
+    algorithm: str = "learned",
+    budget: Budget | None = None,
+    measured: Measurement | None = None,
+) -> tuple[Path, Measurement | None]:
+    """Write the run's ``algorithm`` (``learned`` or ``learned-deterministic``) as a policy file.
+
+    The provenance's measured ratio is ``measured`` (a measurement of the checkpoint's policy,
+    which the file equals on the grid) or, given a ``budget``, a fresh measurement of the
+    exported table itself; with neither it is null. ``out`` must not exist.
+    """
+    out = export.check_target(out)
+    policy = run.policies()[algorithm]
+    document = export.policy_document(
+        run.setting,
+        policy,
+        round_dependent=run.config.algorithm.round_input,
+        provenance=export.provenance(algorithm, run.config, run.steps, str(run.folder), None),
+    )
+    if measured is not None:
+        summary = measured_summary(measured, budget or Budget(), "the checkpoint's policy")
+    elif budget is not None:
+        setting, tabulated = from_file(PricingPolicy(document, str(out)))
+        measured = measure(setting, algorithm, tabulated, budget)
+        summary = measured_summary(measured, budget, "the exported table")
+    else:
+        summary = None
+    document["provenance"]["measured"] = summary
+    export.write(out, document)
+    return out, measured
+
+
+def default_run_folder(config_path: str | Path) -> Path:
+    """``runs/<config name>-<UTC time>``: a new folder per main job, so none is overwritten."""
+    stamp = datetime.datetime.now(datetime.UTC).strftime("%Y%m%d-%H%M%S")
+    return Path("runs") / f"{Path(config_path).stem}-{stamp}"
+
+
+@dataclasses.dataclass(frozen=True)
+class FinishedRun:
+    """Where the main job put things, and what it measured."""
+
+    run: TrainedRun
+    report: dict
+    results: list[Measurement]
+    policies: list[Path]
+    figures: list[Path]
+
+
+def finish_run(
+    folder: str | Path, budget: Budget, say: Callable[[str], None] = print
+) -> FinishedRun:
+    """After training (the main job's first half): measure the learned policies beside every
+    baseline, export both learned policies, and draw the run's figures into ``folder/figures``."""
+    run = open_run(folder)
+    say(f"measuring learned and {', '.join(BASELINES)} (budget: {budget.describe()})")
+    document, results = evaluate_run(run, budget)
+    by_name = {m.algorithm: m for m in results}
+    exported = [
+        export_run(run, run.folder / name, algorithm, budget, by_name[algorithm])[0]
+        for algorithm, name in POLICY_NAMES.items()
+    ]
+    figures = plot_runs([run.folder], run.folder / "figures", budget, say)
+    return FinishedRun(run, document, results, exported, figures)
+
+
+def price_curves(run: TrainedRun) -> dict:
+    """The learned curves on the utilisation grid (K = 1): the read-out's price in the first,
+    middle and last round (one curve if the network ignores the round), the randomised policy's
+    interquartile price range in round 0, and the threshold phi(y)."""
+    setting = run.setting
+    policies = run.policies()
+    with jax.enable_x64(True):
+        readout = price_table(setting, policies["learned-deterministic"], jnp.float64)
+        randomised = price_table(setting, policies["learned"], jnp.float64)
+    grid = np.arange(setting.grid_size + 1) / setting.grid_size
+    fine = np.linspace(0.0, 1.0, 501)
+    rounds = (
+        sorted({0, setting.rounds // 2, setting.rounds - 1})
+        if run.config.algorithm.round_input
+        else [0]
+    )
+    curves = {
+        f"read-out (median), round {t}" if len(rounds) > 1 else "read-out (median)": np.asarray(
+            readout.prices[t, :, 0]
+        )
+        for t in rounds
+    }
+    cumulative = np.cumsum(np.asarray(randomised.probs[0]), axis=-1)  # [G + 1, A]
+    atoms = np.asarray(randomised.prices[0])
+
+    def quantile(level: float) -> np.ndarray:
+        index = np.argmax(cumulative >= level, axis=-1)
+        return atoms[np.arange(atoms.shape[0]), index]
+
+    return {
+        "grid": grid,
+        "curves": curves,
+        "band": (quantile(0.25), quantile(0.75)),
+        "threshold": (fine, np.asarray(threshold_price(fine, setting.low, setting.high))),
+    }
+
+
+def plot_runs(
+    folders: list[str | Path], out: str | Path, budget: Budget, say: Callable[[str], None] = print
+) -> list[Path]:
+    """Every figure of ``advonline plot`` for the runs in ``folders``, written to ``out``.
+
+    Per run: ratio over training, exploitability, price curve. Across the runs: learned vs
+    baselines per setting (grouped bars) and the training convergence (per-round vs REINFORCE
+    when the runs differ in their update). A run without a current ``evaluation.json`` is
+    measured first with ``budget`` (and the report stored in its folder).
+    """
+    out = Path(out)
+    written, bars, convergence, updates, budgets = [], [], {}, set(), set()
+    for folder in folders:
+        run = open_run(folder)
+        name = run.folder.name
+        if run.setting.resources != 1:
+            raise ValueError(f"{folder}: plots cover K = 1 runs, the only ones training makes")
+        evaluation = stored_evaluation(run)
+        if evaluation is None:
+            say(f"measuring {folder} (no current {EVALUATION_NAME}; budget {budget.describe()})")
+            evaluation, _ = evaluate_run(run, budget)
+        rows = plots.read_metrics(run.folder / METRICS_NAME)
+        setting = evaluation["setting"]
+        written += plots.ratio_figure(name, rows, evaluation, out)
+        written += plots.exploitability_figure(name, rows, setting, out)
+        curves = price_curves(run)
+        written += plots.price_curve_figure(
+            name,
+            curves["grid"],
+            curves["curves"],
+            curves["band"],
+            curves["threshold"],
+            setting,
+            out,
+        )
+        label = f"{name}\nU/L={run.setting.theta:g}, T={run.setting.rounds}"
+        bars.append(
+            (label, {r["algorithm"]: r["competitive_ratio"] for r in evaluation["results"]})
+        )
+        convergence[f"{name} ({run.config.algorithm.update})"] = rows
+        updates.add(run.config.algorithm.update)
+        used = setting["budget"]
+        budgets.add(
+            f"fresh adversary {used['adversary_steps']} steps x {used['adversary_batch']}, "
+            f"{used['stopping_densities']} stopping densities, {used['random_instances']} random "
+            f"instances, seed {used['seed']}"
+        )
+    budget_text = budgets.pop() if len(budgets) == 1 else "budgets differ between runs"
+    written += plots.bars_figure(
+        bars, out, "learned-vs-baselines", f"Learned vs baselines, measured CR\n{budget_text}"
+    )
+    title = (
+        "Per-round vs REINFORCE update: training convergence"
+        if updates == {"per-round", "reinforce"}
+        else f"Training convergence ({', '.join(sorted(updates))} update)"
+    )
+    written += plots.convergence_figure(convergence, out, "convergence", title)
+    return written

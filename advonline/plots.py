@@ -1,0 +1,229 @@
+"""Figures (matplotlib, PNG and PDF): each takes plain data and returns the files it wrote.
+
+Every figure puts the setting in its title and labels its axes with units. The data come from
+a run folder (``metrics.csv``, ``evaluation.json``, the checkpoint) through
+:func:`advonline.pipeline.plot_runs`, or from the experiments' tables.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")  # files only, no display
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+from matplotlib.ticker import NullFormatter, ScalarFormatter  # noqa: E402
+
+RATIO_LABEL = "competitive ratio OPT / E[ALG]"
+LEARNED = ("learned", "learned-deterministic")
+
+
+def setting_title(setting: dict) -> str:
+    """One line naming a setting (from ``Setting.describe()``)."""
+    demand = (
+        f"max demand {setting['max_demand']:g} of capacity"
+        + ("" if setting.get("demand_levels", 1) == 1 else f" ({setting['demand_levels']} levels)")
+        + ("" if setting.get("divisible", True) else ", indivisible")
+    )
+    return (
+        f"K={setting['resources']}, L={setting['low']:g}, U={setting['high']:g}, "
+        f"T={setting['rounds']}, {demand}"
+    )
+
+
+def read_metrics(path: str | Path) -> list[dict]:
+    """``metrics.csv`` rows with numbers as floats (an empty cell, not measured, as None)."""
+    with open(path, newline="") as handle:
+        return [
+            {key: (float(value) if value != "" else None) for key, value in row.items()}
+            for row in csv.DictReader(handle)
+        ]
+
+
+def save(figure, out: Path, stem: str) -> list[Path]:
+    """``out/stem.png`` and ``out/stem.pdf`` (figures are derived files: replaced on re-plot)."""
+    out.mkdir(parents=True, exist_ok=True)
+    figure.tight_layout()
+    paths = [out / f"{stem}.png", out / f"{stem}.pdf"]
+    for path in paths:
+        figure.savefig(path, dpi=120)
+    plt.close(figure)
+    return paths
+
+
+def _column(rows: list[dict], key: str, x: str = "step") -> tuple[list, list]:
+    kept = [r for r in rows if r.get(key) is not None]
+    return [r[x] for r in kept], [r[key] for r in kept]
+
+
+def _finite(value) -> bool:
+    return value is not None and math.isfinite(value)
+
+
+def _ratio_scale(axis, values: list) -> None:
+    """Log scale with plain tick labels when the ratios span more than 10x, else linear."""
+    finite = [v for v in values if _finite(v) and v > 0]
+    if finite and max(finite) > 10 * min(finite):
+        axis.set_yscale("log")
+        axis.yaxis.set_major_formatter(ScalarFormatter())
+        axis.yaxis.set_minor_formatter(NullFormatter())
+
+
+def ratio_figure(name: str, rows: list[dict], evaluation: dict, out: Path) -> list[Path]:
+    """Ratio over training (training adversary, fresh adversary) with the final measured CR of the
+    learned policies, each baseline's measured CR, and 1 + ln(U/L) (K = 1) as lines."""
+    setting = evaluation["setting"]
+    figure, axis = plt.subplots(figsize=(7.5, 4.5))
+    axis.plot(*_column(rows, "pool_ratio"), label="training: worst over the adversary's pool")
+    axis.plot(*_column(rows, "fresh_ratio"), "o-", label="fresh best-response adversary")
+    colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    last = rows[-1]["step"] if rows else 0
+    unplotted = []
+    for index, result in enumerate(evaluation["results"]):
+        ratio, label = result["competitive_ratio"], result["algorithm"]
+        text = f"{label}: measured CR {ratio:.3g} ({result['worst_source']})"
+        if not _finite(ratio):
+            unplotted.append(f"{label}: inf")
+        elif label in LEARNED:
+            axis.plot(
+                [last], [ratio], "*", markersize=12, color=colours[(index + 2) % 10], label=text
+            )
+        else:
+            axis.axhline(ratio, linestyle=":", color=colours[(index + 2) % 10], label=text)
+    reference = setting.get("optimal_ratio_small_demand_limit")
+    if reference is not None:
+        axis.axhline(
+            reference,
+            color="black",
+            linestyle="--",
+            linewidth=1,
+            label=f"1 + ln(U/L) = {reference:.3f}",
+        )
+    drawn = [r.get(k) for r in rows for k in ("pool_ratio", "fresh_ratio")]
+    drawn += [r["competitive_ratio"] for r in evaluation["results"]] + [reference]
+    _ratio_scale(axis, drawn)
+    axis.set_xlabel("training step")
+    axis.set_ylabel(RATIO_LABEL)
+    note = f"; not drawn: {', '.join(unplotted)}" if unplotted else ""
+    axis.set_title(f"{name}: ratio over training\n{setting_title(setting)}{note}", fontsize=9)
+    axis.legend(fontsize=7)
+    return save(figure, out, f"{name}-ratio")
+
+
+def exploitability_figure(name: str, rows: list[dict], setting: dict, out: Path) -> list[Path]:
+    """The fresh adversary's ratio against the training adversary's, and their difference."""
+    kept = [r for r in rows if r.get("fresh_ratio") is not None]
+    steps = [r["step"] for r in kept]
+    figure, axis = plt.subplots(figsize=(7, 4.2))
+    axis.plot(steps, [r["fresh_ratio"] for r in kept], "o-", label="fresh adversary's ratio")
+    axis.plot(steps, [r["adversary_ratio"] for r in kept], "s-", label="training adversary's ratio")
+    axis.plot(
+        steps, [r["exploitability"] for r in kept], "^-", label="exploitability (fresh - training)"
+    )
+    axis.axhline(0, color="grey", linewidth=0.8)
+    axis.set_xlabel("training step")
+    axis.set_ylabel(f"{RATIO_LABEL} (exploitability: difference)")
+    axis.set_title(f"{name}: exploitability over training\n{setting_title(setting)}", fontsize=9)
+    axis.legend(fontsize=8)
+    return save(figure, out, f"{name}-exploitability")
+
+
+def price_curve_figure(
+    name: str,
+    grid: np.ndarray,
+    curves: dict[str, np.ndarray],
+    band: tuple[np.ndarray, np.ndarray] | None,
+    threshold: tuple[np.ndarray, np.ndarray] | None,
+    setting: dict,
+    out: Path,
+) -> list[Path]:
+    """Learned price curves (``label -> price on grid``, K = 1) against the threshold phi(y)
+    (``(y, phi(y))`` on its own, finer grid); ``band`` shades the randomised policy's
+    interquartile price range."""
+    figure, axis = plt.subplots(figsize=(7, 4.2))
+    if band is not None:
+        axis.fill_between(
+            grid,
+            *band,
+            step="post",
+            alpha=0.25,
+            label="randomised policy: 25-75% price quantiles, round 0",
+        )
+    for label, curve in curves.items():
+        axis.step(grid, curve, where="post", label=label)
+    if threshold is not None:
+        axis.plot(*threshold, "k--", linewidth=1.2, label="threshold phi(y)")
+    axis.set_yscale("log")
+    axis.yaxis.set_major_formatter(ScalarFormatter())
+    axis.yaxis.set_minor_formatter(NullFormatter())
+    axis.set_xlabel("utilisation y (fraction of capacity sold)")
+    axis.set_ylabel("unit price (value per unit of capacity)")
+    axis.set_title(f"{name}: learned price curve\n{setting_title(setting)}", fontsize=9)
+    axis.legend(fontsize=7)
+    return save(figure, out, f"{name}-price-curve")
+
+
+def bars_figure(
+    rows: list[tuple[str, dict[str, float]]], out: Path, stem: str, title: str
+) -> list[Path]:
+    """Grouped bars: one group per setting, one bar per algorithm's measured CR (log scale; an
+    infinite ratio is drawn as a hatched bar reaching the top and labelled inf)."""
+    algorithms = list(dict.fromkeys(a for _, ratios in rows for a in ratios))
+    finite = [v for _, ratios in rows for v in ratios.values() if _finite(v)]
+    top = max(finite) * 3 if finite else 10.0
+    width = 0.8 / max(len(algorithms), 1)
+    figure, axis = plt.subplots(figsize=(max(6, 1.6 * len(rows) + 3), 4.5))
+    for j, algorithm in enumerate(algorithms):
+        xs = np.arange(len(rows)) + (j - (len(algorithms) - 1) / 2) * width
+        values = [ratios.get(algorithm) for _, ratios in rows]
+        heights = [v if _finite(v) else (top if v is not None else 0) for v in values]
+        bars = axis.bar(xs, heights, width, label=algorithm)
+        for bar, value in zip(bars, values, strict=True):
+            if value is not None and not _finite(value):
+                bar.set_hatch("//")
+                axis.annotate(
+                    "inf",
+                    (bar.get_x() + bar.get_width() / 2, top),
+                    ha="center",
+                    va="bottom",
+                    fontsize=7,
+                )
+            elif value is not None:
+                axis.annotate(
+                    f"{value:.3g}",
+                    (bar.get_x() + bar.get_width() / 2, value),
+                    ha="center",
+                    va="bottom",
+                    fontsize=6,
+                )
+    axis.set_xticks(np.arange(len(rows)), [label for label, _ in rows], fontsize=7)
+    axis.set_yscale("log")
+    axis.set_ylim(bottom=1.0, top=top * 2)
+    axis.set_ylabel(f"measured {RATIO_LABEL}")
+    axis.set_title(title, fontsize=9)
+    axis.legend(fontsize=7)
+    return save(figure, out, stem)
+
+
+def convergence_figure(
+    runs: dict[str, list[dict]], out: Path, stem: str, title: str, target: float | None = None
+) -> list[Path]:
+    """The training pool's worst ratio against steps and wall time, one line per run (the
+    per-round vs REINFORCE ablation when the runs differ in their update)."""
+    figure, axes = plt.subplots(1, 2, figsize=(10, 4), sharey=True)
+    for label, rows in runs.items():
+        axes[0].plot(*_column(rows, "pool_ratio"), label=label)
+        axes[1].plot(*_column(rows, "pool_ratio", x="wall_seconds"), label=label)
+    for axis, label in zip(axes, ("training step", "wall time (s)"), strict=True):
+        if target is not None:
+            axis.axhline(target, color="grey", linestyle="--", linewidth=1, label="best + 5%")
+        axis.set_xlabel(label)
+    _ratio_scale(axes[0], [r.get("pool_ratio") for rows in runs.values() for r in rows])
+    axes[0].set_ylabel("worst ratio OPT / E[ALG] in the training pool")
+    axes[0].legend(fontsize=8)
+    figure.suptitle(title, fontsize=9)
+    return save(figure, out, stem)

@@ -1,0 +1,217 @@
+"""The main job (`advonline run`) end to end on a tiny config, and what it leaves: an exported
+policy that NumPy alone can load and that posts what the checkpoint posts, `evaluate --policy`
+measuring it like the checkpoint, the figures, and one-line errors for bad policy files."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import matplotlib.image
+import numpy as np
+import pytest
+
+from advonline import pipeline
+from advonline.cli import main
+from advonline.policy_file import PolicyFileError, load
+from problems.posted_price import price_table
+from tests.test_train import TINY_TOML
+
+FIGURES = ("ratio", "exploitability", "price-curve")
+SHARED_FIGURES = ("learned-vs-baselines", "convergence")
+SMALL_BUDGET = ["--adversary-steps", "3", "--random-instances", "8", "--stopping-densities", "5"]
+
+
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory) -> Path:
+    """A run folder left by the main job on a tiny config (20 steps)."""
+    root = tmp_path_factory.mktemp("main-job")
+    config = root / "tiny.toml"
+    config.write_text(TINY_TOML.format(steps=20).replace("exploit_every = 50", "exploit_every = 5"))
+    folder = root / "run"
+    assert main(["run", str(config), "--out", str(folder), "--quiet"]) == 0
+    return folder
+
+
+def test_main_job_leaves_measurement_policies_and_figures(finished, capsys):
+    evaluation = json.loads((finished / pipeline.EVALUATION_NAME).read_text())
+    names = [r["algorithm"] for r in evaluation["results"]]
+    assert names == ["learned", "learned-deterministic", "threshold", "greedy", "fixed"]
+    assert evaluation["setting"]["training_steps"] == 20
+    for name in ("policy.json", "policy-readout.json"):
+        provenance = load(finished / name).provenance
+        assert provenance["training_steps"] == 20 and provenance["seed"] == 3
+        measured = next(
+            r for r in evaluation["results"] if r["algorithm"] == provenance["algorithm"]
+        )
+        assert provenance["measured"]["competitive_ratio"] == measured["competitive_ratio"]
+    stems = [f"run-{figure}" for figure in FIGURES] + list(SHARED_FIGURES)
+    for stem in stems:
+        image = matplotlib.image.imread(finished / "figures" / f"{stem}.png")
+        assert image.shape[0] > 200 and image.shape[1] > 200 and image.std() > 0
+        assert (finished / "figures" / f"{stem}.pdf").read_bytes().startswith(b"%PDF")
+
+
+def test_loader_runs_without_jax(finished):
+    script = (
+        "import sys, numpy as np\n"
+        "from advonline.policy_file import load\n"
+        f"policy = load({str(finished / 'policy.json')!r})\n"
+        "y = np.array([[0.0], [0.3], [1.0]])\n"
+        "prices = policy.prices(y, round=2)\n"
+        "drawn = policy.sample_prices(y, np.random.default_rng(0), round=np.array([0, 1, 7]))\n"
+        "atoms, probs = policy.distribution(y[0], round=0)\n"
+        "assert prices.shape == drawn.shape == (3, 1) and probs.shape == (1, atoms.shape[1])\n"
+        "assert 'jax' not in sys.modules and 'jaxlib' not in sys.modules, 'jax was imported'\n"
+        "print('ok', float(prices[0, 0]))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("ok")
+
+
+def _tables(folder: Path):
+    run = pipeline.open_run(folder)
+    policies = run.policies()
+    with jax.enable_x64(True):
+        randomised = price_table(run.setting, policies["learned"], jnp.float64)
+        readout = price_table(run.setting, policies["learned-deterministic"], jnp.float64)
+    return run.setting, randomised, readout
+
+
+def test_exported_policies_post_what_the_checkpoint_posts(finished):
+    setting, randomised, readout = _tables(finished)
+    grid = np.arange(setting.grid_size + 1) / setting.grid_size
+    randomised_file, readout_file = (
+        load(finished / "policy.json"),
+        load(finished / "policy-readout.json"),
+    )
+    for t in range(setting.rounds):
+        rounds = np.full(grid.size, t)
+        atoms, probs = randomised_file.distribution(grid[:, None], round=rounds)
+        np.testing.assert_allclose(probs[:, 0], randomised.probs[t], atol=1e-6, rtol=0)
+        np.testing.assert_allclose(atoms[0], randomised.prices[t, 0], atol=1e-6, rtol=0)
+        prices = readout_file.prices(grid[:, None], round=rounds)[:, 0]
+        np.testing.assert_allclose(prices, readout.prices[t, :, 0], atol=1e-6, rtol=0)
+        # the randomised file's prices() is its median read-out: the read-out policy's prices
+        median = randomised_file.prices(grid[:, None], round=rounds)[:, 0]
+        np.testing.assert_allclose(median, readout.prices[t, :, 0], atol=1e-6, rtol=0)
+
+
+def test_loader_interpolates_and_samples_the_distribution(finished):
+    policy = load(finished / "policy.json")
+    grid = policy.grid
+    middle = (grid[1] + grid[2]) / 2
+    _, both = policy.distribution(np.array([[grid[1]], [grid[2]], [middle]]), round=4)
+    np.testing.assert_allclose(both[2], (both[0] + both[1]) / 2, atol=1e-12)
+    atoms, probs = policy.distribution(np.array([middle]), round=4)
+    drawn = policy.sample_prices(np.full((40_000, 1), middle), np.random.default_rng(1), round=4)
+    frequency = (drawn[:, 0, None] == atoms[0][None, :]).mean(axis=0)
+    np.testing.assert_allclose(frequency, probs[0], atol=0.015)
+    with pytest.raises(ValueError, match="round"):
+        policy.prices(np.array([0.5]))
+    with pytest.raises(ValueError, match=r"\[0, 1\]"):
+        policy.prices(np.array([1.5]), round=0)
+
+
+def _ratios(capsys, argv: list[str]) -> dict:
+    assert main([*argv, *SMALL_BUDGET, "--json"]) == 0
+    results = json.loads(capsys.readouterr().out)["results"]
+    return {r["algorithm"]: (r["competitive_ratio"], r["upper_bound"]) for r in results}
+
+
+def test_evaluate_policy_measures_like_the_checkpoint(finished, capsys):
+    from_checkpoint = _ratios(capsys, ["evaluate", "--checkpoint", str(finished)])
+    for name in ("policy.json", "policy-readout.json"):
+        from_file = _ratios(capsys, ["evaluate", "--policy", str(finished / name)])
+        ((algorithm, (ratio, bound)),) = from_file.items()
+        np.testing.assert_allclose(ratio, from_checkpoint[algorithm][0], rtol=1e-6)
+        if bound is not None:
+            np.testing.assert_allclose(bound, from_checkpoint[algorithm][1], rtol=1e-6)
+
+
+def test_export_never_overwrites(finished, tmp_path, capsys):
+    target = finished / "policy.json"
+    before = target.read_bytes()
+    assert main(["export", "--checkpoint", str(finished), "--out", str(target)]) == 2
+    error = capsys.readouterr().err.strip().splitlines()
+    assert len(error) == 1 and "exists; not overwritten" in error[0]
+    assert target.read_bytes() == before
+    fresh = tmp_path / "sub" / "readout.json"
+    assert (
+        main(
+            [
+                "export",
+                "--checkpoint",
+                str(finished),
+                "--out",
+                str(fresh),
+                "--read-out",
+                "--no-measure",
+            ]
+        )
+        == 0
+    )
+    assert load(fresh).kind == "deterministic" and load(fresh).provenance["measured"] is None
+
+
+def _corrupt(document: dict, change) -> str:
+    document = json.loads(json.dumps(document))
+    change(document)
+    return json.dumps(document)
+
+
+def _set_version(document):
+    document["version"] = 2
+
+
+def _set_format(document):
+    document["format"] = "something.else"
+
+
+def _set_shape(document):
+    document["resources"][0]["prices"] = [[1.0, 2.0]]
+
+
+def _first_price(value):
+    def change(document):
+        document["resources"][0]["prices"][0][0] = value
+
+    return change
+
+
+def _first_probability(document):
+    document["resources"][0]["probabilities"][0][0][0] = 5.0
+
+
+# case -> (text from (randomised document, read-out document), words the error must contain)
+BAD_FILES = {
+    "empty": (lambda d, r: "", "is empty"),
+    "truncated": (lambda d, r: json.dumps(d)[:-40], "not valid JSON"),
+    "wrong version": (lambda d, r: _corrupt(d, _set_version), "unsupported version 2"),
+    "wrong format": (lambda d, r: _corrupt(d, _set_format), "format must be"),
+    "wrong shape": (lambda d, r: _corrupt(r, _set_shape), "must have shape"),
+    "NaN prices": (lambda d, r: _corrupt(r, _first_price(float("nan"))), "NaN"),
+    "negative prices": (lambda d, r: _corrupt(r, _first_price(-1.0)), "negative prices"),
+    "probabilities": (lambda d, r: _corrupt(d, _first_probability), "summing to 1"),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD_FILES))
+def test_bad_policy_files_get_one_line_and_exit_2(finished, tmp_path, capsys, case):
+    randomised = json.loads((finished / "policy.json").read_text())
+    readout = json.loads((finished / "policy-readout.json").read_text())
+    make, message = BAD_FILES[case]
+    path = tmp_path / "bad.json"
+    path.write_text(make(randomised, readout))
+    with pytest.raises(PolicyFileError, match=message):
+        load(path)
+    assert main(["evaluate", "--policy", str(path)]) == 2
+    error = capsys.readouterr().err.strip().splitlines()
+    assert (
+        len(error) == 1
+        and error[0].startswith("advonline: error: policy file")
+        and message in error[0]
+    )
