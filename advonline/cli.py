@@ -19,6 +19,7 @@ from advonline import evaluate as evaluation
 from advonline.checkpoint import CheckpointError
 from advonline.configs import ConfigError
 from advonline.export import ExportError, check_target
+from advonline.pipeline import RunError
 from advonline.policy_file import PolicyFileError
 from advonline.tabulated import from_file
 from advonline.traces import TraceError, load_trace
@@ -155,6 +156,7 @@ def main(argv: list[str] | None = None) -> int:
         TrainError,
         PolicyFileError,
         ExportError,
+        RunError,
     ) as error:
         print(f"advonline: error: {error}", file=sys.stderr)
         return EXIT_BAD_INPUT
@@ -289,10 +291,6 @@ def run_export(args: argparse.Namespace) -> int:
 
 def run_plot(args: argparse.Namespace) -> int:
     """``advonline plot RUN_DIR... --out DIR``: every figure, PNG and PDF."""
-    for folder in args.runs:
-        run = pipeline.open_run(folder)
-        if run.setting.resources != 1:
-            raise UsageError(f"{folder}: plots cover one-resource (K = 1) runs")
     say = functools.partial(print, file=sys.stderr)
     written = pipeline.plot_runs(args.runs, args.out, evaluation.Budget(), say=say)
     print("\n".join(str(path) for path in written if path.suffix == ".png"))

@@ -68,6 +68,14 @@ class Budget:
         """JSON-ready description, printed beside the ratios it produced."""
         return dataclasses.asdict(self)
 
+    def summary(self) -> str:
+        """One line for a figure's title."""
+        return (
+            f"fresh adversary {self.adversary_steps} steps x {self.adversary_batch}, "
+            f"{self.stopping_densities} stopping densities, {self.random_instances} random "
+            f"instances, seed {self.seed}"
+        )
+
 
 @dataclasses.dataclass(frozen=True)
 class SourceRatio:

@@ -32,6 +32,10 @@ EVALUATION_NAME = "evaluation.json"  # the run's measured ratios beside the base
 POLICY_NAMES = {"learned": "policy.json", "learned-deterministic": "policy-readout.json"}
 
 
+class RunError(ValueError):
+    """A run folder that cannot be plotted or finished (one-line message)."""
+
+
 @dataclasses.dataclass(frozen=True)
 class TrainedRun:
     """A run folder's checkpoint: the state, the config it was trained with, its wall time."""
@@ -215,15 +219,20 @@ def plot_runs(
     measured first with ``budget`` (and the report stored in its folder).
     """
     out = Path(out)
-    written, bars, convergence, updates, budgets = [], [], {}, set(), set()
-    for folder in folders:
-        run = open_run(folder)
-        name = run.folder.name
+    written, bars, bounds, convergence, updates, budgets = [], [], [], {}, set(), set()
+    runs = [open_run(folder) for folder in folders]
+    for run in runs:  # every run checked before any figure is drawn
         if run.setting.resources != 1:
-            raise ValueError(f"{folder}: plots cover K = 1 runs, the only ones training makes")
+            raise RunError(f"{run.folder}: plots cover one-resource (K = 1) runs")
+        if not (run.folder / METRICS_NAME).is_file():
+            raise RunError(f"{run.folder} has a checkpoint but no {METRICS_NAME} to plot")
+    for run in runs:
+        name = run.folder.name
         evaluation = stored_evaluation(run)
         if evaluation is None:
-            say(f"measuring {folder} (no current {EVALUATION_NAME}; budget {budget.describe()})")
+            say(
+                f"measuring {run.folder} (no current {EVALUATION_NAME}; budget {budget.describe()})"
+            )
             evaluation, _ = evaluate_run(run, budget)
         rows = plots.read_metrics(run.folder / METRICS_NAME)
         setting = evaluation["setting"]
@@ -240,20 +249,19 @@ def plot_runs(
             out,
         )
         label = f"{name}\nU/L={run.setting.theta:g}, T={run.setting.rounds}"
-        bars.append(
-            (label, {r["algorithm"]: r["competitive_ratio"] for r in evaluation["results"]})
-        )
+        results = evaluation["results"]
+        bars.append((label, {r["algorithm"]: r["competitive_ratio"] for r in results}))
+        bounds.append({r["algorithm"]: r["upper_bound"] for r in results})
         convergence[f"{name} ({run.config.algorithm.update})"] = rows
         updates.add(run.config.algorithm.update)
-        used = setting["budget"]
-        budgets.add(
-            f"fresh adversary {used['adversary_steps']} steps x {used['adversary_batch']}, "
-            f"{used['stopping_densities']} stopping densities, {used['random_instances']} random "
-            f"instances, seed {used['seed']}"
-        )
+        budgets.add(Budget(**setting["budget"]).summary())
     budget_text = budgets.pop() if len(budgets) == 1 else "budgets differ between runs"
     written += plots.bars_figure(
-        bars, out, "learned-vs-baselines", f"Learned vs baselines, measured CR\n{budget_text}"
+        bars,
+        out,
+        "learned-vs-baselines",
+        f"Learned vs baselines, measured CR\n{budget_text}",
+        bounds,
     )
     title = (
         "Per-round vs REINFORCE update: training convergence"

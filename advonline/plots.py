@@ -168,20 +168,50 @@ def price_curve_figure(
 
 
 def bars_figure(
-    rows: list[tuple[str, dict[str, float]]], out: Path, stem: str, title: str
+    rows: list[tuple[str, dict[str, float]]],
+    out: Path,
+    stem: str,
+    title: str,
+    bounds: list[dict[str, float]] | None = None,
 ) -> list[Path]:
     """Grouped bars: one group per setting, one bar per algorithm's measured CR (log scale; an
-    infinite ratio is drawn as a hatched bar reaching the top and labelled inf)."""
+    infinite ratio is drawn as a hatched bar reaching the top and labelled inf). ``bounds``
+    (per row, algorithm -> DP upper bound of a randomised policy) are drawn as markers above the
+    bar: the true CR lies between the bar (worst instance found) and the marker."""
     algorithms = list(dict.fromkeys(a for _, ratios in rows for a in ratios))
     finite = [v for _, ratios in rows for v in ratios.values() if _finite(v)]
     top = max(finite) * 3 if finite else 10.0
     width = 0.8 / max(len(algorithms), 1)
+    bound_drawn = False
     figure, axis = plt.subplots(figsize=(max(6, 1.6 * len(rows) + 3), 4.5))
     for j, algorithm in enumerate(algorithms):
         xs = np.arange(len(rows)) + (j - (len(algorithms) - 1) / 2) * width
         values = [ratios.get(algorithm) for _, ratios in rows]
         heights = [v if _finite(v) else (top if v is not None else 0) for v in values]
         bars = axis.bar(xs, heights, width, label=algorithm)
+        for x, row_bounds in zip(xs, bounds or [], strict=False):
+            bound = row_bounds.get(algorithm)
+            if bound is None:
+                continue
+            shown = min(bound, top)
+            axis.plot(
+                [x],
+                [shown],
+                "kv",
+                markersize=5,
+                label="DP upper bound (randomised)" if not bound_drawn else None,
+            )
+            bound_drawn = True
+            if bound > top:
+                axis.annotate(
+                    f"bound {bound:.2g}",
+                    (x, shown),
+                    ha="center",
+                    va="top",
+                    fontsize=6,
+                    xytext=(0, -6),
+                    textcoords="offset points",
+                )
         for bar, value in zip(bars, values, strict=True):
             if value is not None and not _finite(value):
                 bar.set_hatch("//")

@@ -1,13 +1,14 @@
 """Claim: the game learns a pricing policy for one resource from scratch, and the evaluator
-measures it beside the optimal threshold with the same sources and budget.
+measures it beside the classic baselines with the same sources and budget.
 
 For U/L in {5, 10, 100}, trains experiments/configs/k1-u{H}.toml (from scratch: no known hard
 family in training) and k1-u{H}-families.toml (the fallback: the staircase family mixed in),
 then measures `learned` (the randomised policy), `learned-deterministic` (its median-price
-read-out) and `threshold` with the evaluator's default budget (exact DP bound, fresh
-adversary, families, random instances; for the randomised policy the DP's upper bound on its
-oblivious CR beside it). Also reports the read-out's largest relative gap to
-the threshold price phi(y) over the utilisation grid (first round) and the training wall time.
+read-out) and every baseline (`threshold`, `greedy`, `fixed`) with the evaluator's default
+budget (exact DP bound, fresh adversary, families, random instances; for the randomised policy
+the DP's upper bound on its oblivious CR beside it). Also reports the read-out's largest
+relative gap to the threshold price phi(y) over the utilisation grid (first round) and the
+training wall time.
 
 Run: python experiments/learned_k1.py [--out results] [--only k1-u10]
 Writes OUT/learned_k1.{md,csv}, OUT/learned_k1.{png,pdf} (grouped bars),
@@ -32,7 +33,7 @@ from advonline.evaluate import Budget, measure, reference_ratio
 from advonline.game import Game
 from advonline.learned import learned_policies, max_relative_gap
 from advonline.train import METRICS_NAME, train
-from baselines import make_baseline
+from baselines import BASELINES, make_baseline
 from baselines.threshold import threshold_price
 from problems.posted_price import price_table
 
@@ -59,11 +60,6 @@ def main() -> None:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     budget = Budget()
-    budget_line = (
-        f"fresh adversary {budget.adversary_steps} steps x {budget.adversary_batch}, "
-        f"{budget.stopping_densities} stopping densities, {budget.random_instances} random "
-        f"instances, seed {budget.seed}"
-    )
     rows = []
     for name in args.only or NAMES:
         config = configs.load(CONFIGS / f"{name}.toml")
@@ -76,7 +72,7 @@ def main() -> None:
         state, _, _ = checkpoint.load(folder)
         game = Game.build(config)
         policies = learned_policies(state.algorithm, game.pricing, game.atoms)
-        policies["threshold"] = make_baseline("threshold", setting)
+        policies.update({n: make_baseline(n, setting) for n in BASELINES})
         measured = {n: measure(setting, n, p, budget) for n, p in policies.items()}
         title = (
             f"K=1 L={setting.low:g} U={setting.high:g} T={setting.rounds} "
@@ -101,18 +97,27 @@ def main() -> None:
         rows.append(row)
         print(row, flush=True)
     write_tables(rows, out, budget)
+    write_figure(rows, out, budget)
+
+
+def write_figure(rows: list[dict], out: Path, budget: Budget) -> None:
+    """Grouped bars of every algorithm's measured CR per config, with the DP upper bound of the
+    randomised policy as a marker."""
+    names = ["learned", "learned-deterministic", *BASELINES]
     bars = [
-        (f"{r['config']}\n({r['training']})", {n: r[f"{n}_ratio"] for n in measured}) for r in rows
+        (f"{r['config']}\n({r['training']})", {n: r[f"{n}_ratio"] for n in names}) for r in rows
     ]
-    plots.bars_figure(
-        bars, out, "learned_k1", f"Learned vs threshold, measured CR, same budget\n{budget_line}"
-    )
+    bounds = [{n: r[f"{n}_upper_bound"] for n in names} for r in rows]
+    title = f"Learned vs baselines, measured CR, same budget\n{budget.summary()}"
+    plots.bars_figure(bars, out, "learned_k1", title, bounds)
 
 
 def _fmt(value) -> str:
     if value is None:
         return "n/a"
-    return f"{value:.4f}" if isinstance(value, float) else str(value)
+    if not isinstance(value, float):
+        return str(value)
+    return f"{value:.4f}" if value < 1e5 else f"{value:.3e}"
 
 
 def write_tables(rows: list[dict], out: Path, budget: Budget) -> None:
@@ -122,14 +127,14 @@ def write_tables(rows: list[dict], out: Path, budget: Budget) -> None:
         writer.writerows(rows)
     header = (
         "| config | training | setting | 1+ln(U/L) | learned (worst source) | learned bound | "
-        "learned-deterministic | threshold | read-out gap to phi | train s |"
+        "learned-deterministic | threshold | greedy | fixed | read-out gap to phi | train s |"
     )
     lines = [
         f"Hardware: {platform.processor() or platform.machine()}, JAX on "
         f"{jax.devices()[0].platform}. Budget: {budget.describe()}.",
         "",
         header,
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         cells = [
@@ -140,9 +145,9 @@ def write_tables(rows: list[dict], out: Path, budget: Budget) -> None:
             f"{_fmt(r['learned_ratio'])} ({r['learned_worst_source']})",
             _fmt(r["learned_upper_bound"]),
             f"{_fmt(r['learned-deterministic_ratio'])} ({r['learned-deterministic_worst_source']})",
-            f"{_fmt(r['threshold_ratio'])} ({r['threshold_worst_source']})",
+            *(f"{_fmt(r[f'{n}_ratio'])} ({r[f'{n}_worst_source']})" for n in BASELINES),
             _fmt(r["readout_gap_to_phi"]),
-            _fmt(r["train_seconds"]),
+            f"{r['train_seconds']:.1f}",
         ]
         lines.append("| " + " | ".join(cells) + " |")
     markdown = "\n".join(lines) + "\n"

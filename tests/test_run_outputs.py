@@ -215,3 +215,16 @@ def test_bad_policy_files_get_one_line_and_exit_2(finished, tmp_path, capsys, ca
         and error[0].startswith("advonline: error: policy file")
         and message in error[0]
     )
+
+
+def test_plot_refuses_folders_it_cannot_draw_with_one_line(finished, tmp_path, capsys):
+    bare = tmp_path / "checkpoint-only"
+    bare.mkdir()
+    (bare / "checkpoint.msgpack").write_bytes((finished / "checkpoint.msgpack").read_bytes())
+    cases = {str(tmp_path / "missing"): "no checkpoint", str(bare): "no metrics.csv"}
+    for folder, message in cases.items():
+        figures = tmp_path / "figures"
+        assert main(["plot", str(finished), folder, "--out", str(figures)]) == 2
+        error = capsys.readouterr().err.strip().splitlines()
+        assert len(error) == 1 and message in error[0]
+        assert not figures.exists()  # checked before anything is drawn
