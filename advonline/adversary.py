@@ -7,9 +7,12 @@ that matter: a buyer with density in ``[g_j, g_{j+1})`` buys exactly where one w
 ``g_j`` buys, and a ratio that is a quotient of two linear functions of the density is worst
 at an end of that interval, i.e. at ``g_j`` or just below ``g_{j+1}``.
 
-The adversary minimises the game payoff ``u = E_I E[ALG(I)] / OPT(I)`` (SPEC §2): each
-instance's ``E[ALG]`` is exact (backward induction over the algorithm's state, K = 1) and OPT
-is exact, so the only noise in its REINFORCE gradient is which instances were drawn.
+The adversary minimises the game payoff ``u = E_I E[ALG(I)] / OPT(I)`` (SPEC §2). For K = 1
+each instance's ``E[ALG]`` is exact (backward induction over the algorithm's state) and OPT is
+exact, so the only noise in its REINFORCE gradient is which instances were drawn; the whole
+best response is one jitted ``lax.scan``. For K >= 2 (:func:`best_response_sampled`) ``E[ALG]``
+is the mean of sampled runs of the one simulator and OPT comes from SciPy's HiGHS, so each
+step is a Python loop around jitted pieces with the solver in between, outside ``jit``.
 """
 
 from __future__ import annotations
@@ -29,10 +32,12 @@ from advonline.networks import AdversaryNetwork
 from problems.optimum import offline_optimum
 from problems.posted_price import (
     Instance,
+    Policy,
     PriceDistribution,
     Setting,
     continuation,
     sell_probability,
+    simulate,
 )
 
 JUST_BELOW = 1e-4  # relative gap of the "just below a grid price" densities
@@ -204,3 +209,88 @@ def best_response(
         step, start, jax.random.split(key_steps, steps)
     )
     return BestResponse(worst, worst_instance, by_step, worst_by_step, params)
+
+
+@functools.partial(jax.jit, static_argnums=(0, 2, 4, 5))
+def write_batch(
+    model: AdversaryModel, params: dict, setting: Setting, key: jax.Array, count: int, dtype
+) -> Written:
+    """:meth:`AdversaryModel.write`, jit-compiled."""
+    return model.write(params, setting, key, count, dtype)
+
+
+@functools.partial(jax.jit, static_argnums=(0, 1))
+def adversary_update(
+    model: AdversaryModel,
+    config: AdversaryConfig,
+    params: dict,
+    opt_state: optax.OptState,
+    written: Written,
+    payoff: jax.Array,
+) -> tuple[dict, optax.OptState]:
+    """One REINFORCE step of the adversary on the payoffs ``[B]`` of what it wrote."""
+    grads = jax.grad(functools.partial(adversary_loss, model))(
+        params, written, payoff, config.entropy
+    )
+    updates, opt_state = adversary_optimizer(config).update(grads, opt_state, params)
+    return optax.apply_updates(params, updates), opt_state
+
+
+def sampled_payoffs(
+    setting: Setting,
+    policy: Policy,
+    instances: Instance,
+    optimum: jax.Array,
+    key: jax.Array,
+    samples: int,
+) -> jax.Array:
+    """``E[ALG(I)] / OPT(I)`` ``[B]`` with ``E[ALG]`` the mean welfare of ``samples`` runs of
+    the simulator (one run for a deterministic policy: then it is exact)."""
+    runs_each = 1 if policy.deterministic else samples
+    count = instances.values.shape[0]
+    repeated = jax.tree.map(lambda leaf: jnp.repeat(leaf, runs_each, axis=0), instances)
+    runs = simulate(
+        setting, policy, repeated, jax.random.split(key, count * runs_each), optimum.dtype
+    )
+    return welfare_ratio(runs.welfare.reshape(count, runs_each).mean(-1), optimum)
+
+
+def best_response_sampled(
+    setting: Setting,
+    model: AdversaryModel,
+    policy: Policy,
+    config: AdversaryConfig,
+    steps: int,
+    dtype,
+    key: jax.Array,
+    samples: int,
+) -> BestResponse:
+    """:func:`best_response` for any K: a fresh adversary trained for ``steps`` REINFORCE steps
+    against the frozen ``policy``, with sampled ``E[ALG]`` (``samples`` runs per instance) and
+    OPT from HiGHS between the jitted pieces.
+
+    The worst instance's ratio is measured again with ``8 * samples`` fresh runs, since the
+    largest of many noisy means is biased upwards; that figure is ``worst_ratio``.
+    """
+    key_init, key_steps, key_check = jax.random.split(key, 3)
+    params = model.init(key_init)
+    opt_state = adversary_optimizer(config).init(params)
+    by_step, worst_by_step = [], []
+    for key_step in jax.random.split(key_steps, steps):
+        key_write, key_runs = jax.random.split(key_step)
+        written = write_batch(model, params, setting, key_write, config.batch, dtype)
+        optimum = offline_optimum(setting, written.instances)  # HiGHS, outside jit
+        payoff = sampled_payoffs(setting, policy, written.instances, optimum, key_runs, samples)
+        params, opt_state = adversary_update(model, config, params, opt_state, written, payoff)
+        index = int(jnp.argmin(payoff))
+        by_step.append(1.0 / payoff[index])
+        worst_by_step.append(jax.tree.map(lambda leaf, i=index: leaf[i], written.instances))
+    ratio_by_step = jnp.stack(by_step)
+    worst_by_step = jax.tree.map(lambda *leaves: jnp.stack(leaves), *worst_by_step)
+    best = int(jnp.argmax(ratio_by_step))
+    worst_instance = jax.tree.map(lambda leaf: leaf[best], worst_by_step)
+    single = jax.tree.map(lambda leaf: leaf[None], worst_instance)
+    checked = sampled_payoffs(
+        setting, policy, single, offline_optimum(setting, single), key_check, 8 * samples
+    )
+    return BestResponse(1.0 / checked[0], worst_instance, ratio_by_step, worst_by_step, params)

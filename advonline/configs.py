@@ -33,9 +33,19 @@ class AlgorithmConfig:
     update: str = "per-round"  # "per-round" (all actions, exact Q) or "reinforce" (ablation)
     reinforce_samples: int = 8  # sampled runs per instance for REINFORCE
     round_input: bool = True  # the network sees t / T (False: the horizon is unknown to it)
+    rollout_rounds: int = 4  # K >= 2: rounds of each run where every action is valued
+    payoff_runs: int = 8  # K >= 2: sampled runs behind each payoff E[ALG] / OPT
 
     def check(self) -> list[str]:
-        problems = _positive(self, "price_atoms", "hidden", "layers", "reinforce_samples")
+        problems = _positive(
+            self,
+            "price_atoms",
+            "hidden",
+            "layers",
+            "reinforce_samples",
+            "rollout_rounds",
+            "payoff_runs",
+        )
         problems += _positive_float(self, "learning_rate")
         if self.price_atoms < 2:
             problems.append("algorithm.price_atoms must be >= 2")
@@ -138,8 +148,8 @@ def from_dict(data: dict, origin: str = "config") -> RunConfig:
         built[section] = _build(cls, data.get(section, {}), f"{origin} [{section}]")
     config = RunConfig(**built)
     problems = [p for part in list(built.values())[1:] for p in part.check()]
-    if config.setting.resources != 1:
-        problems.append("training needs one resource (K = 1) for now (multi-resource: issue 4)")
+    if config.algorithm.rollout_rounds > config.setting.rounds:
+        problems.append("algorithm.rollout_rounds must be <= setting.rounds")
     if problems:
         raise ConfigError(f"{origin}: {'; '.join(problems)}")
     return config

@@ -1,12 +1,12 @@
 """Measured competitive ratio (SPEC §5): the worst of several sources, alike for every algorithm.
 
 Sources: ``exact`` (the DP certificate for deterministic K = 1 policies, or the closed form
-in the small-demand limit),
-``adversary`` (a fresh adversary network trained from scratch against the frozen policy,
-K = 1), ``families`` (the known hard inputs on a fine grid of stopping densities) and
-``random`` (a fixed seeded set of instances). For a randomised K = 1 policy the DP gives an
-``upper_bound`` on its oblivious CR instead, reported beside the measured CR (which is the worst
-instance found) and not part of it: together they bracket the true CR. Every ratio is computed in
+in the small-demand limit; ``null`` for K >= 2, where no certificate exists), ``adversary`` (a
+fresh adversary network trained from scratch against the frozen policy), ``families`` (the
+known hard inputs on a fine grid of stopping densities) and ``random`` (a fixed seeded set of
+instances). For a randomised K = 1 policy the DP gives an ``upper_bound`` on its oblivious CR
+instead, reported beside the measured CR (which is the worst instance found) and not part of
+it: together they bracket the true CR. Every ratio is computed in
 float64; an algorithm that earns nothing where OPT earns something has ratio ``inf``.
 
 Welfare of a randomised policy on a fixed instance is its exact expectation (K = 1, backward
@@ -25,11 +25,11 @@ import jax.numpy as jnp
 import numpy as np
 
 from advonline import certify
-from advonline.adversary import AdversaryModel, best_response
+from advonline.adversary import AdversaryModel, best_response, best_response_sampled
 from advonline.configs import AdversaryConfig
 from advonline.families import (
     FAMILY_NAMES,
-    family_demands,
+    family_demand_pairs,
     make_family,
     random_instances,
     stopping_densities,
@@ -207,28 +207,41 @@ def adversary_source(
 ) -> SourceRatio:
     """A fresh adversary network trained from scratch against the frozen policy (SPEC §5,
     source 1): same architecture, budget and seed for every algorithm; its ratio is the worst
-    instance it wrote, with E[ALG] exact (an oblivious adversary)."""
-    if setting.resources != 1:
-        return SourceRatio(None, "the fresh adversary needs K = 1 for now (exact E[ALG])")
-    work = (
-        setting.rounds * (setting.grid_size + 1) * budget.adversary_batch * budget.adversary_steps
-    )
-    if work > budget.adversary_work_limit:
-        return SourceRatio(
-            None,
-            f"fresh adversary needs {work:.1e} state updates, over the limit "
-            f"{budget.adversary_work_limit:.0e}",
-        )
+    instance it wrote, with E[ALG] exact (K = 1, and deterministic policies) or a mean of sampled
+    runs (randomised, K >= 2): an oblivious adversary."""
     config = AdversaryConfig(batch=budget.adversary_batch)
     model = AdversaryModel.build(setting, config)
-    table = price_table(setting, policy, jnp.float64)
-    found = best_response(setting, model, table, config, budget.adversary_steps, jnp.float64, key)
     note = (
         f"fresh adversary, {budget.adversary_steps} steps x {budget.adversary_batch} "
         f"instances, seed {budget.seed}"
     )
-    worst = np.asarray(found.worst_instance.values)
-    return SourceRatio(float(found.worst_ratio), note, {"values": worst.round(6).tolist()})
+    if setting.resources != 1:
+        found = best_response_sampled(
+            setting, model, policy, config, budget.adversary_steps, jnp.float64, key, budget.samples
+        )
+        if not policy.deterministic:
+            note += f"; E[ALG] of its worst instance from {8 * budget.samples} sampled runs"
+    else:
+        work = (
+            setting.rounds
+            * (setting.grid_size + 1)
+            * budget.adversary_batch
+            * budget.adversary_steps
+        )
+        if work > budget.adversary_work_limit:
+            return SourceRatio(
+                None,
+                f"fresh adversary needs {work:.1e} state updates, over the limit "
+                f"{budget.adversary_work_limit:.0e}",
+            )
+        table = price_table(setting, policy, jnp.float64)
+        found = best_response(
+            setting, model, table, config, budget.adversary_steps, jnp.float64, key
+        )
+    worst = {"values": np.asarray(found.worst_instance.values).round(6).tolist()}
+    if setting.resources != 1:
+        worst["demands"] = np.asarray(found.worst_instance.demands).round(6).tolist()
+    return SourceRatio(float(found.worst_ratio), note, worst)
 
 
 def families_source(
@@ -242,12 +255,17 @@ def families_source(
     """
     names = FAMILY_NAMES if policy.deterministic else tuple(n for n in FAMILY_NAMES if n != "ramp")
     stops = stopping_densities(setting, budget.stopping_densities, jnp.float64)
-    demands = family_demands(setting, jnp.float64)
-    stop_grid = jnp.repeat(stops, demands.shape[0])
-    demand_grid = jnp.tile(demands, (stops.shape[0], 1))
+    rising, final = family_demand_pairs(setting, jnp.float64)
     worst, worst_input = -math.inf, None
     for name, key_family in zip(names, jax.random.split(key, len(names)), strict=True):
-        sources = make_family(name, setting, stop_grid, demand_grid)
+        keep = np.ones(rising.shape[0], bool)
+        if name == "flood":  # one demand vector: the pairs with both the same
+            keep = np.all(np.asarray(rising == final), axis=-1)
+        pairs = int(keep.sum())
+        stop_grid = jnp.repeat(stops, pairs)
+        rising_grid = jnp.tile(rising[keep], (stops.shape[0], 1))
+        final_grid = jnp.tile(final[keep], (stops.shape[0], 1))
+        sources = make_family(name, setting, stop_grid, rising_grid, final_grid)
         found = _source_ratios(
             setting, policy, sources, stop_grid.shape[0], name == "ramp", key_family, budget.samples
         )
@@ -257,11 +275,12 @@ def families_source(
             worst_input = {
                 "family": name,
                 "stop_density": float(stop_grid[index]),
-                "demand": np.asarray(demand_grid[index]).tolist(),
+                "demand": np.asarray(rising_grid[index]).tolist(),
+                "final_demand": np.asarray(final_grid[index]).tolist(),
             }
     note = (
         f"{', '.join(names)} x {budget.stopping_densities} stopping densities "
-        f"x {demands.shape[0]} demand vectors"
+        f"x {rising.shape[0]} (rising, final) demand pairs"
     )
     return SourceRatio(worst, note, worst_input)
 

@@ -14,6 +14,13 @@ member through the one simulator, which records the buyers actually written.
 - ``staircase``: the same shape written obliviously: densities rise geometrically from L to
   ``v`` over the first rounds, then the last ``ceil(1 / max_demand)`` rounds stay at ``v``.
 - ``flood``: every buyer at density ``v``; hurts prices that start above L.
+
+Ramp and staircase take two demand vectors: one for the rising buyers and one for the buyers
+at ``v``; the evaluator sweeps every pair. With one resource they are demand sizes (rise in
+small chunks, stop with large ones). With K >= 2 they give the multi-resource hard inputs: a
+ramp on one resource followed by bundles that need it as well as idle resources (the
+algorithm sold it cheaply, OPT keeps it for the bundles and the idle resources go unused), or
+a ramp of bundles followed by buyers of a single resource.
 """
 
 from __future__ import annotations
@@ -40,7 +47,8 @@ class Ramp:
     """Sell the algorithm its own price curve up to ``stop``, then flood at ``stop``."""
 
     stop: jax.Array  # [] stopping density v
-    demand: jax.Array  # [K] every buyer's demand
+    demand: jax.Array  # [K] the rising buyers' demand
+    final_demand: jax.Array  # [K] the demand of the buyers at v
     low: float = struct.field(pytree_node=False)
     capacities: tuple[float, ...] = struct.field(pytree_node=False)
 
@@ -49,8 +57,10 @@ class Ramp:
         asking = jnp.dot(view.unit_prices, self.demand) / total  # density that just buys
         slack = capacity_tolerance(view.alg_used.dtype)
         fits = jnp.all(view.alg_used + self.demand <= jnp.asarray(self.capacities) + slack)
-        density = jnp.where((asking <= self.stop) & fits, jnp.maximum(asking, self.low), self.stop)
-        return Buyer(value=density * total, demand=self.demand)
+        rising = (asking <= self.stop) & fits
+        demand = jnp.where(rising, self.demand, self.final_demand)
+        density = jnp.where(rising, jnp.maximum(asking, self.low), self.stop)
+        return Buyer(value=density * demand.sum(), demand=demand)
 
 
 @struct.dataclass
@@ -58,7 +68,8 @@ class Staircase:
     """Densities rising from L to ``stop``, then ``final_rounds`` rounds at ``stop``."""
 
     stop: jax.Array  # [] v
-    demand: jax.Array  # [K]
+    demand: jax.Array  # [K] the rising buyers' demand
+    final_demand: jax.Array  # [K] the demand of the buyers at v
     low: float = struct.field(pytree_node=False)
     rounds: int = struct.field(pytree_node=False)
     final_rounds: int = struct.field(pytree_node=False)
@@ -66,9 +77,10 @@ class Staircase:
     def __call__(self, view: AdversaryView) -> Buyer:
         rising = max(self.rounds - self.final_rounds, 1)
         progress = jnp.minimum(view.round / max(rising - 1, 1), 1.0)
-        density = self.low * (self.stop / self.low) ** progress
-        density = jnp.where(view.round >= rising, self.stop, density)
-        return Buyer(value=density * self.demand.sum(), demand=self.demand)
+        stopped = view.round >= rising
+        density = jnp.where(stopped, self.stop, self.low * (self.stop / self.low) ** progress)
+        demand = jnp.where(stopped, self.final_demand, self.demand)
+        return Buyer(value=density * demand.sum(), demand=demand)
 
 
 @struct.dataclass
@@ -102,15 +114,37 @@ def family_demands(setting: Setting, dtype) -> jax.Array:
     return jnp.concatenate([balanced, alone.reshape(-1, setting.resources)])
 
 
-def make_family(name: str, setting: Setting, stop: jax.Array, demand: jax.Array):
-    """A batch of ``name`` sources: ``stop`` ``[B]``, ``demand`` ``[B, K]``."""
+def family_demand_pairs(setting: Setting, dtype) -> tuple[jax.Array, jax.Array]:
+    """Every (rising demand, final demand) pair of :func:`family_demands`, ``[P, K]`` each."""
+    demands = family_demands(setting, dtype)
+    count = demands.shape[0]
+    return jnp.repeat(demands, count, axis=0), jnp.tile(demands, (count, 1))
+
+
+def make_family(
+    name: str,
+    setting: Setting,
+    stop: jax.Array,
+    demand: jax.Array,
+    final_demand: jax.Array | None = None,
+):
+    """A batch of ``name`` sources: ``stop`` ``[B]``, rising ``demand`` ``[B, K]`` and the
+    ``final_demand`` ``[B, K]`` at ``stop`` (default: the same; ``flood`` uses ``demand``)."""
+    final_demand = demand if final_demand is None else final_demand
     if name == "ramp":
-        return Ramp(stop=stop, demand=demand, low=setting.low, capacities=setting.capacities)
+        return Ramp(
+            stop=stop,
+            demand=demand,
+            final_demand=final_demand,
+            low=setting.low,
+            capacities=setting.capacities,
+        )
     if name == "staircase":
         final_rounds = math.ceil(1.0 / setting.max_demand)
         return Staircase(
             stop=stop,
             demand=demand,
+            final_demand=final_demand,
             low=setting.low,
             rounds=setting.rounds,
             final_rounds=min(final_rounds, setting.rounds),

@@ -31,7 +31,12 @@ import jax
 import jax.numpy as jnp
 
 from advonline import checkpoint
-from advonline.adversary import BestResponse, adversary_optimizer, best_response
+from advonline.adversary import (
+    BestResponse,
+    adversary_optimizer,
+    best_response,
+    best_response_sampled,
+)
 from advonline.configs import RunConfig
 from advonline.game import (
     Game,
@@ -42,6 +47,7 @@ from advonline.game import (
     known_family_pool,
     replay_instances,
 )
+from advonline.sampled_game import sampled_game_step
 from problems.posted_price import price_table
 
 METRIC_FIELDS = (
@@ -68,18 +74,22 @@ def exploitability_key(config: RunConfig, step: int) -> jax.Array:
 def fresh_adversary(game: Game, params: dict, key: jax.Array) -> BestResponse:
     """A fresh adversary trained from scratch against ``params``: its worst ratio and the
     worst instance of each of its steps."""
-    config = game.config
-    table = price_table(game.setting, game.policy(params), jnp.float32)
-    found = best_response(
-        game.setting,
-        game.adversary,
-        table,
-        config.adversary,
-        config.log.exploit_steps,
-        jnp.float32,
-        key,
+    config, setting = game.config, game.setting
+    if setting.resources != 1:
+        return best_response_sampled(
+            setting,
+            game.adversary,
+            game.policy(params),
+            config.adversary,
+            config.log.exploit_steps,
+            jnp.float32,
+            key,
+            config.algorithm.payoff_runs,
+        )
+    table = price_table(setting, game.policy(params), jnp.float32)
+    return best_response(
+        setting, game.adversary, table, config.adversary, config.log.exploit_steps, jnp.float32, key
     )
-    return found
 
 
 def check_folder(folder: str | Path, resume: bool) -> None:
@@ -140,13 +150,15 @@ def train(
     state, wall_before = prepare_folder(folder, config, resume)
     game = Game.build(config)
     families, families_optimum = known_family_pool(game)
+    # K = 1: one jitted step with exact values; K >= 2: rollouts, with HiGHS between jit calls
+    step_once = game_step if config.setting.resources == 1 else sampled_game_step
     metrics_path = folder / METRICS_NAME
     _trim_metrics(metrics_path, int(state.step))
     log = config.log
     started = time.perf_counter()
     window_start, window_steps = started, 0
     while (step := int(state.step)) < config.game.steps:
-        state, metrics = game_step(game, state, families, families_optimum)
+        state, metrics = step_once(game, state, families, families_optimum)
         done = step + 1
         window_steps += 1
         last = done == config.game.steps

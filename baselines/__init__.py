@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from baselines import fixed, greedy, threshold
+from baselines import exponential, fixed, greedy, threshold
 from problems.posted_price import Policy, Setting
 
 BASELINES: dict[str, Callable[[Setting], Policy]] = {
     "threshold": threshold.make,
+    "exponential": exponential.make,
     "greedy": greedy.make,
     "fixed": fixed.make,
 }

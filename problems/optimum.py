@@ -4,7 +4,9 @@
 - K = 1 indivisible on the demand grid: 0/1 knapsack by dynamic programming over capacity
   units (exact; JAX, ``lax.scan`` over buyers).
 - any K: the LP (divisible) and the MILP (indivisible) through SciPy's HiGHS. These run in
-  NumPy, outside ``jit``, one instance at a time.
+  NumPy, outside ``jit``. A batch is one block-diagonal problem (the instances share no
+  variable or constraint, so its optimum is every instance's optimum at once), which saves
+  HiGHS's per-call overhead: about 4x for 64 instances of 100 buyers.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 import numpy as np
+import scipy.sparse
 from scipy.optimize import Bounds, LinearConstraint, linprog, milp
 
 from problems.posted_price import Instance, Setting, demand_units
@@ -50,11 +53,13 @@ def offline_optimum(setting: Setting, instances: Instance) -> jax.Array:
     K = 1 in JAX (greedy or knapsack DP); K >= 2 through SciPy, off the jit path.
     """
     if setting.resources != 1:
-        solve = lp_optimum if setting.divisible else milp_optimum
-        values = np.asarray(instances.values)
-        demands = np.asarray(instances.demands)
-        capacities = np.asarray(setting.capacities, dtype=float)
-        return jnp.asarray([solve(v, d, capacities) for v, d in zip(values, demands, strict=True)])
+        found = batch_optimum(
+            np.asarray(instances.values),
+            np.asarray(instances.demands),
+            np.asarray(setting.capacities, dtype=float),
+            setting.divisible,
+        )
+        return jnp.asarray(found, dtype=instances.values.dtype)
     if setting.divisible:
         return _greedy_batch(instances.values, instances.demands[..., 0], setting.capacities[0])
     units = demand_units(setting, instances.demands)[..., 0]
@@ -63,6 +68,35 @@ def offline_optimum(setting: Setting, instances: Instance) -> jax.Array:
 
 _greedy_batch = jax.jit(jax.vmap(greedy_fill_optimum, in_axes=(0, 0, None)), static_argnums=2)
 _knapsack_batch = jax.jit(jax.vmap(knapsack_optimum, in_axes=(0, 0, None)), static_argnums=2)
+
+
+def batch_optimum(
+    values: np.ndarray, demands: np.ndarray, capacities: np.ndarray, divisible: bool
+) -> np.ndarray:
+    """OPT of a batch ``[B]`` (values ``[B, T]``, demands ``[B, T, K]``) as one block-diagonal
+    HiGHS LP (``divisible``) or MILP (gap 0); float64, NumPy, outside ``jit``."""
+    values = np.asarray(values, float)
+    demands = np.asarray(demands, float)
+    count, rounds = values.shape
+    if count == 0 or rounds == 0:
+        return np.zeros(count)
+    constraints = scipy.sparse.block_diag([d.T for d in demands], format="csr")
+    limits = np.tile(np.asarray(capacities, float), count)
+    if divisible:
+        result = linprog(
+            -values.ravel(), A_ub=constraints, b_ub=limits, bounds=(0, 1), method="highs"
+        )
+    else:
+        result = milp(
+            -values.ravel(),
+            constraints=LinearConstraint(constraints, -np.inf, limits),
+            integrality=np.ones(values.size),
+            bounds=Bounds(0, 1),
+            options={"mip_rel_gap": 0.0},
+        )
+    if result.status != 0:
+        raise RuntimeError(f"{'LP' if divisible else 'MILP'} solve failed: {result.message}")
+    return np.sum(result.x.reshape(count, rounds) * values, axis=1)
 
 
 def lp_optimum(values: np.ndarray, demands: np.ndarray, capacities: np.ndarray) -> float:

@@ -255,12 +255,21 @@ class _Round(NamedTuple):
 
 
 def rollout(
-    setting: Setting, policy: Policy, source: BuyerSource, key: jax.Array, dtype=None
+    setting: Setting,
+    policy: Policy,
+    source: BuyerSource,
+    key: jax.Array,
+    dtype=None,
+    start_round: jax.Array | int = 0,
+    start_used: jax.Array | None = None,
 ) -> Rollout:
     """Play one episode of ``setting.rounds`` buyers: ``lax.scan`` over rounds.
 
     This is the project's only rollout loop: training, evaluation and baselines all call it
     (``vmap`` it over sources and keys for a batch). One key per round, each used once.
+
+    A continuation (what the policy earns from a state on) starts at round ``start_round``
+    with ``start_used`` ``[K]`` already sold: nobody comes before that round.
     """
     dtype = default_dtype(dtype)
     zero = jnp.zeros((), dtype)
@@ -270,7 +279,11 @@ def rollout(
         distribution = policy(observe(setting, carry.used, round_index))
         unit_prices = sample_prices(distribution, key_round).astype(dtype)
         buyer = source(AdversaryView(round_index, carry.used, unit_prices))
-        buyer = Buyer(value=buyer.value.astype(dtype), demand=buyer.demand.astype(dtype))
+        came = round_index >= start_round
+        buyer = Buyer(
+            value=jnp.where(came, buyer.value, 0).astype(dtype),
+            demand=jnp.where(came, buyer.demand, 0).astype(dtype),
+        )
         sale = purchase(setting, carry.used, unit_prices, buyer)
         carry = _Carry(
             used=carry.used + sale.fraction * buyer.demand,
@@ -279,7 +292,8 @@ def rollout(
         )
         return carry, _Round(buyer, sale.fraction, unit_prices)
 
-    start = _Carry(used=jnp.zeros(setting.resources, dtype), welfare=zero, revenue=zero)
+    used = jnp.zeros(setting.resources, dtype) if start_used is None else start_used.astype(dtype)
+    start = _Carry(used=used, welfare=zero, revenue=zero)
     rounds = jnp.arange(setting.rounds, dtype=jnp.int32)
     final, history = jax.lax.scan(
         play_round, start, (rounds, jax.random.split(key, setting.rounds))

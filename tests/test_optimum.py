@@ -90,3 +90,26 @@ def test_lp_and_milp_match_brute_force_with_two_resources(divisible):
         values = rng.uniform(1, 10, 4) * demands.sum(1)
         brute = _brute_force(values, demands, np.ones(2), divisible)
         assert solve(values, demands, np.ones(2)) == pytest.approx(brute, rel=1e-9, abs=1e-12)
+
+
+@pytest.mark.parametrize("divisible", [False, True])
+def test_batched_optimum_equals_one_solve_per_instance(divisible):
+    setting = Setting(
+        resources=3,
+        rounds=10,
+        max_demand=0.5,
+        demand_levels=2,
+        capacities=(1.0, 1.0, 1.0),
+        divisible=divisible,
+    )
+    rng = np.random.default_rng(4)
+    demands = rng.choice([0.0, 0.25, 0.5], size=(40, setting.rounds, 3))
+    values = rng.uniform(1, 10, (40, setting.rounds)) * demands.sum(-1)
+    with jax.enable_x64(True):
+        batch = np.asarray(
+            offline_optimum(setting, Instance(jnp.asarray(values), jnp.asarray(demands)))
+        )
+    solve = lp_optimum if divisible else milp_optimum
+    one_by_one = [solve(v, d, np.ones(3)) for v, d in zip(values, demands, strict=True)]
+    np.testing.assert_allclose(batch, one_by_one, rtol=1e-7)
+    assert np.all(batch > 0)

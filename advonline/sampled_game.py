@@ -1,0 +1,200 @@
+"""The game for several resources (K >= 2): the per-round update by rollouts.
+
+For K = 1 :mod:`advonline.game` computes every state's action values exactly by backward
+induction. With K resources the state (round, utilisation of each resource) is too large for
+that, so the values come from rollouts of the one simulator (SPEC §4):
+
+**Per-round update by rollouts.** For each instance of the training pool, one run of the
+current policy gives the states it reaches. At ``rollout_rounds`` rounds ``t`` drawn at random
+from each run, the action's only effect is whether buyer t buys, so the value of *every* price
+action ``a`` is ``Q_t(a) = V_{t+1}(s_t) + accept_t(a) G_t`` with ``G_t = b_t x_t +
+V_{t+1}(s_t + x_t d_t) - V_{t+1}(s_t)`` (what a sale adds). The two continuations are two more
+runs from round ``t + 1``, one from each state, with the same random numbers (so ``G_t`` has
+little variance). The pricing network posts a product of per-resource distributions; the
+update is the all-action gradient of each resource's distribution with the other resources'
+prices as drawn in the run: ``sum_k sum_a grad pi_k(a | s_t) accept_t(a, p_{-k}) G_t / OPT``,
+scaled by ``T / rollout_rounds``: an unbiased estimate of the gradient of the expected payoff.
+
+**Payoffs** (the adversary's REINFORCE signal, the softmin weights of the pool, the metrics)
+are means of ``payoff_runs`` sampled runs. **OPT** comes from SciPy's HiGHS (one
+block-diagonal LP or MILP per batch) *outside* ``jit``: one :func:`sampled_game_step` is a
+Python function around three jitted pieces (the adversary writes; the adversary updates; the
+algorithm updates) with the solver in between. The replay stores each instance's OPT, so an
+instance is solved once however often the algorithm trains against it.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import optax
+
+from advonline.adversary import adversary_update, sampled_payoffs, write_batch
+from advonline.game import (
+    Game,
+    GameState,
+    StepMetrics,
+    _add_to_replay,
+    _concat,
+    _softmin_weights,
+    reinforce_gradient,
+)
+from problems.optimum import offline_optimum
+from problems.posted_price import Buyer, Instance, purchase, rollout
+
+
+class SaleGains(NamedTuple):
+    """The rounds of one run where every action is valued, and what it found there."""
+
+    rounds: jax.Array  # [R] int32 round t
+    utilisation: jax.Array  # [R, K] state: utilisation before buyer t
+    unit_prices: jax.Array  # [R, K] the prices drawn in the run
+    gain: jax.Array  # [R] G_t / OPT: what selling to buyer t adds
+
+
+def sale_gains(
+    game: Game, params: dict, instance: Instance, optimum: jax.Array, key: jax.Array
+) -> SaleGains:
+    """One run of the policy on ``instance`` and, at ``rollout_rounds`` random rounds of it,
+    ``G_t / OPT`` by two continuations from round t + 1 with the same random numbers."""
+    setting, count = game.setting, game.config.algorithm.rollout_rounds
+    policy = game.policy(jax.lax.stop_gradient(params))
+    key_run, key_rounds, key_next = jax.random.split(key, 3)
+    run = rollout(setting, policy, instance, key_run, jnp.float32)
+    sold = run.fractions[:, None] * instance.demands  # [T, K]
+    used_before = jnp.cumsum(sold, axis=0) - sold
+    rounds = jax.random.choice(key_rounds, setting.rounds, (count,), replace=False)
+    safe_optimum = jnp.where(optimum > 0, optimum, 1)
+
+    def gain_at(t, key_t):
+        used = used_before[t]
+        buyer = Buyer(value=instance.values[t], demand=instance.demands[t])
+        accepted = purchase(setting, used, jnp.zeros_like(used), buyer)  # the sale if it buys
+        after = used + accepted.fraction * buyer.demand
+        with_sale = rollout(setting, policy, instance, key_t, jnp.float32, t + 1, after)
+        without = rollout(setting, policy, instance, key_t, jnp.float32, t + 1, used)
+        return (accepted.welfare + with_sale.welfare - without.welfare) / safe_optimum
+
+    gain = jax.vmap(gain_at)(rounds, jax.random.split(key_next, count))
+    capacities = jnp.asarray(setting.capacities, used_before.dtype)[None, :]
+    return SaleGains(rounds, used_before[rounds] / capacities, run.unit_prices[rounds], gain)
+
+
+def rollout_gradient(
+    game: Game,
+    params: dict,
+    instances: Instance,
+    optimum: jax.Array,
+    weights: jax.Array,
+    key: jax.Array,
+):
+    """Gradient (ascent) of ``sum_i w_i u_i`` by the per-round all-action update on rollouts
+    (module docstring): instances ``[P]``, weights ``[P]``."""
+    setting = game.setting
+    count = instances.values.shape[0]
+    found = jax.vmap(sale_gains, in_axes=(None, None, 0, 0, 0))(
+        game, params, instances, optimum, jax.random.split(key, count)
+    )
+    rows = jnp.arange(count)[:, None]
+    values = instances.values[rows, found.rounds]  # [P, R]
+    demands = instances.demands[rows, found.rounds]  # [P, R, K]
+    paid = found.unit_prices * demands
+    others = paid.sum(-1, keepdims=True) - paid  # what the other resources cost, [P, R, K]
+    atoms = jnp.asarray(game.atoms, values.dtype)
+    bundle_price = atoms[None, None, None] * demands[..., None] + others[..., None]
+    accept = values[..., None, None] >= bundle_price  # price atom a on resource k: bought?
+    accept &= (demands.sum(-1) > 0)[..., None, None]  # [P, R, K, A]
+    scale = setting.rounds / game.config.algorithm.rollout_rounds
+    coefficient = jax.lax.stop_gradient(weights[:, None] * found.gain * scale)  # [P, R]
+    fractions = found.rounds.astype(values.dtype) / setting.rounds
+
+    def expected_sales(p):
+        logits = game.pricing.apply(p, found.utilisation, fractions)  # [P, R, K, A]
+        probs = jax.nn.softmax(logits, axis=-1)
+        return jnp.sum(coefficient[..., None, None] * probs * accept)
+
+    return jax.grad(expected_sales)(params)
+
+
+def pool_payoffs(game: Game, params: dict, instances: Instance, optimum, key) -> jax.Array:
+    """Payoffs ``[B]``: mean welfare of ``payoff_runs`` runs of the current policy over OPT."""
+    runs = game.config.algorithm.payoff_runs
+    return sampled_payoffs(game.setting, game.policy(params), instances, optimum, key, runs)
+
+
+_pool_payoffs = jax.jit(pool_payoffs, static_argnums=0)
+
+
+def sampled_game_step(
+    game: Game, state: GameState, families: Instance, families_optimum: jax.Array
+) -> tuple[GameState, StepMetrics]:
+    """One step of the K >= 2 game: ``n_adv`` adversary updates (each batch's OPT from HiGHS,
+    outside ``jit``), then ``n_alg`` algorithm updates (:func:`_algorithm_updates`, jitted)."""
+    config, setting = game.config, game.setting
+    updates_made = config.game.adversary_steps
+    key, key_algorithm, *keys = jax.random.split(state.key, 2 + max(updates_made, 1))
+    adversary, adversary_state = state.adversary, state.adversary_opt
+    for index, key_batch in enumerate(keys):
+        key_write, key_runs = jax.random.split(key_batch)
+        written = write_batch(
+            game.adversary, adversary, setting, key_write, config.adversary.batch, jnp.float32
+        )
+        optimum = offline_optimum(setting, written.instances)  # HiGHS, outside jit
+        payoff = _pool_payoffs(game, state.algorithm, written.instances, optimum, key_runs)
+        if index < updates_made:  # none when the adversary is frozen
+            adversary, adversary_state = adversary_update(
+                game.adversary, config.adversary, adversary, adversary_state, written, payoff
+            )
+    state = state.replace(key=key, adversary=adversary, adversary_opt=adversary_state)
+    return _algorithm_updates(
+        game, state, written.instances, optimum, payoff, families, families_optimum, key_algorithm
+    )
+
+
+@functools.partial(jax.jit, static_argnums=0)
+def _algorithm_updates(
+    game: Game,
+    state: GameState,
+    written: Instance,
+    optimum: jax.Array,
+    payoff: jax.Array,
+    families: Instance,
+    families_optimum: jax.Array,
+    key: jax.Array,
+) -> tuple[GameState, StepMetrics]:
+    """Replay the batch's hardest instances, then ``n_alg`` updates of the pricing network on
+    the pool (batch, replay, families) weighted by a softmin of its payoffs."""
+    config = game.config
+    replay = _add_to_replay(state.replay, written, optimum, payoff, config.game.replay_per_step)
+    pool = _concat(written, replay.instances, families)
+    pool_optimum = jnp.concatenate([optimum, replay.optimum, families_optimum])
+    valid = jnp.concatenate(
+        [jnp.ones_like(optimum, bool), replay.filled, jnp.ones_like(families_optimum, bool)]
+    )
+    optimizer = game.algorithm_optimizer()
+    algorithm, algorithm_state = state.algorithm, state.algorithm_opt
+    for _ in range(config.game.algorithm_steps):
+        key, key_payoffs, key_gradient = jax.random.split(key, 3)
+        pool_payoff = pool_payoffs(game, algorithm, pool, pool_optimum, key_payoffs)
+        weights = _softmin_weights(pool_payoff, valid, config.game.temperature)
+        gradient = (
+            rollout_gradient if config.algorithm.update == "per-round" else reinforce_gradient
+        )
+        ascent = gradient(game, algorithm, pool, pool_optimum, weights, key_gradient)
+        descent = jax.tree.map(jnp.negative, ascent)
+        updates, algorithm_state = optimizer.update(descent, algorithm_state, algorithm)
+        algorithm = optax.apply_updates(algorithm, updates)
+    metrics = StepMetrics(
+        payoff=payoff.mean(),
+        adversary_ratio=1.0 / payoff.min(),
+        pool_ratio=1.0 / jnp.where(valid, pool_payoff, jnp.inf).min(),
+    )
+    return state.replace(
+        step=state.step + 1,
+        algorithm=algorithm,
+        algorithm_opt=algorithm_state,
+        replay=replay,
+    ), metrics
