@@ -301,6 +301,11 @@ def run_plot(args: argparse.Namespace) -> int:
 def run_main_job(args: argparse.Namespace) -> int:
     """``advonline run CONFIG``: train, measure beside the baselines, export, plot, summarise."""
     run_config = configs.load(args.config)
+    if run_config.setting.resources != 1:
+        raise UsageError(
+            "advonline run covers one-resource configs (its policy file and figures are K = 1); "
+            "use advonline train and advonline evaluate --checkpoint for K >= 2"
+        )
     folder = args.out or pipeline.default_run_folder(args.config)
     check_folder(folder, resume=False)
     _device_line("run", args.config, folder)

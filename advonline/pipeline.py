@@ -116,6 +116,11 @@ def export_run(
     which the file equals on the grid) or, given a ``budget``, a fresh measurement of the
     exported table itself; with neither it is null. ``out`` must not exist.
     """
+    if run.setting.resources != 1:
+        raise RunError(
+            f"{run.folder}: policy files (format version 1) cover one resource; this run has "
+            f"K = {run.setting.resources}"
+        )
     out = export.check_target(out)
     policy = run.policies()[algorithm]
     document = export.policy_document(

@@ -51,4 +51,3 @@ class ExponentialPolicy:
 def make(setting: Setting) -> ExponentialPolicy:
     """Exponential pricing for ``setting``'s L, U and K."""
     return ExponentialPolicy(low=setting.low, high=setting.high, resources=setting.resources)
-

@@ -4,7 +4,7 @@ measures it beside the classic baselines with the same sources and budget.
 For U/L in {5, 10, 100}, trains experiments/configs/k1-u{H}.toml (from scratch: no known hard
 family in training) and k1-u{H}-families.toml (the fallback: the staircase family mixed in),
 then measures `learned` (the randomised policy), `learned-deterministic` (its median-price
-read-out) and every baseline (`threshold`, `greedy`, `fixed`) with the evaluator's default
+read-out) and every baseline (`threshold`, `exponential`, `greedy`, `fixed`) with the default
 budget (exact DP bound, fresh adversary, families, random instances; for the randomised policy
 the DP's upper bound on its oblivious CR beside it). Also reports the read-out's largest
 relative gap to the threshold price phi(y) over the utilisation grid (first round) and the
@@ -19,25 +19,22 @@ OUT/learned_k1/ (replaced on each run of this script), and prints the Markdown t
 from __future__ import annotations
 
 import argparse
-import csv
 import platform
-import shutil
-import time
 from pathlib import Path
 
 import jax
 import jax.numpy as jnp
+from common import fmt, measurement_columns, train_and_measure, write_csv
 
-from advonline import checkpoint, configs, plots
-from advonline.evaluate import Budget, measure, reference_ratio
+from advonline import plots
+from advonline.evaluate import Budget, reference_ratio
 from advonline.game import Game
 from advonline.learned import learned_policies, max_relative_gap
-from advonline.train import METRICS_NAME, train
-from baselines import BASELINES, make_baseline
+from advonline.train import METRICS_NAME
+from baselines import BASELINES
 from baselines.threshold import threshold_price
 from problems.posted_price import price_table
 
-CONFIGS = Path(__file__).parent / "configs"
 NAMES = [f"k1-u{h}{variant}" for h in (5, 10, 100) for variant in ("", "-families")]
 
 
@@ -62,18 +59,9 @@ def main() -> None:
     budget = Budget()
     rows = []
     for name in args.only or NAMES:
-        config = configs.load(CONFIGS / f"{name}.toml")
-        setting = config.setting
         folder = out / "learned_k1" / name
-        shutil.rmtree(folder, ignore_errors=True)  # this script's own output
-        start = time.perf_counter()
-        train(config, folder)
-        wall = time.perf_counter() - start
-        state, _, _ = checkpoint.load(folder)
-        game = Game.build(config)
-        policies = learned_policies(state.algorithm, game.pricing, game.atoms)
-        policies.update({n: make_baseline(n, setting) for n in BASELINES})
-        measured = {n: measure(setting, n, p, budget) for n, p in policies.items()}
+        config, params, measured, wall = train_and_measure(name, folder, budget)
+        setting = config.setting
         title = (
             f"K=1 L={setting.low:g} U={setting.high:g} T={setting.rounds} "
             f"max demand {setting.max_demand:g}"
@@ -86,14 +74,9 @@ def main() -> None:
             "setting": title,
             "train_seconds": round(wall, 1),
             "one_plus_ln_theta": round(reference_ratio(setting), 4),
-            "readout_gap_to_phi": round(readout_gap(config, state.algorithm), 4),
+            "readout_gap_to_phi": round(readout_gap(config, params), 4),
+            **measurement_columns(measured),
         }
-        for n, m in measured.items():
-            row[f"{n}_ratio"] = m.competitive_ratio
-            row[f"{n}_worst_source"] = m.worst_source
-            for source, found in m.sources.items():
-                row[f"{n}_{source}"] = found.ratio
-            row[f"{n}_upper_bound"] = m.upper_bound.ratio
         rows.append(row)
         print(row, flush=True)
     write_tables(rows, out, budget)
@@ -112,41 +95,30 @@ def write_figure(rows: list[dict], out: Path, budget: Budget) -> None:
     plots.bars_figure(bars, out, "learned_k1", title, bounds)
 
 
-def _fmt(value) -> str:
-    if value is None:
-        return "n/a"
-    if not isinstance(value, float):
-        return str(value)
-    return f"{value:.4f}" if value < 1e5 else f"{value:.3e}"
-
-
 def write_tables(rows: list[dict], out: Path, budget: Budget) -> None:
-    with open(out / "learned_k1.csv", "w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
+    write_csv(rows, out / "learned_k1.csv")
     header = (
         "| config | training | setting | 1+ln(U/L) | learned (worst source) | learned bound | "
-        "learned-deterministic | threshold | greedy | fixed | read-out gap to phi | train s |"
+        f"learned-deterministic | {' | '.join(BASELINES)} | read-out gap to phi | train s |"
     )
     lines = [
         f"Hardware: {platform.processor() or platform.machine()}, JAX on "
         f"{jax.devices()[0].platform}. Budget: {budget.describe()}.",
         "",
         header,
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "|---" * (9 + len(BASELINES)) + "|",
     ]
     for r in rows:
         cells = [
             r["config"],
             r["training"],
             r["setting"],
-            _fmt(r["one_plus_ln_theta"]),
-            f"{_fmt(r['learned_ratio'])} ({r['learned_worst_source']})",
-            _fmt(r["learned_upper_bound"]),
-            f"{_fmt(r['learned-deterministic_ratio'])} ({r['learned-deterministic_worst_source']})",
-            *(f"{_fmt(r[f'{n}_ratio'])} ({r[f'{n}_worst_source']})" for n in BASELINES),
-            _fmt(r["readout_gap_to_phi"]),
+            fmt(r["one_plus_ln_theta"]),
+            f"{fmt(r['learned_ratio'])} ({r['learned_worst_source']})",
+            fmt(r["learned_upper_bound"]),
+            f"{fmt(r['learned-deterministic_ratio'])} ({r['learned-deterministic_worst_source']})",
+            *(f"{fmt(r[f'{n}_ratio'])} ({r[f'{n}_worst_source']})" for n in BASELINES),
+            fmt(r["readout_gap_to_phi"]),
             f"{r['train_seconds']:.1f}",
         ]
         lines.append("| " + " | ".join(cells) + " |")

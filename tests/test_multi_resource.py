@@ -173,3 +173,14 @@ def test_a_two_resource_run_trains_and_is_measured_beside_the_baselines(tmp_path
         assert result["upper_bound"] is None
         measured = [v for v in result["sources"].values() if v is not None]
         assert len(measured) == 3 and result["competitive_ratio"] == max(measured) >= 1
+    policy = tmp_path / "policy.json"
+    assert main(["export", "--checkpoint", str(out), "--out", str(policy), "--no-measure"]) == 2
+    assert "cover one resource" in capsys.readouterr().err and not policy.exists()
+
+
+def test_run_and_export_refuse_several_resources_in_one_line(tmp_path, capsys):
+    config = tmp_path / "k2.toml"
+    config.write_text(TINY_K2)
+    assert main(["run", str(config), "--out", str(tmp_path / "run")]) == 2
+    assert "use advonline train" in capsys.readouterr().err
+    assert not (tmp_path / "run").exists()

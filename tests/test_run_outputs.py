@@ -38,7 +38,14 @@ def finished(tmp_path_factory) -> Path:
 def test_main_job_leaves_measurement_policies_and_figures(finished, capsys):
     evaluation = json.loads((finished / pipeline.EVALUATION_NAME).read_text())
     names = [r["algorithm"] for r in evaluation["results"]]
-    assert names == ["learned", "learned-deterministic", "threshold", "greedy", "fixed"]
+    assert names == [
+        "learned",
+        "learned-deterministic",
+        "threshold",
+        "exponential",
+        "greedy",
+        "fixed",
+    ]
     assert evaluation["setting"]["training_steps"] == 20
     for name in ("policy.json", "policy-readout.json"):
         provenance = load(finished / name).provenance

@@ -1,0 +1,66 @@
+"""What the experiment scripts share: train a config, measure the learned policies and the
+baselines with one budget, and write tables (CSV and Markdown cells)."""
+
+from __future__ import annotations
+
+import csv
+import shutil
+import time
+from pathlib import Path
+
+from advonline import checkpoint, configs
+from advonline.evaluate import Budget, Measurement, measure
+from advonline.game import Game
+from advonline.learned import learned_policies
+from advonline.train import train
+from baselines import BASELINES, make_baseline
+
+CONFIGS = Path(__file__).parent / "configs"
+
+
+def train_and_measure(
+    name: str, folder: Path, budget: Budget, baselines=tuple(BASELINES)
+) -> tuple[configs.RunConfig, dict, dict[str, Measurement], float]:
+    """Train ``experiments/configs/<name>.toml`` into ``folder`` (replaced: this script's own
+    output), then measure ``learned``, ``learned-deterministic`` and ``baselines`` with
+    ``budget``. Returns the config, the trained parameters, the measurements and the training
+    wall time in seconds."""
+    config = configs.load(CONFIGS / f"{name}.toml")
+    shutil.rmtree(folder, ignore_errors=True)
+    start = time.perf_counter()
+    train(config, folder)
+    wall = time.perf_counter() - start
+    state, _, _ = checkpoint.load(folder)
+    game = Game.build(config)
+    policies = learned_policies(state.algorithm, game.pricing, game.atoms)
+    policies.update({n: make_baseline(n, config.setting) for n in baselines})
+    measured = {n: measure(config.setting, n, p, budget) for n, p in policies.items()}
+    return config, state.algorithm, measured, wall
+
+
+def measurement_columns(measured: dict[str, Measurement]) -> dict:
+    """Flat CSV columns: each algorithm's ratio, worst source, every source and its bound."""
+    row = {}
+    for name, found in measured.items():
+        row[f"{name}_ratio"] = found.competitive_ratio
+        row[f"{name}_worst_source"] = found.worst_source
+        for source, ratio in found.sources.items():
+            row[f"{name}_{source}"] = ratio.ratio
+        row[f"{name}_upper_bound"] = found.upper_bound.ratio
+    return row
+
+
+def fmt(value) -> str:
+    """A table cell: 4 decimals, scientific from 1e5, ``n/a`` for a missing figure."""
+    if value is None:
+        return "n/a"
+    if not isinstance(value, float):
+        return str(value)
+    return f"{value:.4f}" if value < 1e5 else f"{value:.3e}"
+
+
+def write_csv(rows: list[dict], path: Path) -> None:
+    with open(path, "w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
