@@ -36,8 +36,9 @@ from problems.posted_price import (
     PriceDistribution,
     Setting,
     continuation,
+    mean_welfare,
+    price_table,
     sell_probability,
-    simulate,
 )
 
 JUST_BELOW = 1e-4  # relative gap of the "just below a grid price" densities
@@ -246,13 +247,8 @@ def sampled_payoffs(
 ) -> jax.Array:
     """``E[ALG(I)] / OPT(I)`` ``[B]`` with ``E[ALG]`` the mean welfare of ``samples`` runs of
     the simulator (one run for a deterministic policy: then it is exact)."""
-    runs_each = 1 if policy.deterministic else samples
-    count = instances.values.shape[0]
-    repeated = jax.tree.map(lambda leaf: jnp.repeat(leaf, runs_each, axis=0), instances)
-    runs = simulate(
-        setting, policy, repeated, jax.random.split(key, count * runs_each), optimum.dtype
-    )
-    return welfare_ratio(runs.welfare.reshape(count, runs_each).mean(-1), optimum)
+    welfare = mean_welfare(setting, policy, instances, key, samples, optimum.dtype)
+    return welfare_ratio(welfare, optimum)
 
 
 def best_response_sampled(
@@ -294,3 +290,21 @@ def best_response_sampled(
         setting, policy, single, offline_optimum(setting, single), key_check, 8 * samples
     )
     return BestResponse(1.0 / checked[0], worst_instance, ratio_by_step, worst_by_step, params)
+
+
+def fresh_best_response(
+    setting: Setting,
+    model: AdversaryModel,
+    policy: Policy,
+    config: AdversaryConfig,
+    steps: int,
+    dtype,
+    key: jax.Array,
+    samples: int,
+) -> BestResponse:
+    """A fresh adversary against the frozen ``policy``: :func:`best_response` on its price
+    table (K = 1, exact E[ALG]) or :func:`best_response_sampled` (K >= 2)."""
+    if setting.resources != 1:
+        return best_response_sampled(setting, model, policy, config, steps, dtype, key, samples)
+    table = price_table(setting, policy, dtype)
+    return best_response(setting, model, table, config, steps, dtype, key)

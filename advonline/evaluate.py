@@ -25,7 +25,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from advonline import certify
-from advonline.adversary import AdversaryModel, best_response, best_response_sampled
+from advonline.adversary import AdversaryModel, fresh_best_response
 from advonline.configs import AdversaryConfig
 from advonline.families import (
     FAMILY_NAMES,
@@ -42,7 +42,8 @@ from problems.posted_price import (
     Policy,
     Setting,
     expected_welfare_exact,
-    price_table,
+    mean_welfare,
+    repeat_each,
     simulate,
 )
 
@@ -114,11 +115,6 @@ class Measurement:
         }
 
 
-def _repeat(batch, times: int):
-    """Each member of a pytree batch (leading axis) ``times`` times in a row."""
-    return jax.tree.map(lambda leaf: jnp.repeat(leaf, times, axis=0), batch)
-
-
 def ratios(opt: np.ndarray, welfare: np.ndarray) -> np.ndarray:
     """OPT / ALG elementwise: ``inf`` where ALG earns nothing but OPT does, 1 where both 0."""
     opt, welfare = np.asarray(opt, np.float64), np.asarray(welfare, np.float64)
@@ -162,16 +158,9 @@ def expected_welfare(
 ) -> np.ndarray:
     """E[ALG] on each fixed instance ``[B]``: one run for deterministic policies, exact
     backward induction for randomised K = 1, else the mean of ``samples`` runs."""
-    count = instances.values.shape[0]
-    if policy.deterministic:
-        return np.asarray(
-            simulate(setting, policy, instances, jax.random.split(key, count)).welfare
-        )
-    if setting.resources == 1:
+    if not policy.deterministic and setting.resources == 1:
         return np.asarray(_expected_welfare_batch(setting, policy, instances))
-    repeated = _repeat(instances, samples)
-    runs = simulate(setting, policy, repeated, jax.random.split(key, count * samples))
-    return np.asarray(runs.welfare).reshape(count, samples).mean(-1)
+    return np.asarray(mean_welfare(setting, policy, instances, key, samples))
 
 
 _expected_welfare_batch = jax.jit(
@@ -196,7 +185,7 @@ def _source_ratios(
             expected_welfare(setting, policy, instances, key, samples),
         )
     runs_each = 1 if policy.deterministic else samples
-    repeated = _repeat(source, runs_each)
+    repeated = repeat_each(source, runs_each)
     runs = simulate(setting, policy, repeated, jax.random.split(key, count * runs_each))
     opt = np.asarray(offline_optimum(setting, runs.instance)).reshape(count, runs_each).mean(-1)
     return ratios(opt, np.asarray(runs.welfare).reshape(count, runs_each).mean(-1))
@@ -215,13 +204,9 @@ def adversary_source(
         f"fresh adversary, {budget.adversary_steps} steps x {budget.adversary_batch} "
         f"instances, seed {budget.seed}"
     )
-    if setting.resources != 1:
-        found = best_response_sampled(
-            setting, model, policy, config, budget.adversary_steps, jnp.float64, key, budget.samples
-        )
-        if not policy.deterministic:
-            note += f"; E[ALG] of its worst instance from {8 * budget.samples} sampled runs"
-    else:
+    if setting.resources != 1 and not policy.deterministic:
+        note += f"; E[ALG] of its worst instance from {8 * budget.samples} sampled runs"
+    if setting.resources == 1:
         work = (
             setting.rounds
             * (setting.grid_size + 1)
@@ -234,10 +219,9 @@ def adversary_source(
                 f"fresh adversary needs {work:.1e} state updates, over the limit "
                 f"{budget.adversary_work_limit:.0e}",
             )
-        table = price_table(setting, policy, jnp.float64)
-        found = best_response(
-            setting, model, table, config, budget.adversary_steps, jnp.float64, key
-        )
+    found = fresh_best_response(
+        setting, model, policy, config, budget.adversary_steps, jnp.float64, key, budget.samples
+    )
     worst = {"values": np.asarray(found.worst_instance.values).round(6).tolist()}
     if setting.resources != 1:
         worst["demands"] = np.asarray(found.worst_instance.demands).round(6).tolist()
@@ -364,7 +348,7 @@ def run_trace(
     """Welfare and revenue of ``policy`` on the trace (mean of sampled runs if randomised)."""
     runs = 1 if policy.deterministic else budget.samples
     with jax.enable_x64(True):
-        batch = _repeat(jax.tree.map(lambda leaf: leaf[None], instance), runs)
+        batch = repeat_each(jax.tree.map(lambda leaf: leaf[None], instance), runs)
         played = simulate(
             setting, policy, batch, jax.random.split(jax.random.key(budget.seed), runs)
         )

@@ -56,6 +56,7 @@ from problems.posted_price import (
     Setting,
     accepts,
     price_table,
+    repeat_each,
     simulate,
     state_occupancy,
 )
@@ -256,7 +257,7 @@ def reinforce_gradient(
     """Gradient (ascent) of ``sum_i w_i u_i`` by REINFORCE on sampled runs (the ablation)."""
     setting, samples = game.setting, game.config.algorithm.reinforce_samples
     count = instances.values.shape[0]
-    repeated = jax.tree.map(lambda leaf: jnp.repeat(leaf, samples, axis=0), instances)
+    repeated = repeat_each(instances, samples)
     frozen = game.policy(jax.lax.stop_gradient(params))
     runs = simulate(setting, frozen, repeated, jax.random.split(key, count * samples))
     returns = runs.welfare.reshape(count, samples) / jnp.where(optimum > 0, optimum, 1)[:, None]
@@ -306,6 +307,46 @@ def _add_to_replay(replay: Replay, instances: Instance, optimum, payoff, count: 
     )
 
 
+class TrainingPool(NamedTuple):
+    """What the algorithm trains against in one step: the adversary's batch, the replay (with
+    that batch's hardest added) and the mixed-in families."""
+
+    replay: Replay  # the replay after adding the batch's hardest instances
+    instances: Instance  # batch + replay + families, [P]
+    optimum: jax.Array  # [P]
+    valid: jax.Array  # [P] bool: False for empty replay slots
+
+
+def training_pool(
+    game: Game,
+    replay: Replay,
+    written: Instance,
+    optimum: jax.Array,
+    payoff: jax.Array,
+    families: Instance,
+    families_optimum: jax.Array,
+) -> TrainingPool:
+    """The pool of one step, the batch's ``replay_per_step`` hardest (by ``payoff``) replayed."""
+    replay = _add_to_replay(replay, written, optimum, payoff, game.config.game.replay_per_step)
+    return TrainingPool(
+        replay=replay,
+        instances=_concat(written, replay.instances, families),
+        optimum=jnp.concatenate([optimum, replay.optimum, families_optimum]),
+        valid=jnp.concatenate(
+            [jnp.ones_like(optimum, bool), replay.filled, jnp.ones_like(families_optimum, bool)]
+        ),
+    )
+
+
+def step_metrics(payoff: jax.Array, pool_payoff: jax.Array, valid: jax.Array) -> StepMetrics:
+    """Metrics of one step from the batch's payoffs and the (valid) pool's."""
+    return StepMetrics(
+        payoff=payoff.mean(),
+        adversary_ratio=1.0 / payoff.min(),
+        pool_ratio=1.0 / jnp.where(valid, pool_payoff, jnp.inf).min(),
+    )
+
+
 def replay_instances(game: Game, state: GameState, instances: Instance, ratio: jax.Array):
     """``state`` with the ``replay_per_step`` worst of ``instances`` (by ``ratio``) replayed."""
     optimum = offline_optimum(game.setting, instances)
@@ -338,13 +379,8 @@ def game_step(
             )
             updates, adversary_state = adversary_opt.update(grads, adversary_state, adversary)
             adversary = optax.apply_updates(adversary, updates)
-    replay = _add_to_replay(
-        state.replay, written.instances, optimum, payoff, config.game.replay_per_step
-    )
-    pool = _concat(written.instances, replay.instances, families)
-    pool_optimum = jnp.concatenate([optimum, replay.optimum, families_optimum])
-    valid = jnp.concatenate(
-        [jnp.ones_like(optimum, bool), replay.filled, jnp.ones_like(families_optimum, bool)]
+    replay, pool, pool_optimum, valid = training_pool(
+        game, state.replay, written.instances, optimum, payoff, families, families_optimum
     )
     algorithm, algorithm_state = state.algorithm, state.algorithm_opt
     weigh = functools.partial(_softmin_weights, valid=valid, temperature=config.game.temperature)
@@ -360,11 +396,7 @@ def game_step(
         descent = jax.tree.map(jnp.negative, ascent)
         updates, algorithm_state = algorithm_opt.update(descent, algorithm_state, algorithm)
         algorithm = optax.apply_updates(algorithm, updates)
-    metrics = StepMetrics(
-        payoff=payoff.mean(),
-        adversary_ratio=1.0 / payoff.min(),
-        pool_ratio=1.0 / jnp.where(valid, pool_payoff, jnp.inf).min(),
-    )
+    metrics = step_metrics(payoff, pool_payoff, valid)
     new_state = GameState(
         step=state.step + 1,
         key=key,

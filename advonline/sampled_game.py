@@ -37,10 +37,10 @@ from advonline.game import (
     Game,
     GameState,
     StepMetrics,
-    _add_to_replay,
-    _concat,
     _softmin_weights,
     reinforce_gradient,
+    step_metrics,
+    training_pool,
 )
 from problems.optimum import offline_optimum
 from problems.posted_price import Buyer, Instance, purchase, rollout
@@ -168,11 +168,8 @@ def _algorithm_updates(
     """Replay the batch's hardest instances, then ``n_alg`` updates of the pricing network on
     the pool (batch, replay, families) weighted by a softmin of its payoffs."""
     config = game.config
-    replay = _add_to_replay(state.replay, written, optimum, payoff, config.game.replay_per_step)
-    pool = _concat(written, replay.instances, families)
-    pool_optimum = jnp.concatenate([optimum, replay.optimum, families_optimum])
-    valid = jnp.concatenate(
-        [jnp.ones_like(optimum, bool), replay.filled, jnp.ones_like(families_optimum, bool)]
+    replay, pool, pool_optimum, valid = training_pool(
+        game, state.replay, written, optimum, payoff, families, families_optimum
     )
     optimizer = game.algorithm_optimizer()
     algorithm, algorithm_state = state.algorithm, state.algorithm_opt
@@ -187,11 +184,7 @@ def _algorithm_updates(
         descent = jax.tree.map(jnp.negative, ascent)
         updates, algorithm_state = optimizer.update(descent, algorithm_state, algorithm)
         algorithm = optax.apply_updates(algorithm, updates)
-    metrics = StepMetrics(
-        payoff=payoff.mean(),
-        adversary_ratio=1.0 / payoff.min(),
-        pool_ratio=1.0 / jnp.where(valid, pool_payoff, jnp.inf).min(),
-    )
+    metrics = step_metrics(payoff, pool_payoff, valid)
     return state.replace(
         step=state.step + 1,
         algorithm=algorithm,

@@ -31,12 +31,7 @@ import jax
 import jax.numpy as jnp
 
 from advonline import checkpoint
-from advonline.adversary import (
-    BestResponse,
-    adversary_optimizer,
-    best_response,
-    best_response_sampled,
-)
+from advonline.adversary import BestResponse, adversary_optimizer, fresh_best_response
 from advonline.configs import RunConfig
 from advonline.game import (
     Game,
@@ -48,7 +43,6 @@ from advonline.game import (
     replay_instances,
 )
 from advonline.sampled_game import sampled_game_step
-from problems.posted_price import price_table
 
 METRIC_FIELDS = (
     "step",
@@ -74,21 +68,16 @@ def exploitability_key(config: RunConfig, step: int) -> jax.Array:
 def fresh_adversary(game: Game, params: dict, key: jax.Array) -> BestResponse:
     """A fresh adversary trained from scratch against ``params``: its worst ratio and the
     worst instance of each of its steps."""
-    config, setting = game.config, game.setting
-    if setting.resources != 1:
-        return best_response_sampled(
-            setting,
-            game.adversary,
-            game.policy(params),
-            config.adversary,
-            config.log.exploit_steps,
-            jnp.float32,
-            key,
-            config.algorithm.payoff_runs,
-        )
-    table = price_table(setting, game.policy(params), jnp.float32)
-    return best_response(
-        setting, game.adversary, table, config.adversary, config.log.exploit_steps, jnp.float32, key
+    config = game.config
+    return fresh_best_response(
+        game.setting,
+        game.adversary,
+        game.policy(params),
+        config.adversary,
+        config.log.exploit_steps,
+        jnp.float32,
+        key,
+        config.algorithm.payoff_runs,
     )
 
 

@@ -315,6 +315,28 @@ def simulate(
     return _simulate_jit(setting, policy, sources, keys, default_dtype(dtype))
 
 
+def repeat_each(batch, times: int):
+    """Each member of a pytree batch (leading axis) ``times`` times in a row."""
+    return jax.tree.map(lambda leaf: jnp.repeat(leaf, times, axis=0), batch)
+
+
+def mean_welfare(
+    setting: Setting, policy: Policy, instances: Instance, key: jax.Array, samples: int, dtype=None
+) -> jax.Array:
+    """Welfare ``[B]`` of :func:`simulate` on each instance: one run for a deterministic policy
+    (exact), else the mean of ``samples`` runs, one key each."""
+    runs_each = 1 if policy.deterministic else samples
+    count = instances.values.shape[0]
+    runs = simulate(
+        setting,
+        policy,
+        repeat_each(instances, runs_each),
+        jax.random.split(key, count * runs_each),
+        dtype,
+    )
+    return runs.welfare.reshape(count, runs_each).mean(-1)
+
+
 @functools.partial(jax.jit, static_argnums=(0, 4))
 def _simulate_jit(setting, policy, sources, keys, dtype):
     return jax.vmap(rollout, in_axes=(None, None, 0, 0, None))(
