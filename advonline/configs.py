@@ -35,6 +35,7 @@ class AlgorithmConfig:
     round_input: bool = True  # the network sees t / T (False: the horizon is unknown to it)
     rollout_rounds: int = 4  # K >= 2: rounds of each run where every action is valued
     payoff_runs: int = 8  # K >= 2: sampled runs behind each payoff E[ALG] / OPT
+    shared_resources: bool = False  # one network prices every resource alike (equal capacities)
 
     def check(self) -> list[str]:
         problems = _positive(
@@ -150,6 +151,8 @@ def from_dict(data: dict, origin: str = "config") -> RunConfig:
     problems = [p for part in list(built.values())[1:] for p in part.check()]
     if config.algorithm.rollout_rounds > config.setting.rounds:
         problems.append("algorithm.rollout_rounds must be <= setting.rounds")
+    if config.algorithm.shared_resources and len(set(config.setting.capacities)) > 1:
+        problems.append("algorithm.shared_resources needs every capacity equal")
     if problems:
         raise ConfigError(f"{origin}: {'; '.join(problems)}")
     return config

@@ -46,7 +46,7 @@ from advonline.adversary import (
     welfare_ratio,
 )
 from advonline.configs import RunConfig
-from advonline.families import make_family, stopping_densities, write_out
+from advonline.families import family_demand_pairs, make_family, stopping_densities, write_out
 from advonline.learned import LearnedPolicy, price_atoms
 from advonline.networks import PricingNetwork
 from problems.optimum import offline_optimum
@@ -81,6 +81,7 @@ class Game:
             hidden=algorithm.hidden,
             layers=algorithm.layers,
             use_round=algorithm.round_input,
+            shared_resources=algorithm.shared_resources,
         )
         atoms = price_atoms(setting, algorithm.price_atoms)
         return Game(config, pricing, atoms, AdversaryModel.build(setting, config.adversary))
@@ -156,14 +157,19 @@ def init_state(game: Game, key: jax.Array) -> GameState:
 
 
 def known_family_pool(game: Game) -> tuple[Instance, jax.Array]:
-    """The staircase family at ``family_members`` stopping densities (fallback mixing), with
-    its optima; empty unless ``game.known_families`` is set."""
+    """The staircase family at ``family_members`` stopping densities for every (rising, final)
+    demand pair of the evaluator's families (fallback mixing), with its optima; empty unless
+    ``game.known_families`` is set. One demand level (K = 1): one pair, so ``family_members``
+    instances."""
     setting, members = game.setting, game.config.game.family_members
     if not game.config.game.known_families:
         return blank_instances(setting, 0), jnp.zeros(0)
-    stops = stopping_densities(setting, members, jnp.float32)
-    demand = jnp.full((members, setting.resources), setting.max_demand, jnp.float32)
-    instances = write_out(setting, make_family("staircase", setting, stops, demand), members)
+    rising, final = family_demand_pairs(setting, jnp.float32)  # [P, K] each
+    pairs = rising.shape[0]
+    stops = jnp.tile(stopping_densities(setting, members, jnp.float32), pairs)
+    rising, final = repeat_each((rising, final), members)
+    family = make_family("staircase", setting, stops, rising, final)
+    instances = write_out(setting, family, members * pairs)
     return instances, offline_optimum(setting, instances)
 
 

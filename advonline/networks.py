@@ -28,6 +28,15 @@ class PricingNetwork(nn.Module):
     atoms (every price equally likely). With ``use_round = False`` the round is hidden from
     the network (a constant feature): the algorithm does not know how much of the horizon is
     left, as in the classic online model where 1 + ln(U/L) is the optimal ratio.
+
+    With ``shared_resources`` one network prices every resource from the same features seen
+    from that resource: its own utilisation, the mean and the maximum of the others' and the
+    round. The policy then treats resources alike (equivariant: permuting the resources
+    permutes the prices), as the problem does when every resource has the same capacity and
+    [L, U]; what it learns on one resource holds for all, so an adversary that only ever
+    pressed one resource during training cannot leave another one untrained (the first
+    K = 2 run posted the lowest price with probability 0.75 on one resource and 0.035 on the
+    other, and a staircase on the second measured 51.7).
     """
 
     resources: int
@@ -35,15 +44,34 @@ class PricingNetwork(nn.Module):
     hidden: int = 64
     layers: int = 2
     use_round: bool = True
+    shared_resources: bool = False
 
     @nn.compact
     def __call__(self, utilisation: jax.Array, round_fraction: jax.Array) -> jax.Array:
         round_feature = 2 * round_fraction - 1 if self.use_round else jnp.zeros_like(round_fraction)
+        if self.shared_resources:
+            return self._shared(2 * utilisation - 1, round_feature)
         features = jnp.concatenate([2 * utilisation - 1, round_feature[..., None]], axis=-1)
+        logits = self._head(features, self.resources * self.atoms)
+        return logits.reshape(*logits.shape[:-1], self.resources, self.atoms)
+
+    def _shared(self, scaled: jax.Array, round_feature: jax.Array) -> jax.Array:
+        count = self.resources
+        if count > 1:
+            others = ~jnp.eye(count, dtype=bool)  # [K, K]: row k marks every resource but k
+            spread = scaled[..., None, :]  # [..., 1, K]
+            mean = jnp.sum(jnp.where(others, spread, 0), -1) / (count - 1)
+            largest = jnp.max(jnp.where(others, spread, -1), -1)
+        else:
+            mean = largest = jnp.full_like(scaled, -1)  # no other resource: all idle
+        rounds = jnp.broadcast_to(round_feature[..., None], scaled.shape)
+        features = jnp.stack([scaled, mean, largest, rounds], axis=-1)  # [..., K, 4]
+        return self._head(features, self.atoms)
+
+    def _head(self, features: jax.Array, outputs: int) -> jax.Array:
         for _ in range(self.layers):
             features = nn.tanh(nn.Dense(self.hidden)(features))
-        logits = nn.Dense(self.resources * self.atoms, kernel_init=nn.initializers.zeros)(features)
-        return logits.reshape(*logits.shape[:-1], self.resources, self.atoms)
+        return nn.Dense(outputs, kernel_init=nn.initializers.zeros)(features)
 
 
 class AdversaryNetwork(nn.Module):

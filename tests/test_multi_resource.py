@@ -13,12 +13,22 @@ import pytest
 from advonline import configs
 from advonline.cli import main
 from advonline.families import family_demand_pairs, make_family, write_out
-from advonline.game import Game, per_round_gradient
+from advonline.game import Game, known_family_pool, per_round_gradient
+from advonline.networks import PricingNetwork
 from advonline.sampled_game import rollout_gradient
 from baselines import make_baseline
 from baselines.exponential import exponential_price
 from problems.optimum import offline_optimum
-from problems.posted_price import Instance, Setting, rollout, simulate
+from problems.posted_price import (
+    Buyer,
+    Instance,
+    PriceDistribution,
+    Setting,
+    accept_probability,
+    rollout,
+    sample_prices,
+    simulate,
+)
 
 TWO = Setting(resources=2, capacities=(1.0, 1.0), rounds=12, max_demand=0.5, demand_levels=2)
 
@@ -83,6 +93,110 @@ def test_families_switch_to_the_final_demand_at_the_stop():
         TWO, make_family("staircase", TWO, stop, rising[index][None], final[index][None]), 1
     )
     assert float(offline_optimum(TWO, written)[0]) > 0
+
+
+def _random_distribution(rng, resources: int, atoms: int) -> PriceDistribution:
+    probs = rng.dirichlet(np.full(atoms, 0.7), size=resources)
+    prices = np.broadcast_to(np.geomspace(1.0, 10.0, atoms), (resources, atoms))
+    return PriceDistribution(prices=jnp.asarray(prices), probs=jnp.asarray(probs))
+
+
+def test_coupled_prices_keep_each_marginal_and_buy_with_the_exact_probability():
+    """The K prices share one quantile: each resource's price still follows its own row, and
+    the frequency with which a bundle buys is accept_probability (Monte Carlo, 4 sigma)."""
+    rng = np.random.default_rng(5)
+    draws_count = 40_000
+    for resources in (2, 3):
+        distribution = _random_distribution(rng, resources, 6)
+        keys = jax.random.split(jax.random.key(resources), draws_count)
+        draws = np.asarray(jax.vmap(sample_prices, in_axes=(None, 0))(distribution, keys))
+        prices = np.asarray(distribution.prices[0])
+        probs = np.asarray(distribution.probs)
+        for k in range(resources):
+            frequency = (draws[:, k, None] == prices[None]).mean(0)
+            assert np.all(np.abs(frequency - probs[k]) < 4 * np.sqrt(probs[k] / draws_count))
+        # one shared quantile: the quantile ranges of the K drawn atoms always overlap
+        ranks = np.searchsorted(prices, draws)  # [N, K] atom index per resource
+        upper = np.cumsum(probs, -1)[np.arange(resources), ranks]  # [N, K]
+        lower = upper - probs[np.arange(resources), ranks]
+        assert np.all(lower.max(-1) < upper.min(-1))
+        for _ in range(20):
+            demand = rng.integers(0, 3, resources) * 0.05
+            value = rng.uniform(1.0, 10.0) * demand.sum()
+            exact = float(
+                accept_probability(distribution, Buyer(jnp.asarray(value), jnp.asarray(demand)))
+            )
+            frequency = float(np.mean(draws @ demand <= value)) if demand.sum() > 0 else 0.0
+            assert abs(frequency - exact) < 4 * np.sqrt(
+                max(exact * (1 - exact), 1e-4) / draws_count
+            )
+
+
+def test_accept_probability_is_the_atom_sum_for_one_resource_and_differentiable():
+    rng = np.random.default_rng(6)
+    with jax.enable_x64(True):
+        single = _random_distribution(rng, 1, 7)
+        for value in (0.5, 0.9, 2.0, 7.5):
+            buyer = Buyer(jnp.asarray(value), jnp.asarray([0.5]))
+            atom_sum = float(jnp.sum(single.probs[0] * (value >= 0.5 * single.prices[0])))
+            assert float(accept_probability(single, buyer)) == pytest.approx(atom_sum, abs=1e-12)
+        logits = jnp.asarray(rng.normal(size=(2, 6)))
+        prices = jnp.broadcast_to(jnp.geomspace(1.0, 10.0, 6), (2, 6))
+        buyer = Buyer(jnp.asarray(0.6), jnp.asarray([0.1, 0.05]))
+
+        def bought(z):
+            return accept_probability(PriceDistribution(prices, jax.nn.softmax(z, -1)), buyer)
+
+        gradient = np.asarray(jax.grad(bought)(logits))
+        step = 1e-6
+        for k, a in np.ndindex(2, 6):
+            nudged = logits.at[k, a].add(step)
+            numeric = (float(bought(nudged)) - float(bought(logits.at[k, a].add(-step)))) / (
+                2 * step
+            )
+            assert gradient[k, a] == pytest.approx(numeric, abs=1e-6)
+        assert np.abs(gradient).sum() > 0
+
+
+def test_a_shared_pricing_network_prices_resources_alike():
+    network = PricingNetwork(resources=3, atoms=5, hidden=8, shared_resources=True)
+    params = network.init(jax.random.key(0), jnp.zeros(3), jnp.zeros(()))
+    params = jax.tree.map(
+        lambda leaf: leaf + 0.3 * jax.random.normal(jax.random.key(1), leaf.shape), params
+    )
+    utilisation = jnp.asarray([0.1, 0.6, 0.3])
+    logits = network.apply(params, utilisation, jnp.asarray(0.25))
+    order = jnp.asarray([2, 0, 1])
+    permuted = network.apply(params, utilisation[order], jnp.asarray(0.25))
+    np.testing.assert_allclose(np.asarray(permuted), np.asarray(logits[order]), atol=1e-6)
+    assert not np.allclose(np.asarray(logits[0]), np.asarray(logits[1]))  # states differ
+    batch = network.apply(params, jnp.stack([utilisation, utilisation[order]]), jnp.zeros(2))
+    assert batch.shape == (2, 3, 5)
+    uneven = {"setting": {"resources": 2, "capacities": [1.0, 2.0]}}
+    uneven["algorithm"] = {"shared_resources": True}
+    with pytest.raises(configs.ConfigError, match="shared_resources needs every capacity equal"):
+        configs.from_dict(uneven)
+
+
+def test_mixed_in_families_cover_every_demand_pair_of_the_evaluator():
+    data = {
+        "setting": {"resources": 2, "capacities": [1.0, 1.0], "rounds": 12, "max_demand": 0.5},
+        "algorithm": {"price_atoms": 4, "hidden": 8, "layers": 1, "rollout_rounds": 2},
+        "game": {"known_families": True, "family_members": 3},
+    }
+    data["setting"]["demand_levels"] = 2
+    game = Game.build(configs.from_dict(data))
+    instances, optimum = known_family_pool(game)
+    rising, final = family_demand_pairs(game.setting, jnp.float32)
+    assert instances.values.shape == (3 * rising.shape[0], 12)
+    firsts = {tuple(np.asarray(d).tolist()) for d in instances.demands[:, 0]}
+    lasts = {tuple(np.asarray(d).tolist()) for d in instances.demands[:, -1]}
+    assert firsts == lasts == {tuple(np.asarray(d).tolist()) for d in rising}
+    densities = np.asarray(instances.densities[:, -1])
+    assert np.isclose(densities.min(), 1.0) and np.isclose(densities.max(), 10.0)
+    assert np.all(np.asarray(optimum) > 0)
+    data["game"]["known_families"] = False
+    assert known_family_pool(Game.build(configs.from_dict(data)))[0].values.shape[0] == 0
 
 
 def test_rollout_gradient_is_unbiased_for_the_exact_gradient():
