@@ -10,13 +10,14 @@ from each run, the action's only effect is whether buyer t buys, so the value of
 action ``a`` is ``Q_t(a) = V_{t+1}(s_t) + accept_t(a) G_t`` with ``G_t = b_t x_t +
 V_{t+1}(s_t + x_t d_t) - V_{t+1}(s_t)`` (what a sale adds). The two continuations are two more
 runs from round ``t + 1``, one from each state, with the same random numbers (so ``G_t`` has
-little variance). The pricing network posts one distribution per resource, drawn with a
-shared quantile (:func:`~problems.posted_price.sample_prices`), so the expected value of the
-state is ``V_{t+1}(s_t) + P_t(buy) G_t`` with ``P_t(buy)`` exact and differentiable
-(:func:`~problems.posted_price.accept_probability`); the update is the gradient of it, summed
-over every price of every resource: ``grad P_t(buy) G_t / OPT`` (with one resource,
-``sum_a grad pi(a | s_t) accept_t(a) G_t / OPT``), scaled by ``T / rollout_rounds``: an
-unbiased estimate of the gradient of the expected payoff.
+little variance). The pricing network posts one distribution per resource, and the K prices
+are drawn with one shared quantile (:func:`~problems.posted_price.sample_prices`). The update
+is the all-action gradient of each resource's distribution with the other resources' prices
+as drawn in the run: ``sum_k sum_a grad pi_k(a | s_t) accept_t(a, p_{-k}) G_t / OPT``, scaled
+by ``T / rollout_rounds``. For one resource this is an unbiased estimate of the gradient of
+the expected payoff (tested against the exact K = 1 gradient). For K >= 2 it is exact only
+for independent draws; with the shared quantile the other resources' prices depend on the
+drawn atom, so it is an approximation (the K >= 2 results were trained with it).
 
 **Payoffs** (the adversary's REINFORCE signal, the softmin weights of the pool, the metrics)
 are means of ``payoff_runs`` sampled runs. **OPT** comes from SciPy's HiGHS (one

@@ -251,23 +251,6 @@ def sample_prices(distribution: PriceDistribution, key: jax.Array) -> jax.Array:
     return jnp.take_along_axis(distribution.prices, atoms[:, None], axis=-1)[:, 0]
 
 
-def accept_probability(distribution: PriceDistribution, buyer: Buyer) -> jax.Array:
-    """P(the buyer accepts the bundle price) under :func:`sample_prices`' coupled draw,
-    differentiable in ``probs``. The bundle price ``sum_k d_k Q_k(u)`` rises with the shared
-    quantile u, so the buyer accepts for u up to some ``u*``; ``u*`` is the largest cumulative
-    probability ``F_k(a)`` (over resources k and atoms a) at which the bundle price is at
-    most the value: the price there is the one posted just below it, on every resource the
-    first atom whose cumulative probability reaches it. Atoms must rise along each row. With
-    one resource this is ``sum_a probs_a [b >= p_a d]``."""
-    cumulative = jnp.cumsum(distribution.probs, axis=-1)  # [K, A]
-    breakpoints = cumulative.reshape(-1)  # [K A]
-    reached = cumulative[None] < breakpoints[:, None, None]  # [K A, K, A]
-    atoms = jnp.minimum(reached.sum(-1), distribution.probs.shape[-1] - 1)  # [K A, K]
-    prices = jnp.take_along_axis(distribution.prices[None], atoms[..., None], axis=-1)[..., 0]
-    bought = (buyer.value >= prices @ buyer.demand) & (buyer.demand.sum() > 0)
-    return jnp.clip(jnp.max(jnp.where(bought, breakpoints, 0.0)), 0.0, 1.0)
-
-
 class Rollout(NamedTuple):
     """A simulated episode; ``instance`` is the buyer sequence that was actually written."""
 
