@@ -7,6 +7,22 @@ that matter: a buyer with density in ``[g_j, g_{j+1})`` buys exactly where one w
 ``g_j`` buys, and a ratio that is a quotient of two linear functions of the density is worst
 at an end of that interval, i.e. at ``g_j`` or just below ``g_{j+1}``.
 
+Two conditionings (``adversary.conditioning``):
+
+- ``"noise"``: a noise vector and the round (:class:`~advonline.networks.AdversaryNetwork`);
+  the instances are written in advance, one ``vmap``.
+- ``"state"`` (K = 1): each instance is written while the one simulator plays it against the
+  algorithm (:class:`StateWriter`): buyer t is drawn from the state reached (round, units the
+  algorithm sold, a draw of its prices from its own distribution) and every type is scored by
+  its density, demand and chance to buy in that state
+  (:class:`~advonline.networks.StateAdversaryNetwork`). "Send a buyer at about the current
+  price, then stop and flood at the last density" (SPEC §4) is then a simple rule. What it
+  writes is a fixed instance and is measured as one (oblivious, exact ``E[ALG]`` over fresh
+  draws), so every figure it produces is attained by a real input. Against a randomised
+  algorithm the *writing* adapts to one draw of its prices; the measurement does not.
+  ``tests/test_state_adversary.py`` checks that against ``threshold`` a fresh one gets within
+  10% of the exact worst case, beyond a noise-conditioned one of the same budget.
+
 The adversary minimises the game payoff ``u = E_I E[ALG(I)] / OPT(I)`` (SPEC §2). For K = 1
 each instance's ``E[ALG]`` is exact (backward induction over the algorithm's state) and OPT is
 exact, so the only noise in its REINFORCE gradient is which instances were drawn; the whole
@@ -24,20 +40,26 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 import optax
+from flax import struct
 
 from advonline.configs import AdversaryConfig
 from advonline.families import family_demands
 from advonline.learned import price_atoms
-from advonline.networks import AdversaryNetwork
+from advonline.networks import AdversaryNetwork, StateAdversaryNetwork
 from problems.optimum import offline_optimum
 from problems.posted_price import (
+    AdversaryView,
+    Buyer,
     Instance,
     Policy,
     PriceDistribution,
     Setting,
+    TablePolicy,
     continuation,
+    demand_units,
     mean_welfare,
     price_table,
+    rollout,
     sell_probability,
 )
 
@@ -57,44 +79,134 @@ class Written(NamedTuple):
     instances: Instance  # values [B, T], demands [B, T, K]
     noise: jax.Array  # [B, Z]
     chosen: jax.Array  # [B, T] int32 type index; the last index means nobody
+    state: jax.Array | None = None  # state conditioning: [B, T, 2] round, utilisation seen
+    sale: jax.Array | None = None  # state conditioning: [B, T, types] P(buy) of every type
+
+
+#: Features of a buyer type, from its scaled log-density x, scaled demand m and the chance s
+#: that it buys in the current state: x, x^2, s, s^2, x s, m, m s, m x.
+TYPE_FEATURES = 8
 
 
 @dataclasses.dataclass(frozen=True)
 class AdversaryModel:
     """Static description of an adversary: its network and its buyer types (hashable)."""
 
-    network: AdversaryNetwork
+    network: AdversaryNetwork | StateAdversaryNetwork
     latent: int
     densities: tuple[float, ...]
     demands: tuple[tuple[float, ...], ...]  # [N][K] demand vectors
+    conditioning: str = "noise"
 
     @staticmethod
     def build(setting: Setting, config: AdversaryConfig) -> AdversaryModel:
         densities = density_levels(setting, config.density_levels)
         with jax.enable_x64(True):  # the exact grid fractions, whatever dtype runs later
             demands = tuple(tuple(row) for row in family_demands(setting, jnp.float64).tolist())
-        network = AdversaryNetwork(
-            types=len(densities) * len(demands) + 1, hidden=config.hidden, layers=config.layers
-        )
-        return AdversaryModel(network, config.latent, densities, demands)
+        types = len(densities) * len(demands) + 1
+        if config.conditioning == "state":
+            network = StateAdversaryNetwork(
+                types=types, features=TYPE_FEATURES, hidden=config.hidden, layers=config.layers
+            )
+        else:
+            network = AdversaryNetwork(types=types, hidden=config.hidden, layers=config.layers)
+        return AdversaryModel(network, config.latent, densities, demands, config.conditioning)
+
+    @property
+    def types(self) -> int:
+        return len(self.densities) * len(self.demands) + 1
 
     def init(self, key: jax.Array) -> dict:
+        if self.conditioning == "state":
+            return self.network.init(
+                key, jnp.zeros(self.latent + 2), jnp.zeros((self.types, TYPE_FEATURES))
+            )
         return self.network.init(key, jnp.zeros(self.latent), jnp.zeros(()))
 
     def logits(self, params: dict, noise: jax.Array, rounds: int) -> jax.Array:
-        """``[B, T, types]`` for noise ``[B, Z]``."""
+        """``[B, T, types]`` for noise ``[B, Z]`` (noise conditioning)."""
         fractions = jnp.arange(rounds) / rounds
         noise_grid = jnp.broadcast_to(noise[:, None, :], (noise.shape[0], rounds, self.latent))
         fraction_grid = jnp.broadcast_to(fractions[None, :], noise_grid.shape[:2])
         return self.network.apply(params, noise_grid, fraction_grid)
 
-    def write(self, params: dict, setting: Setting, key: jax.Array, count: int, dtype) -> Written:
-        """Draw ``count`` instances: one noise vector each, then one buyer type per round."""
+    def state_logits(
+        self, params: dict, noise: jax.Array, state: jax.Array, sale: jax.Array
+    ) -> jax.Array:
+        """``[..., types]`` (state conditioning) from noise ``[..., Z]``, the state
+        ``[..., 2]`` (:func:`scaled_state`) and each type's chance to buy ``[..., types]``."""
+        context = jnp.concatenate([noise, state.astype(noise.dtype)], -1)
+        return self.network.apply(params, context, self.type_features(sale))
+
+    def type_features(self, sale: jax.Array) -> jax.Array:
+        """``[..., types, TYPE_FEATURES]`` from every type's chance to buy ``[..., types]``."""
+        log_density = jnp.log(jnp.asarray(self.densities, sale.dtype))
+        scaled = 2 * (log_density - log_density[0]) / (log_density[-1] - log_density[0]) - 1
+        totals = jnp.asarray(self.demands, sale.dtype).sum(-1)
+        x = jnp.concatenate([jnp.repeat(scaled, len(self.demands)), jnp.full(1, -1.0)])
+        m = jnp.concatenate([jnp.tile(totals / totals.max(), len(self.densities)), jnp.zeros(1)])
+        x, m = (jnp.broadcast_to(f.astype(sale.dtype), sale.shape) for f in (x, m))
+        return jnp.stack([x, x * x, sale, sale * sale, x * sale, m, m * sale, m * x], -1)
+
+    def write(
+        self,
+        params: dict,
+        setting: Setting,
+        key: jax.Array,
+        count: int,
+        dtype,
+        table: PriceDistribution | None = None,
+    ) -> Written:
+        """Draw ``count`` instances: one noise vector each, then one buyer type per round
+        (state conditioning: as the algorithm given by its price ``table`` plays them)."""
+        if self.conditioning == "state":
+            return self._write_along(params, setting, key, count, dtype, table)
         key_noise, key_types = jax.random.split(key)
         noise = jax.random.normal(key_noise, (count, self.latent))
         logits = self.logits(params, noise, setting.rounds)
         chosen = jax.random.categorical(key_types, logits, axis=-1)
         return Written(self.instances(chosen, dtype), noise, chosen)
+
+    def _write_along(
+        self,
+        params: dict,
+        setting: Setting,
+        key: jax.Array,
+        count: int,
+        dtype,
+        table: PriceDistribution,
+    ) -> Written:
+        """State conditioning: each instance is written while the one simulator plays it
+        against the algorithm (prices drawn from ``table``), each buyer from the state reached.
+        The instance is then a fixed input like any other, measured obliviously."""
+        key_noise, key_types, key_prices = jax.random.split(key, 3)
+        noise = jax.random.normal(key_noise, (count, self.latent))
+        gumbel = jax.random.gumbel(key_types, (count, setting.rounds, self.types))
+        values, demands = self.type_buyers(dtype)
+        sale = type_sale_table(table, values, demands)  # [T, G + 1, types]
+        policy = TablePolicy(table, setting.grid_size)
+
+        def one(noise_i, gumbel_i, key_i):
+            writer = StateWriter(self, setting, params, noise_i, gumbel_i, sale, values, demands)
+            return rollout(setting, policy, writer, key_i, dtype)
+
+        runs = jax.vmap(one)(noise, gumbel, jax.random.split(key_prices, count))
+        instances = runs.instance
+        sold = runs.fractions * demand_units(setting, instances.demands)[..., 0]
+        units = (jnp.cumsum(sold, -1) - sold).round().astype(jnp.int32)  # [B, T] before t
+        rounds = jnp.broadcast_to(jnp.arange(setting.rounds)[None, :], units.shape)
+        match = (instances.values[..., None] == values[None, None]) & jnp.all(
+            instances.demands[..., None, :] == demands[None, None], -1
+        )  # [B, T, types]: exactly one type wrote each buyer
+        chosen = jnp.argmax(match, -1).astype(jnp.int32)
+        state = scaled_state(setting, rounds, units)
+        return Written(instances, noise, chosen, state, sale[rounds, units])
+
+    def type_buyers(self, dtype) -> tuple[jax.Array, jax.Array]:
+        """Value ``[types]`` and demand ``[types, K]`` of every buyer type."""
+        chosen = jnp.arange(self.types)[None]
+        instance = self.instances(chosen, dtype)
+        return instance.values[0], instance.demands[0]
 
     def instances(self, chosen: jax.Array, dtype) -> Instance:
         """Buyer types ``[B, T]`` as values and demand vectors."""
@@ -108,11 +220,56 @@ class AdversaryModel:
 
     def log_prob(self, params: dict, written: Written) -> tuple[jax.Array, jax.Array]:
         """log-probability ``[B]`` of each written instance and mean per-round entropy ``[B]``."""
-        logits = self.logits(params, written.noise, written.chosen.shape[1])
+        if self.conditioning == "state":
+            shape = (*written.chosen.shape, self.latent)
+            noise = jnp.broadcast_to(written.noise[:, None], shape)
+            logits = self.state_logits(params, noise, written.state, written.sale)
+        else:
+            logits = self.logits(params, written.noise, written.chosen.shape[1])
         log_probs = jax.nn.log_softmax(logits, axis=-1)
         picked = jnp.take_along_axis(log_probs, written.chosen[..., None], axis=-1)[..., 0]
         entropy = -jnp.sum(jnp.exp(log_probs) * log_probs, axis=-1).mean(-1)
         return picked.sum(-1), entropy
+
+
+def scaled_state(setting: Setting, round_index: jax.Array, units: jax.Array) -> jax.Array:
+    """``[..., 2]``: round and the algorithm's units, each scaled to [-1, 1]."""
+    return jnp.stack([2 * round_index / setting.rounds - 1, 2 * units / setting.grid_size - 1], -1)
+
+
+def type_sale_table(table: PriceDistribution, values: jax.Array, demands: jax.Array) -> jax.Array:
+    """``[T, G + 1, types]``: the chance that a buyer of each type (value ``[types]``, demand
+    ``[types, 1]``) accepts the price posted in each state of the K = 1 ``table``."""
+    demand = demands[None, None, :, 0, None]  # [1, 1, types, 1]
+    price_of = table.prices[..., None, :] * demand  # [T, G+1, types, A]
+    accept = (values[None, None, :, None] >= price_of) & (demand > 0)
+    return jnp.sum(table.probs[..., None, :] * accept, -1)
+
+
+@struct.dataclass
+class StateWriter:
+    """A :class:`~problems.posted_price.BuyerSource` that writes buyer t from the state the
+    algorithm reached (round, units sold; not the price it is about to draw): the
+    state-conditioned network's type, drawn with the Gumbel-max trick from ``gumbel``."""
+
+    model: AdversaryModel = struct.field(pytree_node=False)
+    setting: Setting = struct.field(pytree_node=False)
+    params: dict
+    noise: jax.Array  # [Z]
+    gumbel: jax.Array  # [T, types]
+    sale: jax.Array  # [T, G + 1, types]
+    values: jax.Array  # [types]
+    demands: jax.Array  # [types, K]
+
+    def __call__(self, view: AdversaryView) -> Buyer:
+        share = view.alg_used[0] / self.setting.capacities[0]
+        units = jnp.round(share * self.setting.grid_size).astype(jnp.int32)
+        state = scaled_state(self.setting, view.round, units)
+        logits = self.model.state_logits(
+            self.params, self.noise, state, self.sale[view.round, units]
+        )
+        chosen = jnp.argmax(logits + self.gumbel[view.round])
+        return Buyer(value=self.values[chosen], demand=self.demands[chosen])
 
 
 def payoffs(setting: Setting, table: PriceDistribution, instances: Instance, optimum: jax.Array):
@@ -188,7 +345,7 @@ def best_response(
 
     def step(carry, key_step):
         params, opt_state, worst, worst_instance = carry
-        written = model.write(params, setting, key_step, config.batch, dtype)
+        written = model.write(params, setting, key_step, config.batch, dtype, table)
         optimum = offline_optimum(setting, written.instances)
         payoff = payoffs(setting, table, written.instances, optimum)
         grads = jax.grad(functools.partial(adversary_loss, model))(

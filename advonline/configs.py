@@ -16,6 +16,7 @@ from pathlib import Path
 from problems.posted_price import Setting, SettingError
 
 UPDATES = ("per-round", "reinforce")
+CONDITIONINGS = ("noise", "state")
 
 
 class ConfigError(ValueError):
@@ -66,12 +67,16 @@ class AdversaryConfig:
     learning_rate: float = 1e-2
     batch: int = 64  # instances written per update
     entropy: float = 0.01  # bonus on the per-round type distributions
+    conditioning: str = "noise"  # "noise": a noise vector and the round; "state": also the
+    # algorithm's state as the instance is written (K = 1; see advonline/adversary.py)
 
     def check(self) -> list[str]:
         problems = _positive(self, "density_levels", "latent", "hidden", "layers", "batch")
         problems += _positive_float(self, "learning_rate")
         if self.entropy < 0:
             problems.append("adversary.entropy must be >= 0")
+        if self.conditioning not in CONDITIONINGS:
+            problems.append(f"adversary.conditioning must be one of {', '.join(CONDITIONINGS)}")
         return problems
 
 
@@ -153,6 +158,8 @@ def from_dict(data: dict, origin: str = "config") -> RunConfig:
         problems.append("algorithm.rollout_rounds must be <= setting.rounds")
     if config.algorithm.shared_resources and len(set(config.setting.capacities)) > 1:
         problems.append("algorithm.shared_resources needs every capacity equal")
+    if config.adversary.conditioning == "state" and config.setting.resources != 1:
+        problems.append('adversary.conditioning = "state" needs one resource (K = 1)')
     if problems:
         raise ConfigError(f"{origin}: {'; '.join(problems)}")
     return config

@@ -61,6 +61,11 @@ class Budget:
     adversary_steps: int = 100  # REINFORCE steps of the fresh adversary (source "adversary")
     adversary_batch: int = 64  # instances it writes per step
     adversary_work_limit: float = 1e10  # largest T (G + 1) x batch x steps it attempts
+    # K = 1: the fresh adversary is conditioned on the algorithm's state as it writes (it
+    # finds far worse inputs than the noise-conditioned one; advonline/adversary.py), with
+    # this entropy bonus. K >= 2: the noise-conditioned adversary with its default entropy.
+    adversary_conditioning: str = "state"
+    adversary_entropy: float = 1.0
     exact_work_limit: float = (
         certify.DEFAULT_WORK_LIMIT
     )  # largest exact DP sweep attempted (state x candidate updates)
@@ -199,10 +204,14 @@ def adversary_source(
     instance it wrote, with E[ALG] exact (K = 1, and deterministic policies) or a mean of sampled
     runs (randomised, K >= 2): an oblivious adversary."""
     config = AdversaryConfig(batch=budget.adversary_batch)
+    if setting.resources == 1:
+        config = dataclasses.replace(
+            config, conditioning=budget.adversary_conditioning, entropy=budget.adversary_entropy
+        )
     model = AdversaryModel.build(setting, config)
     note = (
-        f"fresh adversary, {budget.adversary_steps} steps x {budget.adversary_batch} "
-        f"instances, seed {budget.seed}"
+        f"fresh adversary ({config.conditioning}-conditioned), {budget.adversary_steps} steps "
+        f"x {budget.adversary_batch} instances, seed {budget.seed}"
     )
     if setting.resources != 1 and not policy.deterministic:
         note += f"; E[ALG] of its worst instance from {8 * budget.samples} sampled runs"

@@ -373,9 +373,12 @@ def game_step(
     updates_made = config.game.adversary_steps
     key, *keys = jax.random.split(state.key, 1 + max(updates_made, 1))
     adversary, adversary_state = state.adversary, state.adversary_opt
+    table = None
+    if game.adversary.conditioning == "state":  # it writes along the algorithm's play
+        table = price_table(setting, game.policy(state.algorithm), jnp.float32)
     for index, key_write in enumerate(keys):
         written = game.adversary.write(
-            adversary, setting, key_write, config.adversary.batch, jnp.float32
+            adversary, setting, key_write, config.adversary.batch, jnp.float32, table
         )
         optimum = offline_optimum(setting, written.instances)
         payoff = game_payoffs(game, state.algorithm, written.instances, optimum)

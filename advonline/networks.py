@@ -12,6 +12,12 @@ Conditioned on the noise, the network writes one sequence (its logits can be sha
 round: "rise until round tau(z), then stay at level v(z)" is a function of (z, t) alone), and
 the mixture over the noise is the adversary's mixed strategy. Rounds are independent given
 the noise, so writing a batch of instances is one ``vmap``, with no loop over rounds.
+
+What that misses in practice: REINFORCE on such a generator rarely finds the ramp, whose
+densities must follow the algorithm's own prices. :class:`StateAdversaryNetwork` (K = 1) also
+sees the algorithm's state and scores each buyer type by its chance to buy there, so the ramp
+is a rule of the state; the instances it writes are still fixed inputs, measured obliviously
+(``advonline/adversary.py``).
 """
 
 from __future__ import annotations
@@ -87,3 +93,29 @@ class AdversaryNetwork(nn.Module):
         for _ in range(self.layers):
             features = nn.tanh(nn.Dense(self.hidden)(features))
         return nn.Dense(self.types)(features)
+
+
+class StateAdversaryNetwork(nn.Module):
+    """``(context [..., C], type_features [..., types, F]) -> logits [..., types]``.
+
+    The state-conditioned adversary (``adversary.conditioning = "state"``). The context is
+    the noise vector, the round and the algorithm's utilisation; every buyer type is described
+    by its own features (its density and demand, and the chance it buys in the current state).
+    Each type's logit is a context-dependent base (as in :class:`AdversaryNetwork`) plus a
+    context-dependent linear score of its features, so "the cheapest type that surely buys"
+    (a ramp along the algorithm's prices) and "the dearest type that does not buy" (a flood
+    just below them) are simple rules of the state, whatever the algorithm's prices are.
+    """
+
+    types: int
+    features: int
+    hidden: int = 64
+    layers: int = 2
+
+    @nn.compact
+    def __call__(self, context: jax.Array, type_features: jax.Array) -> jax.Array:
+        for _ in range(self.layers):
+            context = nn.tanh(nn.Dense(self.hidden)(context))
+        base = nn.Dense(self.types)(context)
+        weights = nn.Dense(self.features)(context)
+        return base + jnp.einsum("...f,...jf->...j", weights, type_features)

@@ -37,6 +37,7 @@ from advonline.game import (
     sale_probabilities,
 )
 from problems.optimum import offline_optimum
+from problems.posted_price import price_table
 
 
 def numpy_action_weights(setting, probs, instances, optimum, weights, atoms) -> np.ndarray:
@@ -87,7 +88,10 @@ def main() -> None:
     # the pool one algorithm update trains on: adversary batch + replay + mixed-in families
     pool = config.adversary.batch + config.game.replay_size
     pool += config.game.family_members if config.game.known_families else 0
-    written = game.adversary.write(state.adversary, setting, jax.random.key(1), pool, jnp.float32)
+    table = price_table(setting, game.policy(state.algorithm), jnp.float32)
+    written = game.adversary.write(
+        state.adversary, setting, jax.random.key(1), pool, jnp.float32, table
+    )
     instances = written.instances
     optimum = offline_optimum(setting, instances)
     weights = jnp.full(optimum.shape, 1.0 / optimum.shape[0])

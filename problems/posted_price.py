@@ -384,6 +384,26 @@ def price_table(setting: Setting, policy: Policy, dtype=None) -> PriceDistributi
     return PriceDistribution(prices=prices, probs=probs)
 
 
+@struct.dataclass
+class TablePolicy:
+    """A K = 1 policy given by its :func:`price_table` (``[T, G + 1, A]``): posts entry
+    ``[t, u]`` in round t after u grid units are sold. On the grid it is the policy the table
+    was made from, with the network evaluated once per state instead of once per visit."""
+
+    table: PriceDistribution
+    grid: int = struct.field(pytree_node=False)
+    deterministic: bool = struct.field(pytree_node=False, default=False)
+
+    def __call__(self, observation: Observation) -> PriceDistribution:
+        rounds = self.table.prices.shape[0]
+        round_index = jnp.round(observation.round_fraction * rounds).astype(jnp.int32)
+        units = jnp.round(observation.utilisation[0] * self.grid).astype(jnp.int32)
+        return PriceDistribution(
+            prices=self.table.prices[round_index, units][None],
+            probs=self.table.probs[round_index, units][None],
+        )
+
+
 def demand_units(setting: Setting, demands: jax.Array) -> jax.Array:
     """Demands ``[..., K]`` (capacity fractions) as whole grid units, int32."""
     capacities = jnp.broadcast_to(jnp.asarray(setting.capacities, demands.dtype), demands.shape)
