@@ -56,7 +56,6 @@ from problems.posted_price import (
     Setting,
     TablePolicy,
     continuation,
-    demand_units,
     mean_welfare,
     price_table,
     rollout,
@@ -192,8 +191,8 @@ class AdversaryModel:
 
         runs = jax.vmap(one)(noise, gumbel, jax.random.split(key_prices, count))
         instances = runs.instance
-        sold = runs.fractions * demand_units(setting, instances.demands)[..., 0]
-        units = (jnp.cumsum(sold, -1) - sold).round().astype(jnp.int32)  # [B, T] before t
+        share = runs.used_before()[..., 0] / setting.capacities[0]
+        units = jnp.round(share * setting.grid_size).astype(jnp.int32)  # [B, T], as the writer
         rounds = jnp.broadcast_to(jnp.arange(setting.rounds)[None, :], units.shape)
         match = (instances.values[..., None] == values[None, None]) & jnp.all(
             instances.demands[..., None, :] == demands[None, None], -1

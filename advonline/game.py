@@ -220,6 +220,11 @@ def payoffs_and_gains(game: Game, sell: jax.Array, instances: Instance, optimum:
 def game_payoffs(game: Game, params: dict, instances: Instance, optimum: jax.Array):
     """Exact payoff of each instance against the current pricing network ``[B]``."""
     probs = policy_probs(game, params, instances.values.dtype)
+    return payoffs_from_probs(game, probs, instances, optimum)
+
+
+def payoffs_from_probs(game: Game, probs: jax.Array, instances: Instance, optimum: jax.Array):
+    """:func:`game_payoffs` from the network's table ``probs`` ``[T, G + 1, A]``."""
     sell = sale_probabilities(probs, accepted_atoms(game, instances))
     return payoffs_given_sales(game.setting, sell, instances, optimum)
 
@@ -269,8 +274,7 @@ def reinforce_gradient(
     returns = runs.welfare.reshape(count, samples) / jnp.where(optimum > 0, optimum, 1)[:, None]
     others = (returns.sum(-1, keepdims=True) - returns) / max(samples - 1, 1)
     advantage = (returns - others) * weights[:, None]  # leave-one-out baseline
-    sold = runs.fractions[..., None] * runs.instance.demands  # [B S, T, K]
-    used_before = jnp.cumsum(sold, axis=1) - sold
+    used_before = runs.used_before()  # [B S, T, K]
     atoms = jnp.asarray(game.atoms, runs.unit_prices.dtype)
     chosen = jnp.argmin(
         jnp.abs(runs.unit_prices[..., None] - atoms[None, None, None]), axis=-1
@@ -373,15 +377,15 @@ def game_step(
     updates_made = config.game.adversary_steps
     key, *keys = jax.random.split(state.key, 1 + max(updates_made, 1))
     adversary, adversary_state = state.adversary, state.adversary_opt
-    table = None
-    if game.adversary.conditioning == "state":  # it writes along the algorithm's play
-        table = price_table(setting, game.policy(state.algorithm), jnp.float32)
+    # the algorithm in every state, once: the state-conditioned adversary writes along it and
+    # every batch's payoffs come from it
+    table = price_table(setting, game.policy(state.algorithm), jnp.float32)
     for index, key_write in enumerate(keys):
         written = game.adversary.write(
             adversary, setting, key_write, config.adversary.batch, jnp.float32, table
         )
         optimum = offline_optimum(setting, written.instances)
-        payoff = game_payoffs(game, state.algorithm, written.instances, optimum)
+        payoff = payoffs_from_probs(game, table.probs, written.instances, optimum)
         if index < updates_made:  # none when the adversary is frozen
             grads = jax.grad(functools.partial(adversary_loss, game.adversary))(
                 adversary, written, payoff, config.adversary.entropy

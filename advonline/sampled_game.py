@@ -68,8 +68,7 @@ def sale_gains(
     policy = game.policy(jax.lax.stop_gradient(params))
     key_run, key_rounds, key_next = jax.random.split(key, 3)
     run = rollout(setting, policy, instance, key_run, jnp.float32)
-    sold = run.fractions[:, None] * instance.demands  # [T, K]
-    used_before = jnp.cumsum(sold, axis=0) - sold
+    used_before = run.used_before()  # [T, K]
     rounds = jax.random.choice(key_rounds, setting.rounds, (count,), replace=False)
     safe_optimum = jnp.where(optimum > 0, optimum, 1)
 

@@ -261,6 +261,11 @@ class Rollout(NamedTuple):
     unit_prices: jax.Array  # [T, K] posted prices
     final_used: jax.Array  # [K]
 
+    def used_before(self) -> jax.Array:
+        """``[..., T, K]``: what had been sold when each buyer arrived (also for a batch)."""
+        sold = self.fractions[..., None] * self.instance.demands
+        return jnp.cumsum(sold, axis=-2) - sold
+
 
 class _Carry(NamedTuple):
     used: jax.Array  # [K]
