@@ -273,17 +273,18 @@ class StateWriter:
 
 def payoffs(setting: Setting, table: PriceDistribution, instances: Instance, optimum: jax.Array):
     """``E[ALG(I)] / OPT(I)`` per instance ``[B]`` for the policy given by its price ``table``."""
-    sell = jax.vmap(sell_probability, in_axes=(None, 0))(table, instances)
+    sell = jax.vmap(sell_probability, in_axes=(None, 0), out_axes=1)(table, instances)
     return payoffs_given_sales(setting, sell, instances, optimum)
 
 
 def payoffs_given_sales(
     setting: Setting, sell: jax.Array, instances: Instance, optimum: jax.Array
 ) -> jax.Array:
-    """Payoffs ``[B]`` from the sale probabilities ``[B, T, G + 1]`` (1 where OPT = 0: nobody
-    worth serving came)."""
+    """Payoffs ``[B]`` from the sale probabilities, round-major ``[T, B, G + 1]`` (the layout
+    the backward induction reads fastest: each round's slice is contiguous), 1 where OPT = 0:
+    nobody worth serving came."""
     welfare = jax.vmap(
-        lambda sell_i, instance: continuation(setting, sell_i, instance).values[0, 0]
+        lambda sell_i, instance: continuation(setting, sell_i, instance).first[0], in_axes=(1, 0)
     )(sell, instances)
     return welfare_ratio(welfare, optimum)
 

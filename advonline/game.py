@@ -58,7 +58,7 @@ from problems.posted_price import (
     price_table,
     repeat_each,
     simulate,
-    state_occupancy,
+    welfare_and_sale_weight,
 )
 
 
@@ -185,22 +185,32 @@ def accepted_atoms(game: Game, instances: Instance) -> jax.Array:
     return per_buyer(instances.values, instances.demands)
 
 
+def below_mask(atoms: int, dtype) -> jax.Array:
+    """``M[a, k] = [a < k]`` ``[A, A + 1]``: a buyer who accepts the first ``k`` atoms buys
+    with probability ``(probs @ M)[k]``; a cumulative sum as one matrix product, which a CPU
+    does faster than XLA's cumulative sum over a short axis."""
+    return (jnp.arange(atoms)[:, None] < jnp.arange(atoms + 1)[None, :]).astype(dtype)
+
+
 def sale_probabilities(probs: jax.Array, accepted: jax.Array) -> jax.Array:
-    """``[B, T, G + 1]``: P(buyer t buys in state u) = P(price atom < k_t) from the table
-    ``probs`` ``[T, G + 1, A]`` and the accepted counts ``k`` ``[B, T]``."""
-    below = jnp.concatenate([jnp.zeros_like(probs[..., :1]), jnp.cumsum(probs, -1)], -1)
-    rounds = jnp.arange(probs.shape[0])[None, :]  # [1, T]
-    return jnp.clip(below[rounds, :, accepted], 0.0, 1.0)  # advanced indices first: [B, T, G+1]
+    """``[T, B, G + 1]`` (round-major, as the backward induction reads it): P(buyer t buys in
+    state u) = P(price atom < k_t) from the table ``probs`` ``[T, G + 1, A]`` and the accepted
+    counts ``k`` ``[B, T]``."""
+    mask = below_mask(probs.shape[-1], probs.dtype)
+    below = jnp.einsum("tua,ak->tku", probs, mask)  # [T, A + 1, G + 1]: gathered rows contiguous
+    return jnp.clip(jnp.take_along_axis(below, accepted.T[:, :, None], axis=1), 0.0, 1.0)
 
 
 def action_weights(weighted_gain: jax.Array, accepted: jax.Array, atoms: int) -> jax.Array:
-    """``W[t, u, a] = sum_b c_b(t, u) [a < k_bt]`` ``[T, G + 1, A]`` from ``c`` ``[B, T, G+1]``:
-    scatter each c_b(t, :) to its count k_bt, then sum the counts above each atom."""
-    rounds = jnp.broadcast_to(jnp.arange(accepted.shape[1])[None, :], accepted.shape)
-    shape = (weighted_gain.shape[1], weighted_gain.shape[2], atoms + 1)
-    by_count = jnp.zeros(shape, weighted_gain.dtype).at[rounds, :, accepted].add(weighted_gain)
-    above = jnp.flip(jnp.cumsum(jnp.flip(by_count, -1), -1), -1)  # sum over counts >= index
-    return above[..., 1:]
+    """``W[t, u, a] = sum_b c_b(t, u) [a < k_bt]`` ``[T, G + 1, A]`` from ``c`` ``[T, B, G+1]``:
+    scatter each c_b(t, :) to its count k_bt, then sum the counts above each atom (the
+    transpose of :func:`sale_probabilities`' sum below it)."""
+    rounds = jnp.broadcast_to(jnp.arange(accepted.shape[1])[:, None], accepted.T.shape)
+    shape = (weighted_gain.shape[0], atoms + 1, weighted_gain.shape[2])  # [T, A + 1, G + 1]
+    # rows of G + 1 contiguous values are added at once (a scatter along the last axis of a
+    # [T, G + 1, A + 1] table is several times slower on a CPU)
+    by_count = jnp.zeros(shape, weighted_gain.dtype).at[rounds, accepted.T].add(weighted_gain)
+    return jnp.einsum("tku,ak->tua", by_count, below_mask(atoms, weighted_gain.dtype))
 
 
 def policy_probs(game: Game, params: dict, dtype) -> jax.Array:
@@ -209,12 +219,13 @@ def policy_probs(game: Game, params: dict, dtype) -> jax.Array:
 
 
 def payoffs_and_gains(game: Game, sell: jax.Array, instances: Instance, optimum: jax.Array):
-    """Exact payoffs ``[B]`` and per-state weights ``P(s_t = u) G_t(u) / OPT`` ``[B, T, G+1]``
-    from the sale probabilities ``sell`` ``[B, T, G + 1]``."""
-    passes = jax.vmap(state_occupancy, in_axes=(None, 0, 0))(game.setting, sell, instances)
+    """Exact payoffs ``[B]`` and per-state weights ``P(s_t = u) G_t(u) / OPT`` ``[T, B, G+1]``
+    from the sale probabilities ``sell`` ``[T, B, G + 1]``."""
+    welfare, sale_weight = jax.vmap(welfare_and_sale_weight, in_axes=(None, 1, 0), out_axes=(0, 1))(
+        game.setting, sell, instances
+    )
     safe = jnp.where(optimum > 0, optimum, 1)
-    weighted_gain = passes.occupancy * passes.sale_gain / safe[:, None, None]
-    return welfare_ratio(passes.welfare, optimum), weighted_gain
+    return welfare_ratio(welfare, optimum), sale_weight / safe[None, :, None]
 
 
 def game_payoffs(game: Game, params: dict, instances: Instance, optimum: jax.Array):
@@ -241,11 +252,13 @@ def per_round_update(
     dtype = instances.values.dtype
     probs, pull_back = jax.vjp(lambda p: policy_probs(game, p, dtype), params)
     accepted = accepted_atoms(game, instances)
-    sell = sale_probabilities(probs, accepted)
+    # materialised once: left to itself XLA fuses the gather into both scans over rounds,
+    # which costs a CPU more than writing the table out (about 10 ms of 90 per update)
+    sell = jax.lax.optimization_barrier(sale_probabilities(probs, accepted))
     payoff, weighted_gain = payoffs_and_gains(game, sell, instances, optimum)
     weights = jax.lax.stop_gradient(weigh(payoff))
     # sum_i w_i P_i(t, u) G_i(t, u) accept_i(t, a) / OPT_i = d(payoff) / d pi(a | t, u)
-    weight = action_weights(weights[:, None, None] * weighted_gain, accepted, len(game.atoms))
+    weight = action_weights(weights[None, :, None] * weighted_gain, accepted, len(game.atoms))
     (gradient,) = pull_back(weight.astype(probs.dtype))
     return payoff, gradient
 

@@ -8,11 +8,10 @@ the adversary at initialisation) for the same pricing network: exact continuatio
 backward induction, state probabilities by a forward pass, and the all-action weights
 ``W[t, u, a] = sum_i w_i P_i(t, u) G_i(t, u) accept_i(t, a) / OPT_i``, with the same algorithm
 (a buyer accepts the first k_t atoms, so sums over atoms are cumulative sums). The NumPy
-version loops
-over instances and rounds in Python (vectorised over utilisation and prices only); the JAX
-version is one jitted call that also backpropagates through the network. Prints buyer-rounds
-per second, updates per second and the speed-up, and the largest difference between the two
-weight tables (they must agree). On a machine where JAX sees a GPU the JAX figures are the
+version loops over instances and rounds in Python (vectorised over utilisation and prices
+only); the JAX version is one jitted call that also backpropagates through the network. Prints
+buyer-rounds per second, updates per second and the speed-up (median call times), and the
+largest difference between the two weight tables (they must agree). On a machine where JAX sees a GPU the JAX figures are the
 GPU's; the NumPy loop always runs on the CPU.
 """
 
@@ -78,6 +77,20 @@ def numpy_action_weights(setting, probs, instances, optimum, weights, atoms) -> 
     return np.flip(np.cumsum(np.flip(total, -1), -1), -1)[..., 1:]
 
 
+JAX_CALLS = 30  # timed calls of each implementation; the median is reported (a shared CPU's
+NUMPY_CALLS = 3  # timings swing by 10-20% from call to call)
+
+
+def median_seconds(call, count: int) -> float:
+    """Median wall time of ``count`` calls of ``call()``."""
+    times = []
+    for _ in range(count):
+        start = time.perf_counter()
+        call()
+        times.append(time.perf_counter() - start)
+    return float(np.median(times))
+
+
 def main() -> None:
     path = sys.argv[1] if len(sys.argv) > 1 else "experiments/configs/k1-u10.toml"
     config = configs.load(path)
@@ -99,25 +112,25 @@ def main() -> None:
     buyer_rounds = batch * setting.rounds
 
     update = jax.jit(per_round_gradient, static_argnums=0)
-    jax.block_until_ready(update(game, state.algorithm, instances, optimum, weights))
-    repeats = 20
-    start = time.perf_counter()
-    for _ in range(repeats):
-        jax.block_until_ready(update(game, state.algorithm, instances, optimum, weights))
-    jax_seconds = (time.perf_counter() - start) / repeats
+    jax.block_until_ready(update(game, state.algorithm, instances, optimum, weights))  # compile
+    jax_seconds = median_seconds(
+        lambda: jax.block_until_ready(update(game, state.algorithm, instances, optimum, weights)),
+        JAX_CALLS,
+    )
 
     probs = np.asarray(policy_probs(game, state.algorithm, jnp.float32), np.float64)
     as_numpy = jax.tree.map(np.asarray, (instances, optimum, weights))
     atoms = np.asarray(game.atoms)
-    start = time.perf_counter()
     reference = numpy_action_weights(setting, probs, *as_numpy, atoms)
-    numpy_seconds = time.perf_counter() - start
+    numpy_seconds = median_seconds(
+        lambda: numpy_action_weights(setting, probs, *as_numpy, atoms), NUMPY_CALLS
+    )
 
     accepted = accepted_atoms(game, instances)
     sell = sale_probabilities(jnp.asarray(probs, jnp.float32), accepted)
     _, weighted_gain = payoffs_and_gains(game, sell, instances, optimum)
     jax_weights = np.asarray(
-        action_weights(weights[:, None, None] * weighted_gain, accepted, len(game.atoms))
+        action_weights(weights[None, :, None] * weighted_gain, accepted, len(game.atoms))
     )
     gap = np.abs(jax_weights - reference).max() / np.abs(reference).max()
 
@@ -126,6 +139,7 @@ def main() -> None:
         f"batch: {batch} instances x {setting.rounds} rounds, grid {setting.grid_size} units, "
         f"{len(game.atoms)} price atoms"
     )
+    print(f"median of {JAX_CALLS} (JAX) and {NUMPY_CALLS} (NumPy) timed calls")
     print(f"{'implementation':<28}{'s/update':>10}{'updates/s':>12}{'buyer-rounds/s':>16}")
     jax_name = f"JAX ({device.platform}, jit)"
     for name, seconds in ((jax_name, jax_seconds), ("NumPy loop (cpu)", numpy_seconds)):

@@ -419,7 +419,7 @@ def expected_welfare_exact(setting: Setting, policy: Policy, instance: Instance)
     """Exact E[welfare] of a (randomised) K = 1 policy on one instance, by backward induction
     (:func:`continuation`). Zero variance, O(T G A); differentiable in the policy."""
     table = price_table(setting, policy, instance.values.dtype)
-    return continuation(setting, sell_probability(table, instance), instance).values[0, 0]
+    return continuation(setting, sell_probability(table, instance), instance).first[0]
 
 
 def accepts(unit_prices: jax.Array, buyer: Buyer) -> jax.Array:
@@ -437,75 +437,108 @@ def sell_probability(table: PriceDistribution, instance: Instance) -> jax.Array:
     return jax.vmap(at_round)(table.prices, table.probs, instance.values, instance.demands)
 
 
-class Continuation(NamedTuple):
-    """Exact values of a K = 1 policy on one instance, over (round t, utilisation units u)."""
-
-    values: jax.Array  # [T + 1, G + 1] V_t(u): expected welfare still to come; V_T = 0
-    sale_gain: jax.Array  # [T, G + 1] b_t x(u) + V_{t+1}(u + s(u)) - V_{t+1}(u)
-
-
-def continuation(
-    setting: Setting,
-    sell_prob: jax.Array,
-    instance: Instance,
-    bonus: jax.Array | None = None,
-) -> Continuation:
-    """Backward induction over (t, u): ``V_T = 0``,
-    ``V_t(u) = V_{t+1}(u) + p_t(u) [b_t x(u) + V_{t+1}(u + s(u)) - V_{t+1}(u)] + bonus_t(u)``
-    with ``p = sell_prob`` ``[T, G + 1]`` and the sale ``x(u)`` (fraction), ``s(u)`` (units) of
-    :func:`purchase`. Needs demands on the setting's grid.
-
-    ``bonus`` ``[T, G + 1]`` is zero in use; the derivative of ``V_0(0)`` with respect to it is
-    the probability of reaching each state (:func:`state_occupancy`), so the per-round update
-    gets its state weights from this one copy of the dynamics.
+def look_ahead(values: jax.Array, ahead: jax.Array, most: int) -> jax.Array:
+    """``values[min(u + ahead[u], G)]`` ``[G + 1]`` for offsets ``ahead`` in ``0..most``
+    (static), without a gather: one static shift per offset, selected elementwise. A sale
+    moves utilisation by at most ``demand_levels`` units, so the shifts are few; a gather (and
+    the scatter-add its derivative is) costs far more per element on a CPU than a shift does.
     """
-    grid = setting.grid_size
-    dtype = instance.values.dtype
-    capacity = setting.capacities[0]
+    picked = values
+    for offset in range(1, most + 1):
+        edge = jnp.broadcast_to(values[-1:], (min(offset, values.shape[0]),))
+        shifted = jnp.concatenate([values[offset:], edge])
+        picked = jnp.where(ahead == offset, shifted, picked)
+    return picked
+
+
+class SaleTable(NamedTuple):
+    """K = 1: what a buyer who accepts buys after u units are sold, for every demand level."""
+
+    fraction: jax.Array  # [D + 1, G + 1] the fraction of its demand served (purchase's rule)
+    sold_units: jax.Array  # [D + 1, G + 1] int32, the grid units that sale takes
+
+
+def sale_table(setting: Setting, dtype) -> SaleTable:
+    """:class:`SaleTable` from :func:`purchase` for demands of 0..``demand_levels`` grid
+    units. A sale depends on the buyer's demand and the state only (price zero: it accepts),
+    so one small table serves every round: recomputing the sale per round and state was most
+    of the backward induction's time on a CPU."""
+    grid, capacity = setting.grid_size, setting.capacities[0]
     used_units = jnp.arange(grid + 1)
     used = used_units.astype(dtype) * capacity / grid
-    if bonus is None:
-        bonus = jnp.zeros((setting.rounds, grid + 1), dtype)
 
-    def sale_if_accepted(value, demand):  # [], [1] -> welfare and units after, each [G+1]
-        # The sale when the buyer accepts: what fits after u units (price zero: it accepts).
-        buyer = Buyer(value=value, demand=demand)
+    def of_level(level):
+        demand = (level * capacity / grid).astype(dtype)[None]
+        buyer = Buyer(value=jnp.ones((), dtype), demand=demand)
         sale = jax.vmap(purchase, in_axes=(None, 0, None, None))(
             setting, used[:, None], jnp.zeros(1, dtype), buyer
         )
-        sold_units = jnp.round(sale.fraction * demand_units(setting, demand)[0]).astype(jnp.int32)
-        return sale.welfare, jnp.clip(used_units + sold_units, 0, grid)
+        sold_units = jnp.round(sale.fraction * level).astype(jnp.int32)
+        return SaleTable(sale.fraction, jnp.clip(sold_units, 0, grid - used_units))
 
-    welfare, after = jax.vmap(sale_if_accepted)(instance.values, instance.demands)
-
-    def back(value_next: jax.Array, inputs) -> tuple[jax.Array, tuple[jax.Array, jax.Array]]:
-        sell, welfare_t, after_t, bonus_t = inputs  # each [G+1]
-        gain = welfare_t + value_next[after_t] - value_next
-        value_now = value_next + sell * gain + bonus_t
-        return value_now, (value_now, gain)
-
-    start = jnp.zeros(grid + 1, dtype)
-    inputs = (sell_prob.astype(dtype), welfare, after, bonus)
-    _, (values, gains) = jax.lax.scan(back, start, inputs, reverse=True)
-    return Continuation(values=jnp.concatenate([values, start[None]]), sale_gain=gains)
+    return jax.vmap(of_level)(jnp.arange(setting.demand_levels + 1))
 
 
-class Occupancy(NamedTuple):
-    """One backward pass and its derivative (what the per-round update needs)."""
+class Continuation(NamedTuple):
+    """Exact values of a K = 1 policy on one instance, over (round t, utilisation units u)."""
 
-    welfare: jax.Array  # [] V_0(0), the exact expected welfare
-    sale_gain: jax.Array  # [T, G + 1] what a sale adds in each state (Continuation.sale_gain)
-    occupancy: jax.Array  # [T, G + 1] probability that u units are sold when buyer t arrives
+    first: jax.Array  # [G + 1] V_0(u); V_0(0) is the instance's expected welfare
+    sale_gain: jax.Array  # [T, G + 1] G_t(u) = b_t x(u) + V_{t+1}(u + s(u)) - V_{t+1}(u)
 
 
-def state_occupancy(setting: Setting, sell_prob: jax.Array, instance: Instance) -> Occupancy:
-    """:func:`continuation` and the probability of each state, as the derivative of ``V_0(0)``
-    with respect to the per-state ``bonus``."""
+def continuation(setting: Setting, sell_prob: jax.Array, instance: Instance) -> Continuation:
+    """Backward induction over (t, u): ``V_T = 0``,
+    ``V_t(u) = V_{t+1}(u) + p_t(u) [b_t x(u) + V_{t+1}(u + s(u)) - V_{t+1}(u)]``
+    with ``p = sell_prob`` ``[T, G + 1]`` and the sale ``x(u)`` (fraction), ``s(u)`` (units) of
+    :func:`purchase` (:func:`sale_table`). Needs demands on the setting's grid.
+    """
+    dtype = instance.values.dtype
+    table = sale_table(setting, dtype)
+    levels = demand_units(setting, instance.demands)[:, 0]  # [T]
 
-    def first_value(bonus):
-        following = continuation(setting, sell_prob, instance, bonus)
-        return following.values[0, 0], following.sale_gain
+    def back(value_next: jax.Array, inputs) -> tuple[jax.Array, jax.Array]:
+        sell, value, level = inputs  # [G+1], [], []
+        welfare = value * table.fraction[level]  # purchase's welfare: value times fraction
+        ahead = look_ahead(value_next, table.sold_units[level], setting.demand_levels)
+        gain = welfare + ahead - value_next
+        return value_next + sell * gain, gain
 
-    zero = jnp.zeros(sell_prob.shape, instance.values.dtype)
-    (welfare, gain), occupancy = jax.value_and_grad(first_value, has_aux=True)(zero)
-    return Occupancy(welfare=welfare, sale_gain=gain, occupancy=occupancy)
+    inputs = (sell_prob.astype(dtype), instance.values, levels)
+    start = jnp.zeros(setting.grid_size + 1, dtype)
+    first, gains = jax.lax.scan(back, start, inputs, reverse=True)
+    return Continuation(first=first, sale_gain=gains)
+
+
+def welfare_and_sale_weight(
+    setting: Setting, sell_prob: jax.Array, instance: Instance
+) -> tuple[jax.Array, jax.Array]:
+    """The expected welfare ``V_0(0)`` and its derivative with respect to every state's sale
+    probability ``[T, G + 1]``: ``dV_0(0) / dp_t(u) = P(s_t = u) G_t(u)``, the probability of
+    reaching u units sold at round t times what a sale adds there, because ``V_0(0)`` is linear
+    in ``V_t`` with the state probabilities as coefficients.
+
+    The state probabilities come from a forward pass that is the transpose of the backward
+    induction: where the backward pass looks ``s(u)`` units ahead (:func:`look_ahead`), the
+    forward pass pushes the probability of selling there the same units ahead (its linear
+    transpose), so the dynamics are written once. (Reverse-mode autodiff through
+    :func:`continuation` gives the same numbers, ``tests/test_game.py``, about 15% slower.)
+    """
+    dtype = instance.values.dtype
+    following = continuation(setting, sell_prob, instance)
+    sold_units = sale_table(setting, dtype).sold_units
+    levels = demand_units(setting, instance.demands)[:, 0]  # [T]
+
+    def push_ahead(mass: jax.Array, ahead: jax.Array) -> jax.Array:
+        shift = functools.partial(look_ahead, ahead=ahead, most=setting.demand_levels)
+        return jax.linear_transpose(shift, mass)(mass)[0]
+
+    def forward(reached: jax.Array, inputs) -> tuple[jax.Array, jax.Array]:
+        sell, level, gain = inputs  # [G+1], [], [G+1]
+        selling = reached * sell
+        reached_next = reached - selling + push_ahead(selling, sold_units[level])
+        return reached_next, reached * gain
+
+    start = jnp.zeros(setting.grid_size + 1, dtype).at[0].set(1)
+    inputs = (sell_prob.astype(dtype), levels, following.sale_gain)
+    _, weight = jax.lax.scan(forward, start, inputs)
+    return following.first[0], weight
