@@ -13,7 +13,10 @@ from advonline.certify import certify_dp
 from advonline.game import Game, game_step, init_state, known_family_pool
 from baselines import make_baseline
 from problems.posted_price import (
+    Buyer,
+    PriceDistribution,
     TablePolicy,
+    accepts,
     demand_units,
     price_table,
     simulate,
@@ -35,6 +38,28 @@ def _written(policy_name: str, seed: int = 0):
     table = price_table(setting, make_baseline(policy_name, setting), jnp.float32)
     written = model.write(params, setting, jax.random.key(seed + 1), 16, jnp.float32, table)
     return setting, model, params, table, written
+
+
+def test_type_sale_table_is_the_acceptance_rule():
+    """The binary-search table equals ``sum_a probs[a] [value >= price_a * demand]`` over every
+    type, atom and state, for a table whose prices are unsorted and differ by state, with two
+    demand levels and ties (a price exactly at a type's density)."""
+    config = configs.from_dict(SMALL)
+    model = AdversaryModel.build(config.setting, config.adversary)
+    values, demands = model.type_buyers(jnp.float32)
+    key_prices, key_probs = jax.random.split(jax.random.key(3))
+    shape = (config.setting.rounds, config.setting.grid_size + 1, 7)
+    densities = jnp.asarray(model.densities, jnp.float32)
+    random_prices = jax.random.uniform(key_prices, shape, minval=0.5, maxval=5.0)
+    prices = random_prices.at[..., 0].set(densities[2]).at[..., 1].set(densities[-1])
+    probs = jax.nn.softmax(jax.random.normal(key_probs, shape), -1)
+    table = PriceDistribution(prices=prices, probs=probs)
+    accepted = jax.vmap(lambda v, d: accepts(prices, Buyer(value=v, demand=d)))(values, demands)
+    expected = jnp.einsum("tua,jtua->tuj", probs, accepted.astype(jnp.float32))
+    got = model.type_sale_table(table, jnp.float32)
+    assert len(model.demands) == 2 and np.asarray(accepted).any() and not accepted.all()
+    np.testing.assert_allclose(got, expected, atol=1e-6)
+    np.testing.assert_array_equal(got[..., -1], 0.0)  # nobody buys nothing
 
 
 def test_what_it_records_is_what_it_wrote():
