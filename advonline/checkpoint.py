@@ -66,7 +66,11 @@ def load(folder: str | Path) -> tuple[GameState, RunConfig, float]:
         config = from_dict(json.loads(meta["config"]), f"config stored in {path}")
         template = init_state(Game.build(config), jax.random.key(0))
         template = template.replace(key=jax.random.key_data(template.key))
-        state = serialization.from_state_dict(template, record["state"])
+        stored = record["state"]
+        if "best_algorithm" not in stored:  # written before game.keep_best existed
+            stored["best_algorithm"] = stored["algorithm"]
+            stored["best_fresh_ratio"] = template.best_fresh_ratio
+        state = serialization.from_state_dict(template, stored)
         _check_shapes(template, state)
         wall = float(meta["wall_seconds"])
     except CheckpointError:

@@ -93,6 +93,7 @@ class GameConfig:
     known_families: bool = False  # mix the known hard families into training (the fallback)
     replay_fresh: bool = True  # replay what each exploitability (fresh) adversary found
     adopt_fresh: bool = False  # a fresh adversary that beats the training one replaces it
+    keep_best: bool = False  # deliver the iterate with the lowest fresh ratio (advonline/train.py)
     family_members: int = 64  # stopping densities of the mixed-in families
     seed: int = 0
 
@@ -160,6 +161,8 @@ def from_dict(data: dict, origin: str = "config") -> RunConfig:
         problems.append("algorithm.shared_resources needs every capacity equal")
     if config.adversary.conditioning == "state" and config.setting.resources != 1:
         problems.append('adversary.conditioning = "state" needs one resource (K = 1)')
+    if built["game"].keep_best and built["log"].exploit_every == 0:
+        problems.append("game.keep_best needs log.exploit_every > 0 (it keeps a measured iterate)")
     if problems:
         raise ConfigError(f"{origin}: {'; '.join(problems)}")
     return config

@@ -10,10 +10,11 @@ the exact continuation values come from backward induction (:func:`continuation`
 value of *every* action in every state is ``Q_t(u, a) = V_{t+1}(u) + accept_t(a) G_t(u)``
 (``G_t(u)``: what a sale adds). The update is the all-action gradient
 ``sum_{t,u} P(s_t = u) sum_a grad pi(a | t, u) Q_t(u, a) / OPT``, with the exact probability
-of reaching each state, i.e. the expectation over rollouts of the paper's along-the-rollout
-sum: zero variance. Because ``sum_a grad pi = 0`` the ``V_{t+1}`` term drops out and the
-gradient is two matrix products over the batch (``tests/test_game.py`` checks it equals the
-gradient of the exact expected payoff).
+of reaching each state (a forward pass, the transpose of the backward one:
+:func:`~problems.posted_price.welfare_and_sale_weight`), i.e. the expectation over rollouts of
+the paper's along-the-rollout sum: zero variance. Because ``sum_a grad pi = 0`` the
+``V_{t+1}`` term drops out and the gradient is two matrix products over the batch
+(``tests/test_game.py`` checks it equals the gradient of the exact expected payoff).
 
 **Standard update** (ablation; ``"reinforce"``): sampled runs of the one simulator, the score
 function of the sampled prices, the mean return of the other runs on the same instance as
@@ -117,6 +118,8 @@ class GameState:
     algorithm_opt: optax.OptState
     adversary_opt: optax.OptState
     replay: Replay
+    best_algorithm: dict  # the pricing parameters with the lowest fresh ratio measured so far
+    best_fresh_ratio: jax.Array  # [] that ratio; inf before any measurement
 
 
 class StepMetrics(NamedTuple):
@@ -153,7 +156,19 @@ def init_state(game: Game, key: jax.Array) -> GameState:
         algorithm_opt=game.algorithm_optimizer().init(algorithm),
         adversary_opt=adversary_optimizer(game.config.adversary).init(adversary),
         replay=replay,
+        best_algorithm=algorithm,
+        best_fresh_ratio=jnp.asarray(jnp.inf, jnp.float32),
     )
+
+
+def delivered_params(game: Game, state: GameState) -> dict:
+    """The pricing parameters a run delivers (evaluated, exported, plotted): the last iterate,
+    or with ``game.keep_best`` the iterate whose exploitability measurement found the lowest
+    fresh-adversary ratio (model selection on the training-time fresh adversaries, whose keys
+    differ from the evaluator's; the evaluator then measures the kept iterate on its own)."""
+    if game.config.game.keep_best and bool(jnp.isfinite(state.best_fresh_ratio)):
+        return state.best_algorithm
+    return state.algorithm
 
 
 def known_family_pool(game: Game) -> tuple[Instance, jax.Array]:
@@ -423,7 +438,7 @@ def game_step(
         updates, algorithm_state = algorithm_opt.update(descent, algorithm_state, algorithm)
         algorithm = optax.apply_updates(algorithm, updates)
     metrics = step_metrics(payoff, pool_payoff, valid)
-    new_state = GameState(
+    new_state = state.replace(
         step=state.step + 1,
         key=key,
         algorithm=algorithm,

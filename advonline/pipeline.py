@@ -19,7 +19,7 @@ import numpy as np
 from advonline import checkpoint, export, plots
 from advonline.configs import RunConfig
 from advonline.evaluate import Budget, Measurement, measure, report
-from advonline.game import Game, GameState
+from advonline.game import Game, GameState, delivered_params
 from advonline.learned import learned_policies
 from advonline.policy_file import PricingPolicy
 from advonline.tabulated import from_file
@@ -56,7 +56,7 @@ class TrainedRun:
     def policies(self) -> dict:
         """``{"learned": randomised, "learned-deterministic": read-out}``."""
         game = Game.build(self.config)
-        return learned_policies(self.state.algorithm, game.pricing, game.atoms)
+        return learned_policies(delivered_params(game, self.state), game.pricing, game.atoms)
 
 
 def open_run(folder: str | Path) -> TrainedRun:

@@ -15,6 +15,9 @@ from the seed and the step, not taken from the game state. With ``game.replay_fr
 worst instances the fresh adversary wrote join the replay (a replay of past adversaries), so
 the run depends on ``log.exploit_every``; with ``game.adopt_fresh`` a fresh adversary that
 beats the training adversary replaces it (a restart of the adversary from a stronger point).
+With ``game.keep_best`` the state also keeps the pricing parameters whose measurement found
+the lowest fresh ratio, and the run delivers those (:func:`~advonline.game.delivered_params`):
+the game's iterates swing, and the last one is not always the least exploitable.
 A resumed run still reproduces the run exactly.
 """
 
@@ -183,6 +186,8 @@ def _row(
     if every and (done % every == 0 or done == game.config.game.steps):
         found = fresh_adversary(game, state.algorithm, exploitability_key(game.config, done))
         fresh = float(found.worst_ratio)
+        if game.config.game.keep_best and fresh < float(state.best_fresh_ratio):
+            state = state.replace(best_algorithm=state.algorithm, best_fresh_ratio=fresh)
         row["fresh_ratio"] = fresh
         row["exploitability"] = fresh - row["adversary_ratio"] if math.isfinite(fresh) else fresh
         if game.config.game.replay_fresh:

@@ -45,8 +45,16 @@ def _trained_a_little(game: Game):
     return state.algorithm
 
 
-def test_per_round_gradient_is_the_gradient_of_the_exact_payoff():
-    game = Game.build(configs.from_dict(TINY))
+@pytest.mark.parametrize(
+    "setting_change",
+    [{}, {"demand_levels": 3, "divisible": False}, {"demand_levels": 3, "max_demand": 0.3}],
+    ids=["one-level", "three-levels-indivisible", "three-levels-divisible"],
+)
+def test_per_round_gradient_is_the_gradient_of_the_exact_payoff(setting_change):
+    """The forward pass of state probabilities (the backward induction's transpose, which
+    pushes a sale up to ``demand_levels`` units ahead) against autodiff of the exact payoff."""
+    config = {**TINY, "setting": {**TINY["setting"], **setting_change}}
+    game = Game.build(configs.from_dict(config))
     setting = game.setting
     params = _trained_a_little(game)
     with jax.enable_x64(True):

@@ -14,9 +14,11 @@ from pathlib import Path
 import jax
 import numpy as np
 import pytest
+from flax import serialization
 
 from advonline import checkpoint, configs
 from advonline.cli import main
+from advonline.game import Game, delivered_params
 from advonline.train import train
 
 TINY_TOML = """
@@ -163,3 +165,49 @@ def test_evaluate_checkpoint_measures_learned_beside_baselines(tmp_path, capsys)
     assert report["results"][1]["upper_bound"] is None  # deterministic: exact is the CR
     assert main(["evaluate", "--checkpoint", str(out), "--high", "5"]) == 2
     assert "conflicts with --checkpoint" in capsys.readouterr().err
+
+
+def test_keep_best_delivers_the_iterate_with_the_lowest_fresh_ratio(tmp_path):
+    """With ``game.keep_best`` the run keeps, and delivers, the parameters whose
+    exploitability measurement found the lowest fresh ratio: the same parameters as a run
+    of the same seed stopped at that step."""
+
+    def kept_config(steps: int) -> configs.RunConfig:
+        data = configs.load(_config(tmp_path, steps)).to_dict()
+        data["game"]["keep_best"] = True
+        data["log"]["exploit_every"] = 1
+        return configs.from_dict(data)
+
+    steps = 5
+    state = train(kept_config(steps), tmp_path / "full")
+    with open(tmp_path / "full" / "metrics.csv", newline="") as handle:
+        fresh = [float(row["fresh_ratio"]) for row in csv.DictReader(handle)]
+    best_step = int(np.argmin(fresh)) + 1
+    assert len(set(fresh)) > 1 and best_step < steps  # a real choice, not the last iterate
+    assert float(state.best_fresh_ratio) == pytest.approx(min(fresh), rel=1e-6)
+
+    game = Game.build(kept_config(steps))
+    delivered = delivered_params(game, checkpoint.load(tmp_path / "full")[0])
+    stopped = train(kept_config(best_step), tmp_path / "stopped")
+    for want, got in zip(
+        jax.tree.leaves(stopped.algorithm), jax.tree.leaves(delivered), strict=True
+    ):
+        np.testing.assert_array_equal(got, want)
+    with pytest.raises(configs.ConfigError, match="keep_best needs log.exploit_every"):
+        data = kept_config(steps).to_dict()
+        data["log"]["exploit_every"] = 0
+        configs.from_dict(data)
+
+
+def test_a_checkpoint_from_before_keep_best_still_loads(tmp_path):
+    """Checkpoints written before the state kept a best iterate load with the last one."""
+    folder = tmp_path / "run"
+    train(configs.load(_config(tmp_path, 2)), folder)
+    path = checkpoint.checkpoint_path(folder)
+    record = serialization.msgpack_restore(path.read_bytes())
+    del record["state"]["best_algorithm"], record["state"]["best_fresh_ratio"]
+    path.write_bytes(serialization.msgpack_serialize(record))
+    state, _, _ = checkpoint.load(folder)
+    for want, got in zip(_params(folder), jax.tree.leaves(state.best_algorithm), strict=True):
+        np.testing.assert_array_equal(got, want)
+    assert np.isinf(state.best_fresh_ratio)
