@@ -69,7 +69,7 @@ def load(folder: str | Path) -> tuple[GameState, RunConfig, float]:
         stored = record["state"]
         if "best_algorithm" not in stored:  # written before game.keep_best existed
             stored["best_algorithm"] = stored["algorithm"]
-            stored["best_fresh_ratio"] = template.best_fresh_ratio
+            stored["best_score"] = template.best_score
         state = serialization.from_state_dict(template, stored)
         _check_shapes(template, state)
         wall = float(meta["wall_seconds"])

@@ -93,7 +93,7 @@ class GameConfig:
     known_families: bool = False  # mix the known hard families into training (the fallback)
     replay_fresh: bool = True  # replay what each exploitability (fresh) adversary found
     adopt_fresh: bool = False  # a fresh adversary that beats the training one replaces it
-    keep_best: bool = False  # deliver the iterate with the lowest fresh ratio (advonline/train.py)
+    keep_best: bool = False  # deliver the measured iterate with the best score (advonline/train.py)
     family_members: int = 64  # stopping densities of the mixed-in families
     seed: int = 0
 

@@ -118,8 +118,8 @@ class GameState:
     algorithm_opt: optax.OptState
     adversary_opt: optax.OptState
     replay: Replay
-    best_algorithm: dict  # the pricing parameters with the lowest fresh ratio measured so far
-    best_fresh_ratio: jax.Array  # [] that ratio; inf before any measurement
+    best_algorithm: dict  # the pricing parameters with the lowest selection score so far
+    best_score: jax.Array  # [] that score (advonline/train.py); inf before any measurement
 
 
 class StepMetrics(NamedTuple):
@@ -157,16 +157,16 @@ def init_state(game: Game, key: jax.Array) -> GameState:
         adversary_opt=adversary_optimizer(game.config.adversary).init(adversary),
         replay=replay,
         best_algorithm=algorithm,
-        best_fresh_ratio=jnp.asarray(jnp.inf, jnp.float32),
+        best_score=jnp.asarray(jnp.inf, jnp.float32),
     )
 
 
 def delivered_params(game: Game, state: GameState) -> dict:
     """The pricing parameters a run delivers (evaluated, exported, plotted): the last iterate,
-    or with ``game.keep_best`` the iterate whose exploitability measurement found the lowest
-    fresh-adversary ratio (model selection on the training-time fresh adversaries, whose keys
-    differ from the evaluator's; the evaluator then measures the kept iterate on its own)."""
-    if game.config.game.keep_best and bool(jnp.isfinite(state.best_fresh_ratio)):
+    or with ``game.keep_best`` the measured iterate with the lowest selection score (the DP
+    upper bound on its CR for K = 1, else the fresh adversary's ratio; advonline/train.py).
+    The evaluator then measures the kept iterate on its own."""
+    if game.config.game.keep_best and bool(jnp.isfinite(state.best_score)):
         return state.best_algorithm
     return state.algorithm
 

@@ -15,9 +15,14 @@ from the seed and the step, not taken from the game state. With ``game.replay_fr
 worst instances the fresh adversary wrote join the replay (a replay of past adversaries), so
 the run depends on ``log.exploit_every``; with ``game.adopt_fresh`` a fresh adversary that
 beats the training adversary replaces it (a restart of the adversary from a stronger point).
-With ``game.keep_best`` the state also keeps the pricing parameters whose measurement found
-the lowest fresh ratio, and the run delivers those (:func:`~advonline.game.delivered_params`):
-the game's iterates swing, and the last one is not always the least exploitable.
+With ``game.keep_best`` each measurement also scores the iterate, and the state keeps the
+pricing parameters with the lowest score, which the run delivers
+(:func:`~advonline.game.delivered_params`): the game's iterates swing, and the last one is not
+always the best. The score is the DP upper bound on the iterate's CR where the certificate
+exists (K = 1, ``upper_bound`` column; computed outside ``jit``, in float64), else the fresh
+ratio. The bound is a guarantee whichever iterate it selects; selecting by the fresh ratio
+alone kept, on k1-u5, an iterate with fresh ratio 1.64 but a bound of 23.7 (the last one's
+was 2.08).
 A resumed run still reproduces the run exactly.
 """
 
@@ -35,6 +40,7 @@ import jax.numpy as jnp
 
 from advonline import checkpoint
 from advonline.adversary import BestResponse, adversary_optimizer, fresh_best_response
+from advonline.certify import certify_dp
 from advonline.configs import RunConfig
 from advonline.game import (
     Game,
@@ -56,6 +62,7 @@ METRIC_FIELDS = (
     "pool_ratio",
     "fresh_ratio",
     "exploitability",
+    "upper_bound",
 )
 METRICS_NAME = "metrics.csv"
 
@@ -181,13 +188,18 @@ def _row(
         "pool_ratio": float(metrics.pool_ratio),
         "fresh_ratio": "",
         "exploitability": "",
+        "upper_bound": "",
     }
     every = game.config.log.exploit_every
     if every and (done % every == 0 or done == game.config.game.steps):
         found = fresh_adversary(game, state.algorithm, exploitability_key(game.config, done))
         fresh = float(found.worst_ratio)
-        if game.config.game.keep_best and fresh < float(state.best_fresh_ratio):
-            state = state.replace(best_algorithm=state.algorithm, best_fresh_ratio=fresh)
+        if game.config.game.keep_best:
+            bound = certify_dp(game.setting, game.policy(state.algorithm)).ratio
+            row["upper_bound"] = "" if bound is None else bound
+            score = fresh if bound is None else bound
+            if score < float(state.best_score):
+                state = state.replace(best_algorithm=state.algorithm, best_score=score)
         row["fresh_ratio"] = fresh
         row["exploitability"] = fresh - row["adversary_ratio"] if math.isfinite(fresh) else fresh
         if game.config.game.replay_fresh:

@@ -167,24 +167,25 @@ def test_evaluate_checkpoint_measures_learned_beside_baselines(tmp_path, capsys)
     assert "conflicts with --checkpoint" in capsys.readouterr().err
 
 
-def test_keep_best_delivers_the_iterate_with_the_lowest_fresh_ratio(tmp_path):
-    """With ``game.keep_best`` the run keeps, and delivers, the parameters whose
-    exploitability measurement found the lowest fresh ratio: the same parameters as a run
-    of the same seed stopped at that step."""
+def test_keep_best_delivers_the_iterate_with_the_lowest_bound(tmp_path):
+    """With ``game.keep_best`` (K = 1) the run keeps, and delivers, the measured parameters
+    with the lowest DP upper bound: the same parameters as a run of the same seed stopped at
+    that step."""
 
     def kept_config(steps: int) -> configs.RunConfig:
         data = configs.load(_config(tmp_path, steps)).to_dict()
         data["game"]["keep_best"] = True
         data["log"]["exploit_every"] = 1
+        data["algorithm"]["learning_rate"] = 0.1  # large enough that the bound swings
         return configs.from_dict(data)
 
-    steps = 5
+    steps = 6
     state = train(kept_config(steps), tmp_path / "full")
     with open(tmp_path / "full" / "metrics.csv", newline="") as handle:
-        fresh = [float(row["fresh_ratio"]) for row in csv.DictReader(handle)]
-    best_step = int(np.argmin(fresh)) + 1
-    assert len(set(fresh)) > 1 and best_step < steps  # a real choice, not the last iterate
-    assert float(state.best_fresh_ratio) == pytest.approx(min(fresh), rel=1e-6)
+        bounds = [float(row["upper_bound"]) for row in csv.DictReader(handle)]
+    best_step = int(np.argmin(bounds)) + 1
+    assert len(set(bounds)) > 1 and best_step < steps  # a real choice, not the last iterate
+    assert float(state.best_score) == pytest.approx(min(bounds), rel=1e-6)
 
     game = Game.build(kept_config(steps))
     delivered = delivered_params(game, checkpoint.load(tmp_path / "full")[0])
@@ -205,9 +206,9 @@ def test_a_checkpoint_from_before_keep_best_still_loads(tmp_path):
     train(configs.load(_config(tmp_path, 2)), folder)
     path = checkpoint.checkpoint_path(folder)
     record = serialization.msgpack_restore(path.read_bytes())
-    del record["state"]["best_algorithm"], record["state"]["best_fresh_ratio"]
+    del record["state"]["best_algorithm"], record["state"]["best_score"]
     path.write_bytes(serialization.msgpack_serialize(record))
     state, _, _ = checkpoint.load(folder)
     for want, got in zip(_params(folder), jax.tree.leaves(state.best_algorithm), strict=True):
         np.testing.assert_array_equal(got, want)
-    assert np.isinf(state.best_fresh_ratio)
+    assert np.isinf(state.best_score)
