@@ -199,7 +199,8 @@ def _row(
             row["upper_bound"] = "" if bound is None else bound
             score = fresh if bound is None else bound
             if score < float(state.best_score):
-                state = state.replace(best_algorithm=state.algorithm, best_score=score)
+                kept = jnp.asarray(score, state.best_score.dtype)  # a leaf like the template's
+                state = state.replace(best_algorithm=state.algorithm, best_score=kept)
         row["fresh_ratio"] = fresh
         row["exploitability"] = fresh - row["adversary_ratio"] if math.isfinite(fresh) else fresh
         if game.config.game.replay_fresh:

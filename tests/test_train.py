@@ -189,7 +189,9 @@ def test_keep_best_delivers_the_iterate_with_the_lowest_bound(tmp_path):
 
     game = Game.build(kept_config(steps))
     delivered = delivered_params(game, checkpoint.load(tmp_path / "full")[0])
-    stopped = train(kept_config(best_step), tmp_path / "stopped")
+    train(kept_config(best_step), tmp_path / "stopped")  # its best is its last step
+    stopped = checkpoint.load(tmp_path / "stopped")[0]  # (a checkpoint written right after)
+    assert delivered_params(game, stopped) is stopped.best_algorithm
     for want, got in zip(
         jax.tree.leaves(stopped.algorithm), jax.tree.leaves(delivered), strict=True
     ):
