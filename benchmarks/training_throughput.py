@@ -11,8 +11,8 @@ backward induction, state probabilities by a forward pass, and the all-action we
 version loops over instances and rounds in Python (vectorised over utilisation and prices
 only); the JAX version is one jitted call that also backpropagates through the network. Prints
 buyer-rounds per second, updates per second and the speed-up (median call times), and the
-largest difference between the two weight tables (they must agree). On a machine where JAX sees a GPU the JAX figures are the
-GPU's; the NumPy loop always runs on the CPU.
+largest difference between the two weight tables (they must agree). On a machine where JAX
+sees a GPU the JAX figures are the GPU's; the NumPy loop always runs on the CPU.
 """
 
 from __future__ import annotations
