@@ -19,13 +19,18 @@ CONFIGS = Path(__file__).parent / "configs"
 
 
 def train_and_measure(
-    name: str, folder: Path, budget: Budget, baselines=tuple(BASELINES)
+    name: str, folder: Path, budget: Budget, baselines=tuple(BASELINES), seed: int | None = None
 ) -> tuple[configs.RunConfig, dict, dict[str, Measurement], float]:
     """Train ``experiments/configs/<name>.toml`` into ``folder`` (replaced: this script's own
     output), then measure ``learned``, ``learned-deterministic`` and ``baselines`` with
-    ``budget``. Returns the config, the trained parameters, the measurements and the training
-    wall time in seconds."""
+    ``budget``. ``seed`` replaces the config's ``game.seed`` (the evaluator's seed is the
+    budget's). Returns the config, the delivered parameters, the measurements and the
+    training wall time in seconds."""
     config = configs.load(CONFIGS / f"{name}.toml")
+    if seed is not None:
+        data = config.to_dict()
+        data["game"]["seed"] = seed
+        config = configs.from_dict(data, f"{name}.toml with game.seed = {seed}")
     shutil.rmtree(folder, ignore_errors=True)
     start = time.perf_counter()
     train(config, folder)
