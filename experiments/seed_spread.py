@@ -27,7 +27,6 @@ from advonline import plots
 from advonline.evaluate import Budget, reference_ratio
 
 NAMES = ["k1-u5", "k1-u10", "k1-u100"]
-LEARNED = ("learned", "learned-deterministic")
 
 
 def main() -> None:
@@ -66,7 +65,7 @@ def main() -> None:
 
 
 def _ratios(row: dict) -> dict:
-    names = [*LEARNED, *(["threshold"] if "threshold_ratio" in row else [])]
+    names = [*plots.LEARNED, *(["threshold"] if "threshold_ratio" in row else [])]
     return {n: row[f"{n}_ratio"] for n in names}
 
 
