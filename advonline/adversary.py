@@ -43,9 +43,8 @@ import numpy as np
 import optax
 from flax import struct
 
+from advonline.buyer_types import BuyerTypes
 from advonline.configs import AdversaryConfig
-from advonline.families import family_demands
-from advonline.learned import price_atoms
 from advonline.networks import AdversaryNetwork, StateAdversaryNetwork
 from problems.optimum import offline_optimum
 from problems.posted_price import (
@@ -62,15 +61,6 @@ from problems.posted_price import (
     rollout,
     sell_probability,
 )
-
-JUST_BELOW = 1e-4  # relative gap of the "just below a grid price" densities
-
-
-def density_levels(setting: Setting, count: int) -> tuple[float, ...]:
-    """The geometric grid of ``count`` densities on [L, U] and the just-below copies."""
-    grid = list(price_atoms(setting, count))
-    below = [g * (1 - JUST_BELOW) for g in grid[1:]]
-    return tuple(sorted(grid + below))
 
 
 class Written(NamedTuple):
@@ -100,10 +90,8 @@ class AdversaryModel:
 
     @staticmethod
     def build(setting: Setting, config: AdversaryConfig) -> AdversaryModel:
-        densities = density_levels(setting, config.density_levels)
-        with jax.enable_x64(True):  # the exact grid fractions, whatever dtype runs later
-            demands = tuple(tuple(row) for row in family_demands(setting, jnp.float64).tolist())
-        types = len(densities) * len(demands) + 1
+        vocabulary = BuyerTypes.build(setting, config.density_levels)
+        densities, demands, types = vocabulary.densities, vocabulary.demands, vocabulary.count
         if config.conditioning == "state":
             network = StateAdversaryNetwork(
                 types=types, features=TYPE_FEATURES, hidden=config.hidden, layers=config.layers
@@ -113,8 +101,13 @@ class AdversaryModel:
         return AdversaryModel(network, config.latent, densities, demands, config.conditioning)
 
     @property
+    def buyer_types(self) -> BuyerTypes:
+        """The type vocabulary it writes in (:mod:`advonline.buyer_types`)."""
+        return BuyerTypes(self.densities, self.demands)
+
+    @property
     def types(self) -> int:
-        return len(self.densities) * len(self.demands) + 1
+        return self.buyer_types.count
 
     def init(self, key: jax.Array) -> dict:
         if self.conditioning == "state":
@@ -156,11 +149,15 @@ class AdversaryModel:
         count: int,
         dtype,
         table: PriceDistribution | None = None,
+        sale: jax.Array | None = None,
     ) -> Written:
         """Draw ``count`` instances: one noise vector each, then one buyer type per round
-        (state conditioning: as the algorithm given by its price ``table`` plays them)."""
+        (state conditioning: as the algorithm given by its price ``table`` plays them; its
+        :meth:`type_sale_table` may be passed as ``sale`` when it is already at hand)."""
         if self.conditioning == "state":
-            return self._write_along(params, setting, key, count, dtype, table)
+            if sale is None:
+                sale = self.type_sale_table(table, dtype)
+            return self._write_along(params, setting, key, count, dtype, table, sale)
         key_noise, key_types = jax.random.split(key)
         noise = jax.random.normal(key_noise, (count, self.latent))
         logits = self.logits(params, noise, setting.rounds)
@@ -175,15 +172,16 @@ class AdversaryModel:
         count: int,
         dtype,
         table: PriceDistribution,
+        sale: jax.Array,
     ) -> Written:
         """State conditioning: each instance is written while the one simulator plays it
-        against the algorithm (prices drawn from ``table``), each buyer from the state reached.
-        The instance is then a fixed input like any other, measured obliviously."""
+        against the algorithm (prices drawn from ``table``; ``sale`` ``[T, G + 1, types]`` its
+        :meth:`type_sale_table`), each buyer from the state reached. The instance is then a
+        fixed input like any other, measured obliviously."""
         key_noise, key_types, key_prices = jax.random.split(key, 3)
         noise = jax.random.normal(key_noise, (count, self.latent))
         gumbel = jax.random.gumbel(key_types, (count, setting.rounds, self.types))
         values, demands = self.type_buyers(dtype)
-        sale = self.type_sale_table(table, dtype)  # [T, G + 1, types]
         policy = TablePolicy(table, setting.grid_size)
 
         def one(noise_i, gumbel_i, key_i):
@@ -230,19 +228,11 @@ class AdversaryModel:
 
     def type_buyers(self, dtype) -> tuple[jax.Array, jax.Array]:
         """Value ``[types]`` and demand ``[types, K]`` of every buyer type."""
-        chosen = jnp.arange(self.types)[None]
-        instance = self.instances(chosen, dtype)
-        return instance.values[0], instance.demands[0]
+        return self.buyer_types.buyers(dtype)
 
     def instances(self, chosen: jax.Array, dtype) -> Instance:
         """Buyer types ``[B, T]`` as values and demand vectors."""
-        densities = jnp.asarray(self.densities, dtype)
-        demands = jnp.asarray(self.demands, dtype)  # [N, K]
-        nobody = len(self.densities) * len(self.demands)
-        density_index = jnp.clip(chosen, 0, nobody - 1) // len(self.demands)
-        demand = demands[chosen % len(self.demands)]  # [B, T, K]
-        demand = jnp.where((chosen == nobody)[..., None], 0, demand)
-        return Instance(values=densities[density_index] * demand.sum(-1), demands=demand)
+        return self.buyer_types.instances(chosen, dtype)
 
     def log_prob(self, params: dict, written: Written) -> tuple[jax.Array, jax.Array]:
         """log-probability ``[B]`` of each written instance and mean per-round entropy ``[B]``."""
@@ -336,6 +326,7 @@ class BestResponse(NamedTuple):
     ratio_by_step: jax.Array  # [steps] worst ratio of each step's batch
     worst_by_step: Instance  # [steps] the instance that reached it
     params: dict  # the adversary's parameters after training
+    types_by_step: jax.Array | None = None  # [steps, T] int32: those instances as buyer types
 
 
 @functools.partial(jax.jit, static_argnums=(0, 1, 3, 4, 5))
@@ -353,17 +344,12 @@ def best_response(
     key_init, key_steps = jax.random.split(key)
     params = model.init(key_init)
     optimizer = adversary_optimizer(config)
-    blank = jnp.zeros((setting.rounds,), dtype)
-    start = (
-        params,
-        optimizer.init(params),
-        jnp.zeros((), dtype),
-        Instance(values=blank, demands=jnp.zeros((setting.rounds, setting.resources), dtype)),
-    )
+    # the algorithm is frozen: its per-type sale table is computed once, not once per step
+    sale = model.type_sale_table(table, dtype) if model.conditioning == "state" else None
 
     def step(carry, key_step):
-        params, opt_state, worst, worst_instance = carry
-        written = model.write(params, setting, key_step, config.batch, dtype, table)
+        params, opt_state = carry
+        written = model.write(params, setting, key_step, config.batch, dtype, table, sale)
         optimum = offline_optimum(setting, written.instances)
         payoff = payoffs(setting, table, written.instances, optimum)
         grads = jax.grad(functools.partial(adversary_loss, model))(
@@ -373,18 +359,17 @@ def best_response(
         params = optax.apply_updates(params, updates)
         ratio = 1.0 / payoff
         index = jnp.argmax(ratio)
-        better = ratio[index] > worst
-        worst_instance = jax.tree.map(
-            lambda old, new: jnp.where(better, new[index], old), worst_instance, written.instances
-        )
-        worst = jnp.maximum(worst, ratio[index])
         step_worst = jax.tree.map(lambda leaf: leaf[index], written.instances)
-        return (params, opt_state, worst, worst_instance), (ratio[index], step_worst)
+        return (params, opt_state), (ratio[index], step_worst, written.chosen[index])
 
-    (params, _, worst, worst_instance), (by_step, worst_by_step) = jax.lax.scan(
-        step, start, jax.random.split(key_steps, steps)
+    (params, _), (by_step, worst_by_step, types_by_step) = jax.lax.scan(
+        step, (params, optimizer.init(params)), jax.random.split(key_steps, steps)
     )
-    return BestResponse(worst, worst_instance, by_step, worst_by_step, params)
+    best = jnp.argmax(by_step)
+    worst_instance = jax.tree.map(lambda leaf: leaf[best], worst_by_step)
+    return BestResponse(
+        by_step[best], worst_instance, by_step, worst_by_step, params, types_by_step
+    )
 
 
 @functools.partial(jax.jit, static_argnums=(0, 2, 4, 5))

@@ -19,6 +19,7 @@ from flax import serialization
 from advonline import __version__
 from advonline.configs import RunConfig, from_dict
 from advonline.game import Game, GameState, init_state
+from advonline.oracle_loop import init_oracle_state
 
 CHECKPOINT_NAME = "checkpoint.msgpack"
 
@@ -64,7 +65,7 @@ def load(folder: str | Path) -> tuple[GameState, RunConfig, float]:
         record = serialization.msgpack_restore(path.read_bytes())
         meta = record["meta"]
         config = from_dict(json.loads(meta["config"]), f"config stored in {path}")
-        template = init_state(Game.build(config), jax.random.key(0))
+        template = _template(config)
         template = template.replace(key=jax.random.key_data(template.key))
         stored = record["state"]
         if "best_algorithm" not in stored:  # written before game.keep_best existed
@@ -78,6 +79,14 @@ def load(folder: str | Path) -> tuple[GameState, RunConfig, float]:
     except Exception as error:  # any corruption: msgpack, missing keys, shapes
         raise CheckpointError(f"{path} is not a readable advonline checkpoint ({error})") from None
     return state.replace(key=jax.random.wrap_key_data(state.key)), config, wall
+
+
+def _template(config: RunConfig):
+    """A state of the right structure and shapes for ``config`` (either loop)."""
+    game = Game.build(config)
+    if config.game.loop == "oracle":
+        return init_oracle_state(game, jax.random.key(0))
+    return init_state(game, jax.random.key(0))
 
 
 def _check_shapes(template: GameState, state: GameState) -> None:

@@ -241,7 +241,11 @@ def _progress(steps: int, quiet: bool):
 
     def report(row: dict) -> None:
         bar.update(row["step"] - bar.n)  # a resumed run starts where its checkpoint was
-        shown["ratio"] = f"{row['pool_ratio']:.3f}"
+        if row["pool_ratio"] != "":
+            shown["ratio"] = f"{row['pool_ratio']:.3f}"
+        if row["guarantee"] != "":  # the oracle loop: the restricted game and the guarantee
+            shown["restricted"] = f"{row['restricted_ratio']:.3f}"
+            shown["bound"] = f"{row['guarantee']:.3f}"
         if row["exploitability"] != "":
             shown["exploit"] = f"{row['exploitability']:.3f}"
         shown["steps/s"] = f"{row['steps_per_second']:.1f}"

@@ -1,9 +1,9 @@
 """Training configurations: data in ``experiments/configs/*.toml``, validated here.
 
-A config has five tables, each optional (defaults below): ``[setting]`` (the problem, the
+A config has six tables, each optional (defaults below): ``[setting]`` (the problem, the
 fields of :class:`~problems.posted_price.Setting`), ``[algorithm]``, ``[adversary]``,
-``[game]`` and ``[log]``. Unknown tables or keys, wrong types and invalid values are refused
-with one :class:`ConfigError` line naming the key.
+``[game]``, ``[oracle]`` (the oracle loop) and ``[log]``. Unknown tables or keys, wrong
+types and invalid values are refused with one :class:`ConfigError` line naming the key.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from problems.posted_price import Setting, SettingError
 
 UPDATES = ("per-round", "reinforce")
 CONDITIONINGS = ("noise", "state")
+LOOPS = ("simultaneous", "oracle")
 
 
 class ConfigError(ValueError):
@@ -96,14 +97,86 @@ class GameConfig:
     keep_best: bool = False  # deliver the measured iterate with the best score (advonline/train.py)
     family_members: int = 64  # stopping densities of the mixed-in families
     seed: int = 0
+    # "simultaneous": one live adversary network against the algorithm, step by step;
+    # "oracle": the oracle loop (advonline/oracle_loop.py; the [oracle] table)
+    loop: str = "simultaneous"
 
     def check(self) -> list[str]:
         problems = _positive(self, "steps", "algorithm_steps", "family_members")
+        if self.loop not in LOOPS:
+            problems.append(f"game.loop must be one of {', '.join(LOOPS)}")
         if self.adversary_steps < 0:
             problems.append("game.adversary_steps must be >= 0")
         problems += _positive_float(self, "temperature")
         if self.replay_size < 0 or self.replay_per_step < 0:
             problems.append("game.replay_size and game.replay_per_step must be >= 0")
+        return problems
+
+
+@dataclasses.dataclass(frozen=True)
+class OracleBudget:
+    """How hard one best-response oracle call looks (advonline/oracles.py; hashable)."""
+
+    restarts: int = 4  # independent fresh adversary networks
+    adversary_steps: int = 25  # REINFORCE steps of each
+    adversary_batch: int = 32  # instances each writes per step
+    chains: int = 16  # independent local-search chains
+    candidates: int = 32  # mutations each chain tries per step
+    search_steps: int = 40  # hill-climbing steps
+
+    def scaled(self, factor: int) -> OracleBudget:
+        """``factor`` times the restarts, steps and chains (a stronger probe)."""
+        return dataclasses.replace(
+            self,
+            restarts=self.restarts * factor,
+            adversary_steps=self.adversary_steps * factor,
+            chains=self.chains * factor,
+            search_steps=self.search_steps * factor,
+        )
+
+
+@dataclasses.dataclass(frozen=True)
+class OracleConfig:
+    """The oracle loop (``game.loop = "oracle"``): an epoch adds the oracles' hard instances to
+    the archive, solves the restricted game and trains the algorithm against its mixture for
+    ``epoch_steps`` updates (``game.steps`` in all)."""
+
+    epoch_steps: int = 30  # per-round updates of the algorithm per epoch
+    archive_size: int = 256  # instances kept (the least useful is evicted)
+    snapshots: int = 16  # algorithm snapshots kept in the restricted game
+    new_per_epoch: int = 32  # the oracles' hardest new instances archived per epoch
+    worst_case_weight: float = 0.5  # share of the training weights on a softmin of the
+    # current algorithm's payoffs (game.temperature); the rest is the equilibrium mixture
+    restarts: int = 4  # the oracles' budget per epoch (OracleBudget)
+    adversary_steps: int = 25
+    adversary_batch: int = 32
+    chains: int = 16
+    candidates: int = 32
+    search_steps: int = 40
+    probe_scale: int = 2  # the probe: this many times the restarts, steps and chains
+    probe_every: int = 1  # epochs between probes (the last epoch is always probed)
+
+    def budget(self) -> OracleBudget:
+        """The oracles' budget per epoch."""
+        names = [f.name for f in dataclasses.fields(OracleBudget)]
+        return OracleBudget(**{name: getattr(self, name) for name in names})
+
+    def check(self) -> list[str]:
+        problems = _positive(
+            self,
+            "epoch_steps",
+            "archive_size",
+            "snapshots",
+            "new_per_epoch",
+            "adversary_batch",
+            "candidates",
+            "probe_scale",
+            "probe_every",
+        )
+        if min(self.restarts, self.adversary_steps, self.chains, self.search_steps) < 0:
+            problems.append("oracle budgets (restarts, steps, chains) must be >= 0")
+        if not 0 <= self.worst_case_weight <= 1:
+            problems.append("oracle.worst_case_weight must lie in [0, 1]")
         return problems
 
 
@@ -131,6 +204,7 @@ class RunConfig:
     algorithm: AlgorithmConfig = AlgorithmConfig()
     adversary: AdversaryConfig = AdversaryConfig()
     game: GameConfig = GameConfig()
+    oracle: OracleConfig = OracleConfig()
     log: LogConfig = LogConfig()
 
     def to_dict(self) -> dict:
@@ -161,7 +235,18 @@ def from_dict(data: dict, origin: str = "config") -> RunConfig:
         problems.append("algorithm.shared_resources needs every capacity equal")
     if config.adversary.conditioning == "state" and config.setting.resources != 1:
         problems.append('adversary.conditioning = "state" needs one resource (K = 1)')
-    if built["game"].keep_best and built["log"].exploit_every == 0:
+    if config.game.loop == "oracle":
+        if config.game.steps % config.oracle.epoch_steps:
+            problems.append("game.steps must be a multiple of oracle.epoch_steps")
+        if config.setting.resources != 1:
+            problems.append('game.loop = "oracle" needs one resource (K = 1)')
+        if config.algorithm.update != "per-round":
+            problems.append('game.loop = "oracle" trains with algorithm.update = "per-round"')
+        if config.game.known_families:
+            problems.append(
+                'game.loop = "oracle" fills its archive by search alone (no known_families)'
+            )
+    elif built["game"].keep_best and built["log"].exploit_every == 0:
         problems.append("game.keep_best needs log.exploit_every > 0 (it keeps a measured iterate)")
     if problems:
         raise ConfigError(f"{origin}: {'; '.join(problems)}")

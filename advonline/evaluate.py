@@ -49,6 +49,16 @@ from problems.posted_price import (
 
 SOURCE_NAMES = ("exact", "adversary", "families", "random")
 
+#: Folded into the budget's seed: the evaluator's keys form a stream of their own, apart from
+#: every training run's (whose root key is ``jax.random.key(game.seed)``), so no probe of the
+#: evaluator repeats a search that training made.
+EVALUATION_STREAM = 0x5EED_E7A1
+
+
+def evaluation_key(seed: int) -> jax.Array:
+    """The root key of the evaluator with budget seed ``seed``."""
+    return jax.random.fold_in(jax.random.key(seed), EVALUATION_STREAM)
+
 
 @dataclasses.dataclass(frozen=True)
 class Budget:
@@ -294,7 +304,7 @@ def random_source(setting: Setting, policy: Policy, budget: Budget, key: jax.Arr
 def measure(setting: Setting, name: str, policy: Policy, budget: Budget) -> Measurement:
     """The measured CR of ``policy`` on ``setting``: every source, then the worst."""
     with jax.enable_x64(True):
-        key_adversary, key_families, key_random = jax.random.split(jax.random.key(budget.seed), 3)
+        key_adversary, key_families, key_random = jax.random.split(evaluation_key(budget.seed), 3)
         sources = {
             "exact": exact_source(setting, policy, budget),
             "adversary": adversary_source(setting, policy, budget, key_adversary),
@@ -359,7 +369,7 @@ def run_trace(
     with jax.enable_x64(True):
         batch = repeat_each(jax.tree.map(lambda leaf: leaf[None], instance), runs)
         played = simulate(
-            setting, policy, batch, jax.random.split(jax.random.key(budget.seed), runs)
+            setting, policy, batch, jax.random.split(evaluation_key(budget.seed), runs)
         )
         welfare = float(np.mean(played.welfare))
         revenue = float(np.mean(played.revenue))

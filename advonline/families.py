@@ -31,6 +31,7 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
+from advonline.buyer_types import demand_vectors
 from problems.posted_price import (
     AdversaryView,
     Buyer,
@@ -102,21 +103,10 @@ def stopping_densities(setting: Setting, levels: int, dtype) -> jax.Array:
     return jnp.geomspace(setting.low, setting.high, levels, dtype=dtype)
 
 
-def family_demands(setting: Setting, dtype) -> jax.Array:
-    """[J, K] demand vectors the families use: each level on every resource at once, and each
-    level on one resource alone (K >= 2)."""
-    unit = jnp.asarray(setting.capacities, dtype)[None, :] / setting.grid_size  # [1, K]
-    levels = jnp.arange(1, setting.demand_levels + 1, dtype=dtype)[:, None]  # [N, 1]
-    balanced = levels * unit  # [N, K]
-    if setting.resources == 1:
-        return balanced
-    alone = balanced[:, None, :] * jnp.eye(setting.resources, dtype=dtype)[None]  # [N, K, K]
-    return jnp.concatenate([balanced, alone.reshape(-1, setting.resources)])
-
-
 def family_demand_pairs(setting: Setting, dtype) -> tuple[jax.Array, jax.Array]:
-    """Every (rising demand, final demand) pair of :func:`family_demands`, ``[P, K]`` each."""
-    demands = family_demands(setting, dtype)
+    """Every (rising demand, final demand) pair of the demand vectors
+    (:func:`~advonline.buyer_types.demand_vectors`), ``[P, K]`` each."""
+    demands = demand_vectors(setting, dtype)
     count = demands.shape[0]
     return jnp.repeat(demands, count, axis=0), jnp.tile(demands, (count, 1))
 

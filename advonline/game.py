@@ -39,6 +39,7 @@ import jax.numpy as jnp
 import optax
 from flax import struct
 
+from advonline import families
 from advonline.adversary import (
     AdversaryModel,
     adversary_loss,
@@ -47,7 +48,6 @@ from advonline.adversary import (
     welfare_ratio,
 )
 from advonline.configs import RunConfig
-from advonline.families import family_demand_pairs, make_family, stopping_densities, write_out
 from advonline.learned import LearnedPolicy, price_atoms
 from advonline.networks import PricingNetwork
 from problems.optimum import offline_optimum
@@ -166,7 +166,8 @@ def delivered_params(game: Game, state: GameState) -> dict:
     or with ``game.keep_best`` the measured iterate with the lowest selection score (the DP
     upper bound on its CR for K = 1, else the fresh adversary's ratio; advonline/train.py).
     The evaluator then measures the kept iterate on its own."""
-    if game.config.game.keep_best and bool(jnp.isfinite(state.best_score)):
+    keeps_best = game.config.game.keep_best or game.config.game.loop == "oracle"
+    if keeps_best and bool(jnp.isfinite(state.best_score)):
         return state.best_algorithm
     return state.algorithm
 
@@ -179,12 +180,12 @@ def known_family_pool(game: Game) -> tuple[Instance, jax.Array]:
     setting, members = game.setting, game.config.game.family_members
     if not game.config.game.known_families:
         return blank_instances(setting, 0), jnp.zeros(0)
-    rising, final = family_demand_pairs(setting, jnp.float32)  # [P, K] each
+    rising, final = families.family_demand_pairs(setting, jnp.float32)  # [P, K] each
     pairs = rising.shape[0]
-    stops = jnp.tile(stopping_densities(setting, members, jnp.float32), pairs)
+    stops = jnp.tile(families.stopping_densities(setting, members, jnp.float32), pairs)
     rising, final = repeat_each((rising, final), members)
-    family = make_family("staircase", setting, stops, rising, final)
-    instances = write_out(setting, family, members * pairs)
+    family = families.make_family("staircase", setting, stops, rising, final)
+    instances = families.write_out(setting, family, members * pairs)
     return instances, offline_optimum(setting, instances)
 
 

@@ -51,6 +51,13 @@ from advonline.game import (
     known_family_pool,
     replay_instances,
 )
+from advonline.oracle_loop import (
+    OracleState,
+    init_oracle_state,
+    measure_epoch,
+    record_row,
+    train_epoch,
+)
 from advonline.sampled_game import sampled_game_step
 
 METRIC_FIELDS = (
@@ -63,6 +70,15 @@ METRIC_FIELDS = (
     "fresh_ratio",
     "exploitability",
     "upper_bound",
+    # the oracle loop's measurement of each epoch (advonline/oracle_loop.py)
+    "epoch",
+    "restricted_ratio",
+    "oracle_ratio",
+    "archive_ratio",
+    "probe_ratio",
+    "guarantee",
+    "archive_size",
+    "support",
 )
 METRICS_NAME = "metrics.csv"
 
@@ -103,7 +119,17 @@ def check_folder(folder: str | Path, resume: bool) -> None:
         )
 
 
-def prepare_folder(folder: Path, config: RunConfig, resume: bool) -> tuple[GameState, float]:
+def initial_state(config: RunConfig, key: jax.Array) -> GameState | OracleState:
+    """The state a run of ``config`` starts from (either loop)."""
+    game = Game.build(config)
+    if config.game.loop == "oracle":
+        return init_oracle_state(game, key)
+    return init_state(game, key)
+
+
+def prepare_folder(
+    folder: Path, config: RunConfig, resume: bool
+) -> tuple[GameState | OracleState, float]:
     """The state to start from: fresh, or the folder's checkpoint with ``resume``."""
     check_folder(folder, resume)
     if resume:
@@ -118,14 +144,20 @@ def prepare_folder(folder: Path, config: RunConfig, resume: bool) -> tuple[GameS
     checkpoint.atomic_write(
         folder / "config.json", (json.dumps(config.to_dict(), indent=2) + "\n").encode()
     )
-    return init_state(Game.build(config), jax.random.key(config.game.seed)), 0.0
+    return initial_state(config, jax.random.key(config.game.seed)), 0.0
 
 
-def _trim_metrics(path: Path, last_step: int) -> None:
+def _trim_metrics(path: Path, state: GameState | OracleState) -> None:
+    """Drop the rows a resumed run will write again: those after the checkpoint's step (or,
+    in the oracle loop, of the epochs it has not measured)."""
     if not path.exists():
         return
     with open(path, newline="") as handle:
-        rows = [row for row in csv.DictReader(handle) if int(row["step"]) <= last_step]
+        rows = list(csv.DictReader(handle))
+    if isinstance(state, OracleState):
+        rows = [row for row in rows if int(row["epoch"]) < int(state.epoch)]
+    else:
+        rows = [row for row in rows if int(row["step"]) <= int(state.step)]
     _write_rows(path, rows, "w")
 
 
@@ -147,12 +179,14 @@ def train(
     """Train to ``config.game.steps``; returns the final state (also in the checkpoint)."""
     folder = Path(folder)
     state, wall_before = prepare_folder(folder, config, resume)
+    if config.game.loop == "oracle":
+        return _train_oracle_loop(config, folder, state, wall_before, report)
     game = Game.build(config)
     families, families_optimum = known_family_pool(game)
     # K = 1: one jitted step with exact values; K >= 2: rollouts, with HiGHS between jit calls
     step_once = game_step if config.setting.resources == 1 else sampled_game_step
     metrics_path = folder / METRICS_NAME
-    _trim_metrics(metrics_path, int(state.step))
+    _trim_metrics(metrics_path, state)
     log = config.log
     started = time.perf_counter()
     window_start, window_steps = started, 0
@@ -172,6 +206,42 @@ def train(
         if done % log.checkpoint_every == 0 or last:
             wall = wall_before + time.perf_counter() - started
             checkpoint.save(folder, state, config, wall)
+    return state
+
+
+def _train_oracle_loop(
+    config: RunConfig,
+    folder: Path,
+    state: OracleState,
+    wall_before: float,
+    report: Callable[[dict], None] | None,
+) -> OracleState:
+    """The oracle loop (advonline/oracle_loop.py): measure, then train, once per epoch; one
+    metrics row per measurement and a checkpoint after each epoch."""
+    game = Game.build(config)
+    metrics_path = folder / METRICS_NAME
+    _trim_metrics(metrics_path, state)
+    epochs = config.game.steps // config.oracle.epoch_steps
+    started = time.perf_counter()
+    while int(state.epoch) <= epochs:
+        measured_at = int(state.step)
+        state, record = measure_epoch(game, state)
+        trained = time.perf_counter()
+        if int(state.step) < config.game.steps:
+            state = train_epoch(game, state)
+        now = time.perf_counter()
+        row = dict.fromkeys(METRIC_FIELDS, "")
+        row.update(record_row(record))
+        row.update(
+            step=measured_at,
+            epoch=int(state.epoch) - 1,
+            wall_seconds=round(wall_before + now - started, 3),
+            steps_per_second=config.oracle.epoch_steps / max(now - trained, 1e-9),
+        )
+        checkpoint.save(folder, state, config, wall_before + time.perf_counter() - started)
+        _write_rows(metrics_path, [row], "a")
+        if report is not None:
+            report(row)
     return state
 
 

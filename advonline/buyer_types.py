@@ -1,0 +1,88 @@
+"""The vocabulary an adversary writes instances in: a finite set of buyer types.
+
+A buyer type is a value density and a demand vector, or nobody. The densities are a
+geometric grid ``g_0 = L < ... < g_{D-1} = U`` plus a copy of each ``g_j`` (j >= 1) just below
+it (by a relative ``1e-4``). Against prices on the same grid these are the only densities
+that matter: a buyer with density in ``[g_j, g_{j+1})`` buys exactly where one with density
+``g_j`` buys, and a ratio that is a quotient of two linear functions of the density is worst
+at an end of that interval, i.e. at ``g_j`` or just below ``g_{j+1}``.
+
+The demand vectors are every demand level on every resource at once (balanced bundles) and,
+with several resources, every level on one resource alone. Type ``i`` is density
+``i // J`` with demand ``i % J`` (J demand vectors); the last index is nobody.
+
+Every instance an oracle writes or an archive holds is a sequence of type indices ``[T]``:
+mutations are integer moves, and :meth:`BuyerTypes.instances` turns them into values and
+demands. The evaluator's hard families (:mod:`advonline.families`) use the same demand
+vectors; this module is independent of them, so training never needs to import them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+
+from advonline.learned import price_atoms
+from problems.posted_price import Instance, Setting
+
+JUST_BELOW = 1e-4  # relative gap of the "just below a grid price" densities
+
+
+def density_levels(setting: Setting, count: int) -> tuple[float, ...]:
+    """The geometric grid of ``count`` densities on [L, U] and the just-below copies."""
+    grid = list(price_atoms(setting, count))
+    below = [g * (1 - JUST_BELOW) for g in grid[1:]]
+    return tuple(sorted(grid + below))
+
+
+def demand_vectors(setting: Setting, dtype) -> jax.Array:
+    """``[J, K]`` demand vectors: each level on every resource at once, and each level on one
+    resource alone (K >= 2)."""
+    unit = jnp.asarray(setting.capacities, dtype)[None, :] / setting.grid_size  # [1, K]
+    levels = jnp.arange(1, setting.demand_levels + 1, dtype=dtype)[:, None]  # [N, 1]
+    balanced = levels * unit  # [N, K]
+    if setting.resources == 1:
+        return balanced
+    alone = balanced[:, None, :] * jnp.eye(setting.resources, dtype=dtype)[None]  # [N, K, K]
+    return jnp.concatenate([balanced, alone.reshape(-1, setting.resources)])
+
+
+@dataclasses.dataclass(frozen=True)
+class BuyerTypes:
+    """The static type vocabulary (hashable, so it can be a jit static argument)."""
+
+    densities: tuple[float, ...]
+    demands: tuple[tuple[float, ...], ...]  # [J][K] demand vectors
+
+    @staticmethod
+    def build(setting: Setting, levels: int) -> BuyerTypes:
+        """``levels`` grid densities (and their just-below copies) times every demand vector."""
+        with jax.enable_x64(True):  # the exact grid fractions, whatever dtype runs later
+            demands = tuple(tuple(row) for row in demand_vectors(setting, jnp.float64).tolist())
+        return BuyerTypes(density_levels(setting, levels), demands)
+
+    @property
+    def count(self) -> int:
+        """Number of types, nobody included."""
+        return len(self.densities) * len(self.demands) + 1
+
+    @property
+    def nobody(self) -> int:
+        """The index of the empty type (no buyer this round)."""
+        return self.count - 1
+
+    def instances(self, types: jax.Array, dtype) -> Instance:
+        """Type indices ``[..., T]`` as values ``[..., T]`` and demand vectors ``[..., T, K]``."""
+        densities = jnp.asarray(self.densities, dtype)
+        demands = jnp.asarray(self.demands, dtype)  # [J, K]
+        density_index = jnp.clip(types, 0, self.nobody - 1) // len(self.demands)
+        demand = demands[types % len(self.demands)]
+        demand = jnp.where((types == self.nobody)[..., None], 0, demand)
+        return Instance(values=densities[density_index] * demand.sum(-1), demands=demand)
+
+    def buyers(self, dtype) -> tuple[jax.Array, jax.Array]:
+        """Value ``[types]`` and demand ``[types, K]`` of every type."""
+        instance = self.instances(jnp.arange(self.count), dtype)
+        return instance.values, instance.demands

@@ -1,0 +1,283 @@
+"""The oracle loop: double oracle over an archive of hard instances (docs/method.md, "The
+game as an oracle loop").
+
+Simultaneous gradient play against one live adversary network cycles: the adversary
+forgets what it found, the algorithm forgets what it was beaten by, and a fresh adversary
+finds what the live one lost. The oracle loop keeps everything instead. Each epoch:
+
+1. **Snapshot.** The current pricing network joins the restricted game as a row.
+2. **Oracles.** Fresh best-response searches against it (:func:`~advonline.oracles.
+   best_responses`: restarted adversary networks, then local search seeded from the archive
+   and from their finds) add their hardest new instances to the bounded archive as columns.
+3. **Meta-solver.** The restricted game (snapshots x archive, payoff ``E[ALG] / OPT``) is
+   solved by LP (:mod:`advonline.meta`, HiGHS, outside ``jit``): the adversary's equilibrium
+   mixture ``q`` over instances and the value ``v`` the best mixture of snapshots guarantees.
+4. **Measurement.** A probe stronger than the oracles (``probe_scale`` times their restarts,
+   steps and chains, from its own keys) attacks the current network: the exploitability is
+   ``probe CR / restricted CR - 1`` with ``restricted CR = 1 / v`` and the probe CR the worst
+   of the probe's finds and the archive. The DP certificate's upper bound on the current
+   network's CR (float64, outside ``jit``) is its guarantee; the run keeps the network with
+   the best guarantee so far, which therefore never rises. What the probe found then joins
+   the archive (it is this run's own search, not the evaluator's).
+5. **Training.** ``epoch_steps`` per-round all-action updates of the pricing network
+   (:func:`~advonline.game.per_round_update`, one jitted ``lax.scan``) against the archive,
+   weighted by ``(1 - w) q + w softmin(current payoffs)`` with ``w = worst_case_weight``:
+   the equilibrium mixture keeps the weights stable across epochs, the softmin keeps the one
+   network that is delivered robust to every archived instance.
+
+The epoch after the last training measures the final network, so a run of ``E`` epochs
+trains ``E`` times and measures ``E + 1`` times. No step reads the evaluator's hard families
+or its seeds: the archive is filled by the oracles alone.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from flax import struct
+
+from advonline import archive as archives
+from advonline import meta
+from advonline.certify import certify_dp
+from advonline.game import Game, _softmin_weights, game_payoffs, per_round_update
+from advonline.oracles import Found, best_responses
+from problems.optimum import offline_optimum
+from problems.posted_price import price_table
+
+#: Fold-in tags that keep the run's key streams apart.
+_TRAIN, _ORACLES, _PROBE = 0, 1, 2
+
+
+@struct.dataclass
+class OracleState:
+    """Everything that changes during an oracle-loop run (a pytree; what a checkpoint holds)."""
+
+    step: jax.Array  # [] int32 algorithm updates made
+    epoch: jax.Array  # [] int32 measurements made
+    key: jax.Array
+    algorithm: dict
+    algorithm_opt: optax.OptState
+    archive: archives.Archive
+    adversary_mixture: jax.Array  # [N] the adversary's equilibrium mixture over the archive
+    algorithm_mixture: jax.Array  # [S] the algorithm's over the snapshots
+    best_algorithm: dict  # the pricing parameters with the best guarantee so far
+    best_score: jax.Array  # [] that guarantee (an upper bound on the CR); inf before any
+
+
+class EpochRecord(NamedTuple):
+    """What one measurement logs (a metrics row)."""
+
+    restricted_ratio: float  # 1 / v: the restricted game's CR
+    oracle_ratio: float  # worst ratio the epoch's oracles found against the current network
+    archive_ratio: float  # worst ratio of any archived instance against it
+    probe_ratio: float | None  # worst ratio the probe found (None when not probed)
+    exploitability: float | None  # max(probe, archive) / restricted CR - 1
+    upper_bound: float | None  # the DP certificate's bound on the current network's CR
+    guarantee: float  # the best bound so far (never rises)
+    archive_size: int
+    support: int  # instances in the adversary's equilibrium mixture
+
+
+def init_oracle_state(game: Game, key: jax.Array) -> OracleState:
+    """Fresh pricing parameters (uniform prices), an empty archive, no snapshot."""
+    config, setting = game.config, game.setting
+    key_alg, key_run = jax.random.split(key)
+    algorithm = game.pricing.init(key_alg, jnp.zeros(setting.resources), jnp.zeros(()))
+    oracle = config.oracle
+    empty = archives.empty_archive(oracle.archive_size, setting.rounds, oracle.snapshots, algorithm)
+    return OracleState(
+        step=jnp.zeros((), jnp.int32),
+        epoch=jnp.zeros((), jnp.int32),
+        key=key_run,
+        algorithm=algorithm,
+        algorithm_opt=game.algorithm_optimizer().init(algorithm),
+        archive=empty,
+        adversary_mixture=jnp.zeros(oracle.archive_size, jnp.float32),
+        algorithm_mixture=jnp.zeros(oracle.snapshots, jnp.float32),
+        best_algorithm=algorithm,
+        best_score=jnp.asarray(jnp.inf, jnp.float32),
+    )
+
+
+def epoch_key(state: OracleState, stream: int) -> jax.Array:
+    """The key of one stream (training, oracles, probe) of the current epoch, each used once."""
+    return jax.random.fold_in(jax.random.fold_in(state.key, state.epoch), stream)
+
+
+@functools.partial(jax.jit, static_argnums=0)
+def payoff_matrix(game: Game, snapshots: dict, types: jax.Array, optimum: jax.Array) -> jax.Array:
+    """``[S, N]`` exact payoffs ``E[ALG_i(I_j)] / OPT(I_j)`` of every stored snapshot on every
+    archived instance (empty slots give meaningless entries that the caller masks)."""
+    instances = game.adversary.instances(types, jnp.float32)
+    return jax.vmap(lambda params: game_payoffs(game, params, instances, optimum))(snapshots)
+
+
+@functools.partial(jax.jit, static_argnums=(0, 7))
+def train_against(
+    game: Game,
+    params: dict,
+    opt_state: optax.OptState,
+    types: jax.Array,
+    optimum: jax.Array,
+    filled: jax.Array,
+    mixture: jax.Array,
+    steps: int,
+) -> tuple[dict, optax.OptState]:
+    """``steps`` per-round updates of the pricing network against the archive, weighted by
+    ``(1 - w) mixture + w softmin(payoffs)`` (module docstring, step 5)."""
+    config = game.config
+    instances = game.adversary.instances(types, jnp.float32)
+    share = config.oracle.worst_case_weight
+    softmin = functools.partial(_softmin_weights, valid=filled, temperature=config.game.temperature)
+    optimizer = game.algorithm_optimizer()
+
+    def weigh(payoff: jax.Array) -> jax.Array:
+        return (1 - share) * mixture + share * softmin(payoff)
+
+    def update(carry, _):
+        params, opt_state = carry
+        _, ascent = per_round_update(game, params, instances, optimum, weigh)
+        descent = jax.tree.map(jnp.negative, ascent)
+        updates, opt_state = optimizer.update(descent, opt_state, params)
+        return (optax.apply_updates(params, updates), opt_state), None
+
+    (params, opt_state), _ = jax.lax.scan(update, (params, opt_state), None, length=steps)
+    return params, opt_state
+
+
+def _rescore(game: Game, archive: archives.Archive) -> archives.Archive:
+    """The whole payoff matrix recomputed (fixed shapes: one compilation)."""
+    payoffs = payoff_matrix(game, archive.snapshots, archive.types, archive.optimum)
+    return archive.replace(payoffs=payoffs.astype(archive.payoffs.dtype))
+
+
+def _current_ratios(archive: archives.Archive, slot: int) -> np.ndarray:
+    """``[N]`` ratios of every archived instance against snapshot ``slot`` (0 where empty)."""
+    payoff = np.asarray(archive.payoffs[slot], np.float64)
+    with np.errstate(divide="ignore"):
+        ratios = np.where(payoff > 0, 1.0 / np.maximum(payoff, 1e-300), np.inf)
+    return np.where(np.asarray(archive.filled), ratios, 0.0)
+
+
+def _archive_found(
+    game: Game, state: OracleState, found: Found, slot: int, origin: str
+) -> archives.Archive:
+    """Add the ``new_per_epoch`` hardest distinct instances of ``found`` to the archive,
+    evicting the least useful (outside the adversary's mixture, lowest ratio against the
+    current network), and rescore."""
+    archive = state.archive
+    order = np.argsort(-np.asarray(found.ratios), kind="stable")
+    types = np.asarray(found.types)[order]
+    _, first = np.unique(types, axis=0, return_index=True)
+    types = types[np.sort(first)][: game.config.oracle.new_per_epoch]
+    instances = game.adversary.instances(jnp.asarray(types), jnp.float32)
+    optimum = np.asarray(offline_optimum(game.setting, instances))
+    in_mixture = np.asarray(state.adversary_mixture) > 0
+    usefulness = np.where(in_mixture, np.inf, _current_ratios(archive, slot))
+    archive, _ = archives.add_instances(
+        archive,
+        types,
+        optimum,
+        usefulness,
+        int(state.epoch),
+        np.full(len(types), archives.ORIGINS.index(origin)),
+    )
+    return _rescore(game, archive)
+
+
+def _solve(state: OracleState) -> tuple[OracleState, meta.MetaSolution]:
+    """The restricted game's equilibrium, stored as full-length mixtures."""
+    archive = state.archive
+    solution = meta.solve(archives.restricted_game(archive))
+    adversary = np.zeros(archive.filled.shape[0], np.float32)
+    adversary[archives.instance_slots(archive)] = solution.adversary
+    algorithm = np.zeros(archive.snapshot_filled.shape[0], np.float32)
+    algorithm[archives.snapshot_slots(archive)] = solution.algorithm
+    state = state.replace(
+        adversary_mixture=jnp.asarray(adversary), algorithm_mixture=jnp.asarray(algorithm)
+    )
+    return state, solution
+
+
+def _oracle_search(game: Game, state: OracleState, slot: int, budget, key: jax.Array) -> Found:
+    """Both oracles against the current network; local search starts from the archived
+    instances that are hardest for it."""
+    table = price_table(game.setting, game.policy(state.algorithm), jnp.float32)
+    ratios = _current_ratios(state.archive, slot)
+    hardest = np.argsort(-ratios, kind="stable")[: budget.chains // 2]
+    starts = np.asarray(state.archive.types)[hardest[ratios[hardest] > 0]]
+    return best_responses(
+        game.setting,
+        game.adversary,
+        game.config.adversary,
+        table,
+        budget,
+        key,
+        jnp.float32,
+        jnp.asarray(starts, jnp.int32) if starts.size else None,
+    )
+
+
+def measure_epoch(game: Game, state: OracleState) -> tuple[OracleState, EpochRecord]:
+    """Steps 1-4 of an epoch (module docstring) for the current network."""
+    oracle = game.config.oracle
+    epoch = int(state.epoch)
+    keep = np.asarray(state.algorithm_mixture) > 0
+    archive, slot = archives.add_snapshot(state.archive, state.algorithm, epoch, keep)
+    state = state.replace(archive=_rescore(game, archive))
+    found = _oracle_search(game, state, slot, oracle.budget(), epoch_key(state, _ORACLES))
+    state = state.replace(archive=_archive_found(game, state, found, slot, "adversary"))
+    state, solution = _solve(state)
+    archive_ratio = float(_current_ratios(state.archive, slot).max())
+    last = int(state.step) >= game.config.game.steps
+    probe_ratio = exploitability = None
+    if last or epoch % oracle.probe_every == 0:
+        probe_budget = oracle.budget().scaled(oracle.probe_scale)
+        probed = _oracle_search(game, state, slot, probe_budget, epoch_key(state, _PROBE))
+        probe_ratio = float(jnp.max(probed.ratios))
+        exploitability = max(probe_ratio, archive_ratio) / solution.ratio - 1.0
+        state = state.replace(archive=_archive_found(game, state, probed, slot, "probe"))
+        state, solution = _solve(state)
+    bound = certify_dp(game.setting, game.policy(state.algorithm)).ratio
+    if bound is not None and bound < float(state.best_score):
+        state = state.replace(
+            best_algorithm=state.algorithm, best_score=jnp.asarray(bound, state.best_score.dtype)
+        )
+    record = EpochRecord(
+        restricted_ratio=solution.ratio,
+        oracle_ratio=float(jnp.max(found.ratios)),
+        archive_ratio=archive_ratio,
+        probe_ratio=probe_ratio,
+        exploitability=exploitability,
+        upper_bound=bound,
+        guarantee=float(state.best_score),
+        archive_size=int(state.archive.filled.sum()),
+        support=int((np.asarray(state.adversary_mixture) > 0).sum()),
+    )
+    return state.replace(epoch=state.epoch + 1), record
+
+
+def train_epoch(game: Game, state: OracleState) -> OracleState:
+    """Step 5: ``epoch_steps`` updates against the archive's mixture."""
+    archive, steps = state.archive, game.config.oracle.epoch_steps
+    params, opt_state = train_against(
+        game,
+        state.algorithm,
+        state.algorithm_opt,
+        archive.types,
+        archive.optimum,
+        archive.filled,
+        state.adversary_mixture,
+        steps,
+    )
+    return state.replace(algorithm=params, algorithm_opt=opt_state, step=state.step + steps)
+
+
+def record_row(record: EpochRecord) -> dict:
+    """The metrics columns of one measurement ("" where a figure was not measured)."""
+    return {name: ("" if value is None else value) for name, value in record._asdict().items()}

@@ -1,0 +1,271 @@
+"""Best-response oracles: given a frozen algorithm and a budget, find hard instances.
+
+Every oracle takes the algorithm as its K = 1 price table (``[T, G + 1, A]``; a policy's
+:func:`~problems.posted_price.price_table`) and returns :class:`Found`: instances as buyer
+type sequences (:mod:`advonline.buyer_types`) with their ratios ``OPT / E[ALG]``, each the
+ratio of a fixed input (oblivious; ``E[ALG]`` exact by backward induction, OPT exact). Two
+oracles, each with independent restarts vmapped in one jitted call:
+
+- :func:`adversary_oracle`: fresh adversary networks trained from scratch with REINFORCE
+  (:func:`~advonline.adversary.best_response`), ``restarts`` seeds at once; every step's worst
+  instance is a candidate.
+- :func:`local_search_oracle`: hill climbing in instance space, ``chains`` independent
+  chains. Each step every chain proposes ``candidates`` mutations of its instance (change a
+  buyer's density or demand, copy a neighbour, swap two rounds, lengthen or cut a flood,
+  shift a ramp, insert or delete a round) and moves to the best if it does not lower the
+  ratio. Chains start from archived instances, the adversary's finds, or random sequences.
+
+:func:`best_responses` runs both, the search seeded with the adversary's finds, and is the
+single code path of the training loop's oracles, its stronger probe and the evaluator's fresh
+adversary (the same call with a larger budget and other seeds).
+
+The ratio of a typed instance is cheap: the chance that each buyer type buys in each state is
+tabled once per algorithm (:meth:`~advonline.adversary.AdversaryModel.type_sale_table`), so an
+instance's sale probabilities are a gather and its ``E[ALG]`` one backward induction.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from advonline.adversary import AdversaryModel, best_response, payoffs_given_sales
+from advonline.buyer_types import BuyerTypes
+from advonline.configs import AdversaryConfig, OracleBudget
+from problems.optimum import offline_optimum
+from problems.posted_price import PriceDistribution, Setting
+
+#: Mutation kinds of the local search (names for documentation and tests).
+MUTATIONS = (
+    "density",
+    "demand",
+    "copy-neighbour",
+    "swap",
+    "lengthen-flood",
+    "cut",
+    "shift-ramp",
+    "insert",
+    "delete",
+)
+
+
+class Found(NamedTuple):
+    """Instances an oracle found, as buyer types, with their ratios."""
+
+    types: jax.Array  # [N, T] int32
+    ratios: jax.Array  # [N] OPT / E[ALG]; inf where ALG earns nothing but OPT does
+
+    def best(self, count: int) -> Found:
+        """The ``count`` highest ratios (duplicates included)."""
+        order = jnp.argsort(-self.ratios)[:count]
+        return Found(self.types[order], self.ratios[order])
+
+
+def join(*found: Found) -> Found:
+    """One :class:`Found` of everything in ``found``."""
+    return Found(
+        jnp.concatenate([f.types for f in found]), jnp.concatenate([f.ratios for f in found])
+    )
+
+
+def typed_ratios(
+    setting: Setting, vocabulary: BuyerTypes, sale: jax.Array, types: jax.Array, dtype
+) -> jax.Array:
+    """``OPT / E[ALG]`` ``[B]`` of instances given as types ``[B, T]``, for the algorithm whose
+    per-type sale table is ``sale`` ``[T, G + 1, types]``."""
+    instances = vocabulary.instances(types, dtype)
+    rounds = jnp.arange(setting.rounds)
+    sell = jax.vmap(lambda row: sale[rounds, :, row], out_axes=1)(types)  # [T, B, G + 1]
+    payoff = payoffs_given_sales(setting, sell, instances, offline_optimum(setting, instances))
+    return jnp.where(payoff > 0, 1.0 / jnp.where(payoff > 0, payoff, 1), jnp.inf)
+
+
+def random_types(vocabulary: BuyerTypes, key: jax.Array, count: int, rounds: int) -> jax.Array:
+    """``[count, rounds]`` uniformly random buyer types (nobody excluded)."""
+    return jax.random.randint(key, (count, rounds), 0, vocabulary.nobody)
+
+
+def mutate(vocabulary: BuyerTypes, key: jax.Array, types: jax.Array) -> jax.Array:
+    """One random mutation (:data:`MUTATIONS`) of a type sequence ``[T]``."""
+    rounds = types.shape[0]
+    levels, demands = len(vocabulary.densities), len(vocabulary.demands)
+    nobody = vocabulary.nobody
+    key_kind, key_at, key_other, key_length, key_step, key_fresh = jax.random.split(key, 6)
+    at = jax.random.randint(key_at, (), 0, rounds)
+    other = jax.random.randint(key_other, (), 0, rounds)
+    length = jax.random.randint(key_length, (), 1, max(rounds // 4, 1) + 1)
+    step = jax.random.choice(key_step, jnp.array([-8, -4, -2, -1, 1, 2, 4, 8]))
+    fresh = jax.random.randint(key_fresh, (), 0, nobody)  # a random real buyer type
+    position = jnp.arange(rounds)
+    empty = types == nobody
+    density = jnp.where(empty, fresh // demands, types // demands)
+    demand = jnp.where(empty, fresh % demands, types % demands)
+
+    def moved_density(shift):
+        return jnp.clip(density + shift, 0, levels - 1) * demands + demand
+
+    def set_at(value):
+        return types.at[at].set(value)
+
+    def density_step():
+        return set_at(moved_density(step)[at])
+
+    def demand_change():  # a new demand level, or nobody
+        level = fresh % (demands + 1)
+        return set_at(jnp.where(level == demands, nobody, density[at] * demands + level))
+
+    def copy_neighbour():
+        source = jnp.clip(at + jnp.where(step > 0, 1, -1), 0, rounds - 1)
+        return set_at(types[source])
+
+    def swap():
+        return types.at[at].set(types[other]).at[other].set(types[at])
+
+    def lengthen_flood():
+        return jnp.where((position > at) & (position <= at + length), types[at], types)
+
+    def cut():
+        return jnp.where((position >= at) & (position < at + length), nobody, types)
+
+    def shift_ramp():
+        start, stop = jnp.minimum(at, other), jnp.maximum(at, other) + 1
+        inside = (position >= start) & (position < stop) & ~empty
+        return jnp.where(inside, moved_density(step), types)
+
+    def insert():  # buyer `at` twice, the rest one round later, the last dropped
+        return jnp.where(position > at, types[jnp.maximum(position - 1, 0)], types)
+
+    def delete():  # buyer `at` removed, the rest one round earlier, nobody at the end
+        later = jnp.where(
+            position + 1 < rounds, types[jnp.minimum(position + 1, rounds - 1)], nobody
+        )
+        return jnp.where(position >= at, later, types)
+
+    branches = (
+        density_step,
+        demand_change,
+        copy_neighbour,
+        swap,
+        lengthen_flood,
+        cut,
+        shift_ramp,
+        insert,
+        delete,
+    )
+    kind = jax.random.randint(key_kind, (), 0, len(branches))
+    return jax.lax.switch(kind, branches).astype(types.dtype)
+
+
+def _proposal(vocabulary: BuyerTypes, key: jax.Array, types: jax.Array) -> jax.Array:
+    """One to three mutations in a row (each after the first with probability 1/2)."""
+    key_first, key_more, key_keep = jax.random.split(key, 3)
+    proposed = mutate(vocabulary, key_first, types)
+    keep = jax.random.bernoulli(key_keep, 0.5, (2,))
+    for index, key_next in enumerate(jax.random.split(key_more, 2)):
+        proposed = jnp.where(keep[index], mutate(vocabulary, key_next, proposed), proposed)
+    return proposed
+
+
+@functools.partial(jax.jit, static_argnums=(0, 1, 4, 5, 6))
+def local_search_oracle(
+    setting: Setting,
+    vocabulary: BuyerTypes,
+    sale: jax.Array,
+    starts: jax.Array,
+    candidates: int,
+    steps: int,
+    dtype,
+    key: jax.Array,
+) -> Found:
+    """Hill climbing from each start ``[C, T]`` (one chain each) against the algorithm whose
+    per-type sale table is ``sale``: the best instance of each chain and its ratio ``[C]``."""
+    chains = starts.shape[0]
+    score = functools.partial(typed_ratios, setting, vocabulary, sale, dtype=dtype)
+
+    def climb(carry: Found, key_step: jax.Array) -> tuple[Found, None]:
+        keys = jax.random.split(key_step, chains * candidates).reshape(chains, candidates)
+        proposals = jax.vmap(jax.vmap(functools.partial(_proposal, vocabulary), in_axes=(0, None)))(
+            keys, carry.types
+        )  # [C, M, T]
+        ratios = score(proposals.reshape(chains * candidates, -1)).reshape(chains, candidates)
+        best = jnp.argmax(ratios, axis=1)
+        best_ratio = ratios[jnp.arange(chains), best]
+        move = best_ratio >= carry.ratios  # equal moves let a chain drift along a plateau
+        types = jnp.where(move[:, None], proposals[jnp.arange(chains), best], carry.types)
+        return Found(types, jnp.where(move, best_ratio, carry.ratios)), None
+
+    found, _ = jax.lax.scan(climb, Found(starts, score(starts)), jax.random.split(key, steps))
+    return found
+
+
+def adversary_oracle(
+    setting: Setting,
+    model: AdversaryModel,
+    config: AdversaryConfig,
+    table: PriceDistribution,
+    restarts: int,
+    steps: int,
+    dtype,
+    key: jax.Array,
+) -> tuple[Found, jax.Array]:
+    """``restarts`` fresh adversary networks (vmapped), each trained ``steps`` steps against
+    the frozen ``table``: every step's worst instance ``[restarts * steps]``, and the final
+    parameters of each network (a pytree with a leading ``restarts`` axis)."""
+    train_one = functools.partial(best_response, setting, model, table, config, steps, dtype)
+    found = jax.vmap(train_one)(jax.random.split(key, restarts))
+    types = found.types_by_step.reshape(restarts * steps, setting.rounds)
+    return Found(types, found.ratio_by_step.reshape(-1)), found.params
+
+
+def best_responses(
+    setting: Setting,
+    model: AdversaryModel,
+    config: AdversaryConfig,
+    table: PriceDistribution,
+    budget: OracleBudget,
+    key: jax.Array,
+    dtype,
+    starts: jax.Array | None = None,
+) -> Found:
+    """Both oracles against the frozen ``table``: the adversary restarts, then local search
+    whose chains start from ``starts`` ``[S, T]`` (e.g. archived instances), the adversary's
+    best finds and random sequences, in that order of priority. Returns everything found:
+    the adversary's per-step worst instances and every chain's best."""
+    key_adversary, key_random, key_search = jax.random.split(key, 3)
+    vocabulary = model.buyer_types
+    found = Found(jnp.zeros((0, setting.rounds), jnp.int32), jnp.zeros((0,), dtype))
+    if budget.restarts and budget.adversary_steps:
+        adversary_config = dataclasses.replace(config, batch=budget.adversary_batch)
+        found, _ = adversary_oracle(
+            setting,
+            model,
+            adversary_config,
+            table,
+            budget.restarts,
+            budget.adversary_steps,
+            dtype,
+            key_adversary,
+        )
+    if not (budget.chains and budget.search_steps):
+        return found
+    pool = [found.best(budget.chains).types]
+    if starts is not None:
+        pool.insert(0, starts[: budget.chains])
+    pool.append(random_types(model.buyer_types, key_random, budget.chains, setting.rounds))
+    chain_starts = jnp.concatenate(pool)[: budget.chains]
+    sale = model.type_sale_table(table, dtype)
+    searched = local_search_oracle(
+        setting,
+        vocabulary,
+        sale,
+        chain_starts.astype(jnp.int32),
+        budget.candidates,
+        budget.search_steps,
+        dtype,
+        key_search,
+    )
+    return join(found, searched)

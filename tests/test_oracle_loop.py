@@ -1,0 +1,205 @@
+"""The oracle loop on a tiny setting: the guarantee never rises, the archive survives a kill
+and resume unchanged and is inspectable, the metrics log every epoch, and training never
+touches the evaluator's hard families or its keys."""
+
+import csv
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import jax
+import numpy as np
+import pytest
+
+from advonline import checkpoint, configs, evaluate, families
+from advonline.archive import instance_slots
+from advonline.train import train
+
+TINY_ORACLE_TOML = """
+[setting]
+low = 1.0
+high = 4.0
+rounds = 8
+max_demand = 0.25
+
+[algorithm]
+price_atoms = 4
+hidden = 8
+layers = 1
+learning_rate = 0.01
+
+[adversary]
+density_levels = 4
+hidden = 8
+conditioning = "state"
+entropy = 1.0
+
+[game]
+loop = "oracle"
+steps = {steps}
+seed = 5
+
+[oracle]
+epoch_steps = 2
+archive_size = 24
+snapshots = 3
+new_per_epoch = 6
+restarts = 1
+adversary_steps = 2
+adversary_batch = 4
+chains = 4
+candidates = 4
+search_steps = 3
+"""
+
+
+def _config(tmp_path: Path, steps: int) -> Path:
+    path = tmp_path / f"tiny-oracle-{steps}.toml"
+    path.write_text(TINY_ORACLE_TOML.format(steps=steps))
+    return path
+
+
+def _rows(folder: Path) -> list[dict]:
+    with open(folder / "metrics.csv", newline="") as handle:
+        return list(csv.DictReader(handle))
+
+
+@pytest.fixture(scope="module")
+def straight_run(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("oracle") / "straight"
+    config_path = _config(folder.parent, 12)
+    train(configs.load(config_path), folder)
+    return folder, config_path
+
+
+def test_every_epoch_is_logged_and_the_guarantee_never_rises(straight_run):
+    folder, _ = straight_run
+    rows = _rows(folder)
+    assert [int(r["epoch"]) for r in rows] == list(range(7))  # 6 trainings, 7 measurements
+    assert [int(r["step"]) for r in rows] == list(range(0, 14, 2))
+    guarantee = [float(r["guarantee"]) for r in rows]
+    bounds = [float(r["upper_bound"]) for r in rows]
+    assert all(later <= earlier for earlier, later in zip(guarantee, guarantee[1:], strict=False))
+    assert guarantee == pytest.approx(np.minimum.accumulate(bounds))
+    assert all(float(r["restricted_ratio"]) >= 1.0 for r in rows)
+    assert all(float(r["exploitability"]) >= -1e-6 for r in rows)  # the current network is a
+    # pure strategy of the restricted game: it never beats the game's value
+    assert guarantee[-1] < guarantee[0]  # the uniform start is far from the best it finds
+
+
+def test_the_delivered_network_is_the_one_with_the_best_guarantee(straight_run):
+    folder, config_path = straight_run
+    state, config, _ = checkpoint.load(folder)
+    assert config == configs.load(config_path)
+    assert float(state.best_score) == pytest.approx(
+        min(float(r["upper_bound"]) for r in _rows(folder))
+    )
+    archive = state.archive
+    slots = instance_slots(archive)
+    assert 0 < len(slots) <= 24
+    assert np.all(np.asarray(archive.optimum)[slots] > 0)
+    assert int(np.asarray(archive.snapshot_filled).sum()) == 3  # bounded
+
+
+class _Interrupted(Exception):
+    pass
+
+
+def _assert_same_archive(folder: Path, other: Path) -> None:
+    straight_state, _, _ = checkpoint.load(folder)
+    resumed_state, _, _ = checkpoint.load(other)
+    for want, got in zip(
+        jax.tree.leaves(straight_state.archive), jax.tree.leaves(resumed_state.archive), strict=True
+    ):
+        np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
+    assert [r["epoch"] for r in _rows(other)] == [r["epoch"] for r in _rows(folder)]
+
+
+def test_an_interrupted_run_resumes_to_the_same_archive(straight_run, tmp_path):
+    folder, config_path = straight_run
+    interrupted = tmp_path / "interrupted"
+
+    def stop_after_two_epochs(row: dict) -> None:
+        if row["epoch"] == 2:
+            raise _Interrupted
+
+    with pytest.raises(_Interrupted):
+        train(configs.load(config_path), interrupted, report=stop_after_two_epochs)
+    assert len(_rows(interrupted)) == 3
+    train(configs.load(config_path), interrupted, resume=True)
+    _assert_same_archive(folder, interrupted)
+
+
+@pytest.mark.slow
+def test_a_killed_run_resumes_to_the_same_archive(straight_run, tmp_path):
+    folder, config_path = straight_run
+    killed = tmp_path / "killed"
+    command = [sys.executable, "-m", "advonline.cli", "train", str(config_path)]
+    process = subprocess.Popen([*command, "--out", str(killed), "--quiet"])
+    deadline = time.monotonic() + 600
+    while time.monotonic() < deadline and process.poll() is None:
+        if (killed / "metrics.csv").exists() and len(_rows(killed)) >= 2:
+            break
+        time.sleep(0.2)
+    assert process.poll() is None, "the run finished before it could be killed"
+    os.kill(process.pid, signal.SIGKILL)
+    process.wait()
+    resumed = subprocess.run(
+        [*command, "--out", str(killed), "--resume", "--quiet"], capture_output=True, text=True
+    )
+    assert resumed.returncode == 0, resumed.stderr
+    _assert_same_archive(folder, killed)
+
+
+def test_training_never_touches_the_evaluators_families(tmp_path, monkeypatch):
+    calls = []
+
+    def spy(name):
+        def called(*args, **kwargs):
+            calls.append(name)
+            raise AssertionError(f"training called the evaluator's family generator {name}")
+
+        return called
+
+    for name in ("make_family", "stopping_densities", "family_demand_pairs", "write_out"):
+        monkeypatch.setattr(families, name, spy(name))
+    for family in (families.Ramp, families.Staircase, families.Flood):
+        monkeypatch.setattr(family, "__call__", spy(family.__name__))
+    train(configs.load(_config(tmp_path, 2)), tmp_path / "run")
+    assert calls == []
+    # the spy is live: the labelled fallback that mixes the families in does call them
+    data = configs.load(_config(tmp_path, 2)).to_dict()
+    data["game"].update(loop="simultaneous", known_families=True)
+    with pytest.raises(AssertionError, match="family generator"):
+        train(configs.from_dict(data), tmp_path / "fallback")
+    assert calls
+
+
+def test_the_evaluators_keys_differ_from_every_training_key():
+    def raw(key):
+        return tuple(np.asarray(jax.random.key_data(key)).ravel().tolist())
+
+    training = set()
+    for seed in range(8):
+        root = jax.random.key(seed)
+        training.add(raw(root))
+        training.update(raw(k) for k in jax.random.split(root, 3))
+    evaluation = set()
+    for seed in range(8):
+        root = evaluate.evaluation_key(seed)
+        evaluation.add(raw(root))
+        evaluation.update(raw(k) for k in jax.random.split(root, 3))
+    assert not training & evaluation
+
+
+def test_the_oracle_loop_refuses_what_it_does_not_support(tmp_path):
+    data = configs.load(_config(tmp_path, 12)).to_dict()
+    data["game"]["steps"] = 5
+    with pytest.raises(configs.ConfigError, match="multiple of oracle.epoch_steps"):
+        configs.from_dict(data)
+    data["game"].update(steps=12, known_families=True)
+    with pytest.raises(configs.ConfigError, match="known_families"):
+        configs.from_dict(data)
