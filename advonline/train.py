@@ -250,16 +250,14 @@ def _row(
 ) -> tuple[dict, GameState]:
     """The metrics row of step ``done``; measuring exploitability may also replay what the
     fresh adversary found (``game.replay_fresh``), hence the new state."""
-    row = {
-        "step": done,
-        "wall_seconds": round(wall, 3),
-        "payoff": float(metrics.payoff),
-        "adversary_ratio": float(metrics.adversary_ratio),
-        "pool_ratio": float(metrics.pool_ratio),
-        "fresh_ratio": "",
-        "exploitability": "",
-        "upper_bound": "",
-    }
+    row = dict.fromkeys(METRIC_FIELDS, "")  # every column; "" where not measured
+    row.update(
+        step=done,
+        wall_seconds=round(wall, 3),
+        payoff=float(metrics.payoff),
+        adversary_ratio=float(metrics.adversary_ratio),
+        pool_ratio=float(metrics.pool_ratio),
+    )
     every = game.config.log.exploit_every
     if every and (done % every == 0 or done == game.config.game.steps):
         found = fresh_adversary(game, state.algorithm, exploitability_key(game.config, done))
