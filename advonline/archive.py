@@ -24,8 +24,9 @@ import jax.numpy as jnp
 import numpy as np
 from flax import struct
 
-#: Which oracle found an instance (the ``origin`` column).
-ORIGINS = ("adversary", "local-search", "probe")
+#: Which search found an instance (the ``origin`` column): the epoch's oracles (adversary
+#: networks and local search together) or the stronger probe.
+ORIGINS = ("oracles", "probe")
 
 
 @struct.dataclass

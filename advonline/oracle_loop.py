@@ -231,7 +231,7 @@ def measure_epoch(game: Game, state: OracleState) -> tuple[OracleState, EpochRec
     archive, slot = archives.add_snapshot(state.archive, state.algorithm, epoch, keep)
     state = state.replace(archive=_rescore(game, archive))
     found = _oracle_search(game, state, slot, oracle.budget(), epoch_key(state, _ORACLES))
-    state = state.replace(archive=_archive_found(game, state, found, slot, "adversary"))
+    state = state.replace(archive=_archive_found(game, state, found, slot, "oracles"))
     state, solution = _solve(state)
     archive_ratio = float(_current_ratios(state.archive, slot).max())
     last = int(state.step) >= game.config.game.steps
