@@ -62,7 +62,10 @@ def dp_work(setting: Setting, atoms: int = 1) -> float:
 
 
 def certify_dp(
-    setting: Setting, policy: Policy, work_limit: float = DEFAULT_WORK_LIMIT
+    setting: Setting,
+    policy: Policy,
+    work_limit: float = DEFAULT_WORK_LIMIT,
+    start: float = 1.0,
 ) -> Certificate:
     """Exact CR of a K = 1 policy on the finite setting (module docstring).
 
@@ -73,6 +76,11 @@ def certify_dp(
     bound on the oblivious CR (``tests/test_certify.py`` checks the programme against the
     whole game tree and against every fixed instance of tiny settings). For a deterministic
     policy nothing branches and it is exact.
+
+    ``start`` is where the Dinkelbach iteration begins: a ratio some instance is known to
+    attain against the policy (a lower bound) saves sweeps. Whatever ``start`` is, the result
+    is an upper bound: the iteration stops only at an r with ``F(r) <= tol``; from a start
+    above the programme's value it stops there at once, with a bound looser than exact.
     """
     if setting.resources != 1:
         return Certificate(None, None, "no exact certificate for K >= 2")
@@ -87,7 +95,7 @@ def certify_dp(
                 f"grid {setting.grid_size} units, {atoms} price atoms), over the limit "
                 f"{work_limit:.0e}",
             )
-        ratio, steps = 1.0, 0
+        ratio, steps = max(float(start), 1.0), 0
         for steps in range(1, _MAX_DINKELBACH_STEPS + 1):  # noqa: B007
             gap, opt, alg = (
                 float(x) for x in _sweep(setting, table.prices, table.probs, jnp.float64(ratio))

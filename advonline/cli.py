@@ -10,15 +10,17 @@ import functools
 import json
 import math
 import sys
+from pathlib import Path
 
 import jax
 from tqdm import tqdm
 
-from advonline import configs, pipeline, policy_file
+from advonline import archive_view, configs, pipeline, policy_file
 from advonline import evaluate as evaluation
 from advonline.checkpoint import CheckpointError
 from advonline.configs import ConfigError
 from advonline.export import ExportError, check_target
+from advonline.game import Game
 from advonline.pipeline import RunError
 from advonline.policy_file import PolicyFileError
 from advonline.tabulated import from_file
@@ -129,6 +131,19 @@ def build_parser() -> argparse.ArgumentParser:
     pl.add_argument("runs", nargs="+", metavar="RUN_DIR", help="training run folders")
     pl.add_argument("--out", required=True, metavar="DIR", help="folder for the figures")
     pl.set_defaults(run=run_plot)
+
+    ar = commands.add_parser(
+        "archive", help="the hard instances an oracle-loop run archived, hardest first"
+    )
+    ar.add_argument("run_dir", metavar="RUN_DIR", help="training run folder (game.loop = oracle)")
+    ar.add_argument("--top", type=int, default=20, help="rows to print (default 20; 0: all)")
+    ar.add_argument("--json", action="store_true", help="print every row as one JSON object")
+    ar.add_argument(
+        "--traces",
+        metavar="DIR",
+        help="new folder: write each instance as a CSV trace for evaluate --instances",
+    )
+    ar.set_defaults(run=run_archive)
 
     job = commands.add_parser(
         "run", help="the main job: train a config, measure, export and plot in one go"
@@ -248,7 +263,8 @@ def _progress(steps: int, quiet: bool):
             shown["bound"] = f"{row['guarantee']:.3f}"
         if row["exploitability"] != "":
             shown["exploit"] = f"{row['exploitability']:.3f}"
-        shown["steps/s"] = f"{row['steps_per_second']:.1f}"
+        if row["steps_per_second"] != "":  # "" after the oracle loop's last measurement
+            shown["steps/s"] = f"{row['steps_per_second']:.1f}"
         bar.set_postfix(shown)
 
     return bar, report
@@ -299,6 +315,71 @@ def run_plot(args: argparse.Namespace) -> int:
     written = pipeline.plot_runs(args.runs, args.out, evaluation.Budget(), say=say)
     print("\n".join(str(path) for path in written if path.suffix == ".png"))
     print(f"({len(written)} files: each figure as PNG and PDF in {args.out})")
+    return 0
+
+
+def run_archive(args: argparse.Namespace) -> int:
+    """``advonline archive RUN_DIR``: the archive's instances, hardest against the delivered
+    network first (advonline/archive_view.py)."""
+    if args.top < 0:
+        raise UsageError(f"--top must be >= 0, got {args.top}")
+    if args.traces is not None and Path(args.traces).exists():
+        raise UsageError(f"--traces {args.traces} already exists; name a new folder")
+    run = pipeline.open_run(args.run_dir)
+    if run.config.game.loop != "oracle":
+        raise UsageError(
+            f"{args.run_dir} was trained with game.loop = "
+            f"{run.config.game.loop!r}; only the oracle loop keeps an archive"
+        )
+    game = Game.build(run.config)
+    rows = archive_view.archive_rows(game, run.state)
+    if args.traces is not None:
+        written = archive_view.write_traces(game, run.state, args.traces)
+        print(f"wrote {len(written)} traces to {args.traces}", file=sys.stderr)
+    if args.json:
+        print(
+            json.dumps({"run": str(run.folder), "epochs": int(run.state.epoch), "instances": rows})
+        )
+        return 0
+    shown = rows if args.top == 0 else rows[: args.top]
+    setting = run.setting
+    print(
+        f"archive of {run.folder}: {len(rows)} instances after {int(run.state.epoch)} epochs "
+        f"(K = {setting.resources}, densities [{setting.low:g}, {setting.high:g}], "
+        f"T = {setting.rounds}); ratios OPT / E[ALG], exact"
+    )
+    header = (
+        "slot",
+        "epoch",
+        "found by",
+        "weight",
+        "OPT",
+        "vs current",
+        "vs delivered",
+        "buyers",
+        "densities",
+    )
+    print("  ".join(f"{name:>12}" for name in header))
+    for row in shown:
+        densities = (
+            "-"
+            if row["buyers"] == 0
+            else f"{row['lowest_density']:.3g}-{row['highest_density']:.3g}"
+        )
+        cells = (
+            row["slot"],
+            row["found_at_epoch"],
+            row["found_by"],
+            f"{row['mixture_weight']:.3f}",
+            f"{row['optimum']:.4g}",
+            _fmt(row["ratio_current"]),
+            _fmt(row["ratio_delivered"]),
+            row["buyers"],
+            densities,
+        )
+        print("  ".join(f"{cell!s:>12}" for cell in cells))
+    if len(shown) < len(rows):
+        print(f"({len(rows) - len(shown)} more; --top 0 shows all)")
     return 0
 
 

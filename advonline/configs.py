@@ -147,6 +147,8 @@ class OracleConfig:
     new_per_epoch: int = 32  # the oracles' hardest new instances archived per epoch
     worst_case_weight: float = 0.5  # share of the training weights on a softmin of the
     # current algorithm's payoffs (game.temperature); the rest is the equilibrium mixture
+    anchor: float = 3.0  # proximal weight: each update also descends anchor x the mean over
+    # every state (round, utilisation) of KL(epoch's starting distribution || current one)
     restarts: int = 4  # the oracles' budget per epoch (OracleBudget)
     adversary_steps: int = 25
     adversary_batch: int = 32
@@ -175,6 +177,8 @@ class OracleConfig:
         )
         if min(self.restarts, self.adversary_steps, self.chains, self.search_steps) < 0:
             problems.append("oracle budgets (restarts, steps, chains) must be >= 0")
+        if not self.anchor >= 0 or self.anchor == float("inf"):
+            problems.append("oracle.anchor must be a finite number >= 0")
         if not 0 <= self.worst_case_weight <= 1:
             problems.append("oracle.worst_case_weight must lie in [0, 1]")
         return problems

@@ -73,13 +73,25 @@ def _ratio_scale(axis, values: list) -> None:
         axis.yaxis.set_minor_formatter(NullFormatter())
 
 
+#: Ratios logged during training, by loop: (column, line style, legend label).
+TRAINING_RATIOS = (
+    ("pool_ratio", "-", "training: worst over the adversary's pool"),
+    ("fresh_ratio", "o-", "fresh best-response adversary"),
+    ("restricted_ratio", "s-", "restricted game's CR (snapshots x archive)"),
+    ("probe_ratio", "o-", "probe: worst ratio a stronger search found"),
+    ("guarantee", "k-", "guarantee: best DP upper bound so far"),
+)
+
+
 def ratio_figure(name: str, rows: list[dict], evaluation: dict, out: Path) -> list[Path]:
     """Ratio over training (training adversary, fresh adversary) with the final measured CR of the
     learned policies, each baseline's measured CR, and 1 + ln(U/L) (K = 1) as lines."""
     setting = evaluation["setting"]
     figure, axis = plt.subplots(figsize=(7.5, 4.5))
-    axis.plot(*_column(rows, "pool_ratio"), label="training: worst over the adversary's pool")
-    axis.plot(*_column(rows, "fresh_ratio"), "o-", label="fresh best-response adversary")
+    for key, style, label in TRAINING_RATIOS:
+        steps, values = _column(rows, key)
+        if values:  # each loop logs its own columns
+            axis.plot(steps, values, style, label=label)
     colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     last = rows[-1]["step"] if rows else 0
     unplotted = []
@@ -103,7 +115,7 @@ def ratio_figure(name: str, rows: list[dict], evaluation: dict, out: Path) -> li
             linewidth=1,
             label=f"1 + ln(U/L) = {reference:.3f}",
         )
-    drawn = [r.get(k) for r in rows for k in ("pool_ratio", "fresh_ratio")]
+    drawn = [r.get(key) for r in rows for key, _, _ in TRAINING_RATIOS]
     drawn += [r["competitive_ratio"] for r in evaluation["results"]] + [reference]
     _ratio_scale(axis, drawn)
     axis.set_xlabel("training step")
@@ -115,7 +127,10 @@ def ratio_figure(name: str, rows: list[dict], evaluation: dict, out: Path) -> li
 
 
 def exploitability_figure(name: str, rows: list[dict], setting: dict, out: Path) -> list[Path]:
-    """The fresh adversary's ratio against the training adversary's, and their difference."""
+    """The fresh adversary's ratio against the training adversary's, and their difference;
+    for the oracle loop, the probe's ratio against the restricted game's and the ratio gap."""
+    if any(r.get("restricted_ratio") is not None for r in rows):
+        return _oracle_exploitability_figure(name, rows, setting, out)
     kept = [r for r in rows if r.get("fresh_ratio") is not None]
     steps = [r["step"] for r in kept]
     figure, axis = plt.subplots(figsize=(7, 4.2))
@@ -129,6 +144,28 @@ def exploitability_figure(name: str, rows: list[dict], setting: dict, out: Path)
     axis.set_ylabel(f"{RATIO_LABEL} (exploitability: difference)")
     axis.set_title(f"{name}: exploitability over training\n{setting_title(setting)}", fontsize=9)
     axis.legend(fontsize=8)
+    return save(figure, out, f"{name}-exploitability")
+
+
+def _oracle_exploitability_figure(
+    name: str, rows: list[dict], setting: dict, out: Path
+) -> list[Path]:
+    figure, (ratios, gap) = plt.subplots(1, 2, figsize=(10, 4))
+    ratios.plot(*_column(rows, "restricted_ratio"), "s-", label="restricted game's CR (1 / value)")
+    ratios.plot(*_column(rows, "probe_ratio"), "o-", label="probe's worst ratio")
+    ratios.plot(*_column(rows, "archive_ratio"), ":", label="archive's worst ratio")
+    _ratio_scale(ratios, [r.get(k) for r in rows for k in ("restricted_ratio", "probe_ratio")])
+    ratios.set_ylabel(RATIO_LABEL)
+    ratios.legend(fontsize=8)
+    steps, values = _column(rows, "exploitability")
+    gap.plot(steps, values, "^-", label="exploitability: max(probe, archive) / restricted - 1")
+    gap.axhline(0.05, color="grey", linestyle="--", linewidth=1, label="0.05")
+    if any(_finite(v) and v > 0 for v in values):
+        gap.set_yscale("symlog", linthresh=0.01)
+    gap.legend(fontsize=8)
+    for axis in (ratios, gap):
+        axis.set_xlabel("training step")
+    figure.suptitle(f"{name}: exploitability over training\n{setting_title(setting)}", fontsize=9)
     return save(figure, out, f"{name}-exploitability")
 
 

@@ -227,7 +227,8 @@ def _train_oracle_loop(
         measured_at = int(state.step)
         state, record = measure_epoch(game, state)
         trained = time.perf_counter()
-        if int(state.step) < config.game.steps:
+        training = int(state.step) < config.game.steps
+        if training:
             state = train_epoch(game, state)
         now = time.perf_counter()
         row = dict.fromkeys(METRIC_FIELDS, "")
@@ -236,7 +237,7 @@ def _train_oracle_loop(
             step=measured_at,
             epoch=int(state.epoch) - 1,
             wall_seconds=round(wall_before + now - started, 3),
-            steps_per_second=config.oracle.epoch_steps / max(now - trained, 1e-9),
+            steps_per_second=config.oracle.epoch_steps / (now - trained) if training else "",
         )
         checkpoint.save(folder, state, config, wall_before + time.perf_counter() - started)
         _write_rows(metrics_path, [row], "a")

@@ -98,6 +98,17 @@ def test_dp_certificate_equals_brute_force(setting, algorithm):
     assert brute == pytest.approx(certificate.ratio, rel=1e-6)
 
 
+def test_a_warm_start_below_the_ratio_changes_nothing_and_one_above_stays_a_bound():
+    setting = TINY[0]
+    policy = _table_policy(setting, seed=3)
+    exact = certify_dp(setting, policy)
+    below = certify_dp(setting, policy, start=1 + 0.9 * (exact.ratio - 1))
+    assert below.ratio == pytest.approx(exact.ratio, rel=1e-12)
+    assert int(below.note.split()[-3]) <= int(exact.note.split()[-3])  # fewer sweeps or as many
+    above = certify_dp(setting, policy, start=1.5 * exact.ratio)
+    assert above.ratio == pytest.approx(1.5 * exact.ratio)  # certified at once, loose
+
+
 def test_dp_certificate_reports_infinite_ratio():
     setting = TINY[0]
     certificate = certify_dp(setting, make_baseline("fixed", setting))
