@@ -4,7 +4,9 @@ baselines with one budget, and write tables (CSV and Markdown cells)."""
 from __future__ import annotations
 
 import csv
+import math
 import shutil
+import statistics
 import time
 from pathlib import Path
 
@@ -63,6 +65,14 @@ def fmt(value) -> str:
     if not isinstance(value, float):
         return str(value)
     return f"{value:.4f}" if value < 1e5 else f"{value:.3e}"
+
+
+def spread(values: list) -> str:
+    """``median [min, max]`` of the finite figures (a missing or infinite one is left out)."""
+    present = [v for v in values if v is not None and math.isfinite(v)]
+    if not present:
+        return "n/a"
+    return f"{fmt(statistics.median(present))} [{fmt(min(present))}, {fmt(max(present))}]"
 
 
 def write_csv(rows: list[dict], path: Path) -> None:

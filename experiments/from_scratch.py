@@ -30,7 +30,7 @@ import math
 import statistics
 from pathlib import Path
 
-from common import fmt, measurement_columns, train_and_measure, write_csv
+from common import fmt, measurement_columns, spread, train_and_measure, write_csv
 
 from advonline import plots
 from advonline.evaluate import Budget
@@ -99,13 +99,6 @@ def _train(name: str, seed: int, folder: Path, budget: Budget, baselines) -> dic
     return row
 
 
-def _spread(values: list) -> str:
-    present = [v for v in values if v is not None and math.isfinite(v)]
-    if not present:
-        return "n/a"
-    return f"{fmt(statistics.median(present))} [{fmt(min(present))}, {fmt(max(present))}]"
-
-
 def _mark(met: bool) -> str:
     return "met" if met else "**not met**"
 
@@ -152,7 +145,7 @@ def table(rows: list[dict], budget: Budget) -> str:
         )
         fast = max(r["train_seconds"] for r in mine) <= seconds
         lines.append(
-            f"| {name} | {mine[0]['setting']} | {len(mine)} | {_spread(bounds)} | "
+            f"| {name} | {mine[0]['setting']} | {len(mine)} | {spread(bounds)} | "
             f"{fmt(reference)} | {fmt(median / reference)} | {target} | {_mark(calm)} | "
             f"{_mark(fast)} (max {max(r['train_seconds'] for r in mine):.0f} s, "
             f"limit {seconds} s) |"

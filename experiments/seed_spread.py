@@ -18,10 +18,9 @@ Markdown table. About 35 min for 3 seeds on 2 CPU cores.
 from __future__ import annotations
 
 import argparse
-import statistics
 from pathlib import Path
 
-from common import fmt, measurement_columns, train_and_measure, write_csv
+from common import fmt, measurement_columns, spread, train_and_measure, write_csv
 
 from advonline import plots
 from advonline.evaluate import Budget, reference_ratio
@@ -95,19 +94,11 @@ def write_table(rows: list[dict], out: Path, budget: Budget) -> None:
     for name in dict.fromkeys(r["config"] for r in rows):
         mine = [r for r in rows if r["config"] == name]
         columns = ("learned_ratio", "learned_upper_bound", "learned-deterministic_ratio")
-        cells = [_spread([r[c] for r in mine]) for c in columns]
+        cells = [spread([r[c] for r in mine]) for c in columns]
         lines.append(f"| {name} | {len(mine)} | " + " | ".join(cells) + " |")
     markdown = "\n".join(lines) + "\n"
     (out / "seed_spread.md").write_text(markdown)
     print(markdown)
-
-
-def _spread(values: list) -> str:
-    """``median [min, max]`` of the figures that exist (a missing bound is left out)."""
-    present = [v for v in values if v is not None]
-    if not present:
-        return "n/a"
-    return f"{fmt(statistics.median(present))} [{fmt(min(present))}, {fmt(max(present))}]"
 
 
 if __name__ == "__main__":
