@@ -18,14 +18,12 @@ import numpy as np
 
 from advonline import archive as archives
 from advonline.game import Game
-from advonline.oracle_loop import OracleState, payoff_matrix
+from advonline.oracle_loop import OracleState, payoff_matrix, payoff_ratios
 
 
 def _ratios(game: Game, params: dict, archive: archives.Archive) -> np.ndarray:
     stacked = jax.tree.map(lambda leaf: leaf[None], params)
-    payoff = np.asarray(payoff_matrix(game, stacked, archive.types, archive.optimum)[0])
-    with np.errstate(divide="ignore"):
-        return np.where(payoff > 0, 1.0 / np.maximum(payoff, 1e-300), np.inf)
+    return payoff_ratios(payoff_matrix(game, stacked, archive.types, archive.optimum)[0])
 
 
 def archive_rows(game: Game, state: OracleState) -> list[dict]:

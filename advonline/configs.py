@@ -177,7 +177,7 @@ class OracleConfig:
         )
         if min(self.restarts, self.adversary_steps, self.chains, self.search_steps) < 0:
             problems.append("oracle budgets (restarts, steps, chains) must be >= 0")
-        if not self.anchor >= 0 or self.anchor == float("inf"):
+        if not 0 <= self.anchor < float("inf"):
             problems.append("oracle.anchor must be a finite number >= 0")
         if not 0 <= self.worst_case_weight <= 1:
             problems.append("oracle.worst_case_weight must lie in [0, 1]")

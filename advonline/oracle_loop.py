@@ -181,11 +181,17 @@ def _rescore(game: Game, archive: archives.Archive) -> archives.Archive:
     return archive.replace(payoffs=payoffs.astype(archive.payoffs.dtype))
 
 
+def payoff_ratios(payoff) -> np.ndarray:
+    """Ratios ``OPT / E[ALG]`` (float64) from payoffs ``E[ALG] / OPT``; inf where ALG earns
+    nothing."""
+    payoff = np.asarray(payoff, np.float64)
+    with np.errstate(divide="ignore"):
+        return np.where(payoff > 0, 1.0 / np.maximum(payoff, 1e-300), np.inf)
+
+
 def _current_ratios(archive: archives.Archive, slot: int) -> np.ndarray:
     """``[N]`` ratios of every archived instance against snapshot ``slot`` (0 where empty)."""
-    payoff = np.asarray(archive.payoffs[slot], np.float64)
-    with np.errstate(divide="ignore"):
-        ratios = np.where(payoff > 0, 1.0 / np.maximum(payoff, 1e-300), np.inf)
+    ratios = payoff_ratios(archive.payoffs[slot])
     return np.where(np.asarray(archive.filled), ratios, 0.0)
 
 

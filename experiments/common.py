@@ -4,7 +4,6 @@ baselines with one budget, and write tables (CSV and Markdown cells)."""
 from __future__ import annotations
 
 import csv
-import math
 import shutil
 import statistics
 import time
@@ -68,8 +67,8 @@ def fmt(value) -> str:
 
 
 def spread(values: list) -> str:
-    """``median [min, max]`` of the finite figures (a missing or infinite one is left out)."""
-    present = [v for v in values if v is not None and math.isfinite(v)]
+    """``median [min, max]`` of the figures that exist (a missing one is left out)."""
+    present = [v for v in values if v is not None]
     if not present:
         return "n/a"
     return f"{fmt(statistics.median(present))} [{fmt(min(present))}, {fmt(max(present))}]"
