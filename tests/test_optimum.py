@@ -8,13 +8,16 @@ import numpy as np
 import pytest
 
 from problems.optimum import (
+    batch_optimum,
+    device_optimum,
+    dual_lp_optimum,
     greedy_fill_optimum,
     knapsack_optimum,
     lp_optimum,
     milp_optimum,
     offline_optimum,
 )
-from problems.posted_price import Instance, Setting
+from problems.posted_price import Instance, Setting, SettingError
 
 
 def test_greedy_fill_hand_case():
@@ -113,3 +116,44 @@ def test_batched_optimum_equals_one_solve_per_instance(divisible):
     one_by_one = [solve(v, d, np.ones(3)) for v, d in zip(values, demands, strict=True)]
     np.testing.assert_allclose(batch, one_by_one, rtol=1e-7)
     assert np.all(batch > 0)
+
+
+def _balanced_or_alone(resources: int, count: int, rounds: int, seed: int):
+    """Random K-resource instances with the adversaries' demand vectors: a balanced bundle or
+    one resource alone, 0.05 or 0.1 of capacity, and a fifth of the rounds empty."""
+    rng = np.random.default_rng(seed)
+    density = np.exp(rng.uniform(0, np.log(10), (count, rounds)))
+    kind = rng.integers(0, resources + 1, (count, rounds))
+    level = rng.integers(1, 3, (count, rounds)) * 0.05
+    demands = np.stack(
+        [np.where((kind == 0) | (kind == k + 1), level, 0.0) for k in range(resources)], -1
+    )
+    demands[rng.random((count, rounds)) < 0.2] = 0
+    return density * demands.sum(-1), demands
+
+
+@pytest.mark.parametrize("resources", [2, 3])
+def test_dual_lp_optimum_brackets_highs_on_1000_instances(resources):
+    values, demands = _balanced_or_alone(resources, 1000, 60, seed=resources)
+    exact = batch_optimum(values, demands, np.ones(resources), divisible=True)
+    solve = jax.jit(jax.vmap(dual_lp_optimum, in_axes=(0, 0, None)), static_argnums=2)
+    capacities = (1.0,) * resources
+    with jax.enable_x64(True):
+        lower, upper = (np.asarray(v) for v in solve(values, demands, capacities))
+    np.testing.assert_allclose(lower, exact, rtol=1e-7)  # float64
+    np.testing.assert_allclose(upper, exact, rtol=1e-7)
+    lower32, upper32 = solve(values.astype(np.float32), demands.astype(np.float32), capacities)
+    lower32, upper32 = np.asarray(lower32, float), np.asarray(upper32, float)
+    # float32: the primal-feasible value within 1e-4 and never above OPT beyond rounding
+    assert np.all(np.abs(lower32 - exact) <= 1e-4 * exact)
+    assert np.all(lower32 <= exact * (1 + 1e-6))
+    assert np.all(upper32 >= exact * (1 - 1e-6))
+
+
+def test_device_optimum_refuses_indivisible_several_resources():
+    setting = Setting(resources=2, capacities=(1.0, 1.0), divisible=False)
+    instances = Instance(
+        values=jnp.ones((1, setting.rounds)), demands=jnp.zeros((1, setting.rounds, 2))
+    )
+    with pytest.raises(SettingError, match="indivisible"):
+        device_optimum(setting, instances)

@@ -1,0 +1,173 @@
+"""Exact expected welfare for any K on the product utilisation grid.
+
+With K resources the algorithm's state before buyer t is the round and what it has sold of
+each resource. When every demand is a multiple of ``capacity / G`` on each resource and a
+partly served buyer (divisible) takes the same whole number of units on every resource it
+asks for (a balanced bundle, or one resource alone: the demand vectors the adversaries
+write, :mod:`advonline.buyer_types`), what has been sold stays on the grid ``{0, ..., G}^K``:
+``S = (G + 1)^K`` states (441 for K = 2 and G = 20). The expected welfare of a randomised
+policy on a fixed instance is then exact by backward induction over (round, state), as for
+K = 1 (:func:`~problems.posted_price.continuation`, which this generalises):
+
+``V_T = 0``, ``V_t(s) = V_{t+1}(s) + p_t(s) [b_t x_t(s) + V_{t+1}(s'_t(s)) - V_{t+1}(s)]``
+
+with ``x_t(s)`` and ``s'_t(s)`` the sale of :func:`~problems.posted_price.purchase` in state
+``s`` and ``p_t(s)`` the chance that buyer t accepts the prices posted there.
+
+**Prices drawn by one shared quantile.** The K prices are the inverse CDFs of the K
+distributions at one uniform draw ``q`` (:func:`~problems.posted_price.sample_prices`). The
+cumulative probabilities of all K distributions cut ``[0, 1)`` into at most ``K A``
+intervals (:func:`quantile_intervals`); on each the K atoms are fixed, so the bundle price is
+too, and ``p_t(s)`` is the total width of the intervals where the buyer accepts. The widths
+are differences of the sorted cumulative probabilities: differentiable in the policy.
+
+Everything here is a pure JAX function (jit- and vmap-able).
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from problems.posted_price import (
+    Buyer,
+    Policy,
+    PriceDistribution,
+    Setting,
+    default_dtype,
+    demand_units,
+    observe,
+    purchase,
+)
+
+
+def state_count(setting: Setting) -> int:
+    """``S = (G + 1)^K`` grid states."""
+    return (setting.grid_size + 1) ** setting.resources
+
+
+def grid_units(setting: Setting) -> np.ndarray:
+    """``[S, K]`` int32: the units sold of each resource in every state; state ``s`` is the
+    row-major index of its units (:func:`state_index`), state 0 is nothing sold."""
+    shape = (setting.grid_size + 1,) * setting.resources
+    return np.stack(np.unravel_index(np.arange(state_count(setting)), shape), -1).astype(np.int32)
+
+
+def state_index(setting: Setting, units: jax.Array) -> jax.Array:
+    """The state ``[...]`` (int32) of units sold ``[..., K]`` (row-major)."""
+    strides = (setting.grid_size + 1) ** np.arange(setting.resources - 1, -1, -1)
+    return (units @ jnp.asarray(strides, jnp.int32)).astype(jnp.int32)
+
+
+def units_sold(setting: Setting, used: jax.Array) -> jax.Array:
+    """Units ``[..., K]`` (int32) of what was sold ``used`` ``[..., K]`` (capacity units)."""
+    capacities = jnp.asarray(setting.capacities, used.dtype).reshape((1,) * (used.ndim - 1) + (-1,))
+    return jnp.round(used / capacities * setting.grid_size).astype(jnp.int32)
+
+
+def grid_price_table(setting: Setting, policy: Policy, dtype=None) -> PriceDistribution:
+    """The policy in every (round, state): prices, probs ``[T, S, K, A]``."""
+    dtype = default_dtype(dtype)
+    capacities = np.asarray(setting.capacities)
+    used = jnp.asarray(grid_units(setting) * capacities / setting.grid_size, dtype)  # [S, K]
+    rounds = jnp.arange(setting.rounds, dtype=jnp.int32)
+
+    def at(round_index, used_s):
+        distribution = policy(observe(setting, used_s, round_index))
+        return distribution.prices.astype(dtype), distribution.probs.astype(dtype)
+
+    prices, probs = jax.vmap(jax.vmap(at, in_axes=(None, 0)), in_axes=(0, None))(rounds, used)
+    return PriceDistribution(prices=prices, probs=probs)
+
+
+class QuantileIntervals(NamedTuple):
+    """The shared quantile's range cut where any resource's atom changes."""
+
+    widths: jax.Array  # [..., I] the chance of each interval (sums to 1)
+    prices: jax.Array  # [..., I, K] the unit prices posted on it
+
+
+def quantile_intervals(table: PriceDistribution) -> QuantileIntervals:
+    """:class:`QuantileIntervals` of distributions ``[..., K, A]``: for K = 1 the atoms
+    themselves (``I = A``); otherwise ``I = K A`` intervals between the sorted cumulative
+    probabilities, each priced at the atoms :func:`~problems.posted_price.price_quantiles`
+    picks at its left end (some intervals are empty: width 0)."""
+    probs, prices = table.probs, table.prices
+    resources, atoms = probs.shape[-2:]
+    if resources == 1:
+        return QuantileIntervals(probs[..., 0, :], prices[..., 0, :, None])
+    cumulative = jnp.cumsum(probs, axis=-1)  # [..., K, A]
+    ends = jnp.sort(cumulative.reshape(*cumulative.shape[:-2], resources * atoms), axis=-1)
+    starts = jnp.concatenate([jnp.zeros_like(ends[..., :1]), ends[..., :-1]], -1)  # [..., I]
+    below = jax.lax.stop_gradient(cumulative[..., None, :, :] <= starts[..., :, None, None])
+    atom = jnp.minimum(below.sum(-1), atoms - 1)  # [..., I, K]
+    posted = jnp.take_along_axis(prices[..., None, :, :], atom[..., None], axis=-1)[..., 0]
+    return QuantileIntervals(jnp.maximum(ends - starts, 0), posted)
+
+
+def acceptance(intervals: QuantileIntervals, buyer: Buyer) -> jax.Array:
+    """The chance ``[...]`` that ``buyer`` accepts the prices the shared quantile draws
+    (the rule of :func:`~problems.posted_price.purchase`: ``value >= prices . demand``)."""
+    bundle = intervals.prices @ buyer.demand.astype(intervals.prices.dtype)  # [..., I]
+    accepted = (buyer.value >= bundle) & (buyer.demand.sum() > 0)
+    return jnp.sum(jnp.where(accepted, intervals.widths, 0), -1)
+
+
+class Transitions(NamedTuple):
+    """What a buyer who accepts buys in every state, for a list of demand vectors."""
+
+    fraction: jax.Array  # [J, S] the share of its demand served (purchase's rule)
+    following: jax.Array  # [J, S] int32 the state after that sale
+
+
+def grid_transitions(setting: Setting, demands: jax.Array) -> Transitions:
+    """:class:`Transitions` of demand vectors ``[J, K]`` (on the grid; a zero vector is
+    nobody: it buys nothing), from :func:`~problems.posted_price.purchase` at price zero."""
+    dtype = demands.dtype
+    units = jnp.asarray(grid_units(setting))  # [S, K]
+    used = units.astype(dtype) * jnp.asarray(setting.capacities, dtype)[None] / setting.grid_size
+
+    def of_demand(demand):
+        buyer = Buyer(value=jnp.ones((), dtype), demand=demand)
+        prices = jnp.zeros(setting.resources, dtype)
+        sale = jax.vmap(purchase, in_axes=(None, 0, None, None))(setting, used, prices, buyer)
+        taken = demand_units(setting, sale.fraction[:, None] * demand[None, :])  # [S, K]
+        after = jnp.minimum(units + taken, setting.grid_size)
+        return sale.fraction, state_index(setting, after)
+
+    fraction, following = jax.vmap(of_demand)(demands)
+    return Transitions(fraction, following)
+
+
+def grid_welfare(
+    sell: jax.Array, values: jax.Array, fraction: jax.Array, following: jax.Array
+) -> jax.Array:
+    """Exact expected welfare from state 0 by backward induction (module docstring): the
+    chance ``sell`` ``[T, S]`` that buyer t accepts in state s, its value ``[T]``, and the sale
+    it makes there (``fraction``, ``following``, ``[T, S]``)."""
+
+    def back(value_next, inputs):
+        sell_t, value_t, fraction_t, following_t = inputs
+        gain = value_t * fraction_t + value_next[following_t] - value_next
+        return value_next + sell_t * gain, None
+
+    start = jnp.zeros(sell.shape[1], sell.dtype)
+    first, _ = jax.lax.scan(back, start, (sell, values, fraction, following), reverse=True)
+    return first[0]
+
+
+def expected_welfare_grid(setting: Setting, policy: Policy, values, demands) -> jax.Array:
+    """Exact E[welfare] of ``policy`` on one instance (values ``[T]``, demands ``[T, K]`` on
+    the grid, balanced or on one resource) for any K: O(T S (K A + K))."""
+    table = grid_price_table(setting, policy, values.dtype)
+    intervals = quantile_intervals(table)  # [T, S, I]
+
+    def sell_round(intervals_t, value, demand):
+        return acceptance(intervals_t, Buyer(value=value, demand=demand))
+
+    sell = jax.vmap(sell_round)(intervals, values, demands)  # [T, S]
+    moves = grid_transitions(setting, demands)
+    return grid_welfare(sell, values, moves.fraction, moves.following)
