@@ -11,24 +11,28 @@ Two conditionings (``adversary.conditioning``):
 
 - ``"noise"``: a noise vector and the round (:class:`~advonline.networks.AdversaryNetwork`);
   the instances are written in advance, one ``vmap``.
-- ``"state"`` (K = 1): each instance is written while the one simulator plays it against the
+- ``"state"`` (any K): each instance is written while the one simulator plays it against the
   algorithm (:class:`StateWriter`): buyer t is drawn from the state reached (round, units the
-  algorithm sold, a draw of its prices from its own distribution) and every type is scored by
-  its density, demand and chance to buy in that state
+  algorithm sold of each resource, a draw of its prices from its own distribution) and every
+  type is scored by its density, demand and chance to buy in that state
   (:class:`~advonline.networks.StateAdversaryNetwork`). "Send a buyer at about the current
-  price, then stop and flood at the last density" (SPEC §4) is then a simple rule. What it
-  writes is a fixed instance and is measured as one (oblivious, exact ``E[ALG]`` over fresh
-  draws), so every figure it produces is attained by a real input. Against a randomised
-  algorithm the *writing* adapts to one draw of its prices; the measurement does not.
-  ``tests/test_state_adversary.py`` checks that against ``threshold`` a fresh one gets within
-  10% of the exact worst case, beyond a noise-conditioned one of the same budget.
+  price, then stop and flood at the last density" (docs/method.md, "The game") is then a
+  simple rule. What it writes is a fixed instance and is measured as one (oblivious, exact
+  ``E[ALG]`` over fresh draws), so every figure it produces is attained by a real input.
+  Against a randomised algorithm the *writing* adapts to one draw of its prices; the
+  measurement does not. ``tests/test_state_adversary.py`` checks that against ``threshold``
+  a fresh one gets within 10% of the exact worst case, beyond a noise-conditioned one of the
+  same budget.
 
-The adversary minimises the game payoff ``u = E_I E[ALG(I)] / OPT(I)`` (SPEC §2). For K = 1
-each instance's ``E[ALG]`` is exact (backward induction over the algorithm's state) and OPT is
-exact, so the only noise in its REINFORCE gradient is which instances were drawn; the whole
-best response is one jitted ``lax.scan``. For K >= 2 (:func:`best_response_sampled`) ``E[ALG]``
-is the mean of sampled runs of the one simulator and OPT comes from SciPy's HiGHS, so each
-step is a Python loop around jitted pieces with the solver in between, outside ``jit``.
+The adversary minimises the game payoff ``u = E_I E[ALG(I)] / OPT(I)``. In
+:func:`best_response` each instance's ``E[ALG]`` is exact (backward induction over the
+algorithm's state: the utilisation grid for K = 1, the product grid of
+:mod:`problems.product_grid` for K >= 2 with state conditioning) and OPT is computed in
+``jit`` (:func:`~problems.optimum.device_optimum`), so the only noise in its REINFORCE
+gradient is which instances were drawn; the whole best response is one jitted ``lax.scan``.
+:func:`best_response_sampled` (the noise-conditioned K >= 2 adversary) takes ``E[ALG]`` as the
+mean of sampled runs of the one simulator and OPT from SciPy's HiGHS, so each step is a
+Python loop around jitted pieces with the solver in between, outside ``jit``.
 """
 
 from __future__ import annotations
@@ -39,14 +43,19 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 import optax
 from flax import struct
 
 from advonline.buyer_types import BuyerTypes
 from advonline.configs import AdversaryConfig
 from advonline.networks import AdversaryNetwork, StateAdversaryNetwork
-from problems.optimum import offline_optimum
+from advonline.typed_payoffs import (
+    payoffs_given_sales,
+    type_sale_table,
+    typed_payoffs,
+    welfare_ratio,
+)
+from problems.optimum import device_optimum, offline_optimum
 from problems.posted_price import (
     AdversaryView,
     Buyer,
@@ -55,12 +64,12 @@ from problems.posted_price import (
     PriceDistribution,
     Setting,
     TablePolicy,
-    continuation,
     mean_welfare,
     price_table,
     rollout,
     sell_probability,
 )
+from problems.product_grid import GridTablePolicy, state_index, units_sold
 
 
 class Written(NamedTuple):
@@ -69,7 +78,7 @@ class Written(NamedTuple):
     instances: Instance  # values [B, T], demands [B, T, K]
     noise: jax.Array  # [B, Z]
     chosen: jax.Array  # [B, T] int32 type index; the last index means nobody
-    state: jax.Array | None = None  # state conditioning: [B, T, 2] round, utilisation seen
+    state: jax.Array | None = None  # state conditioning: [B, T, 1 + K] round, units seen
     sale: jax.Array | None = None  # state conditioning: [B, T, types] P(buy) of every type
 
 
@@ -112,7 +121,9 @@ class AdversaryModel:
     def init(self, key: jax.Array) -> dict:
         if self.conditioning == "state":
             return self.network.init(
-                key, jnp.zeros(self.latent + 2), jnp.zeros((self.types, TYPE_FEATURES))
+                key,
+                jnp.zeros(self.latent + 1 + len(self.demands[0])),
+                jnp.zeros((self.types, TYPE_FEATURES)),
             )
         return self.network.init(key, jnp.zeros(self.latent), jnp.zeros(()))
 
@@ -127,7 +138,7 @@ class AdversaryModel:
         self, params: dict, noise: jax.Array, state: jax.Array, sale: jax.Array
     ) -> jax.Array:
         """``[..., types]`` (state conditioning) from noise ``[..., Z]``, the state
-        ``[..., 2]`` (:func:`scaled_state`) and each type's chance to buy ``[..., types]``."""
+        ``[..., 1 + K]`` (:func:`scaled_state`) and each type's chance to buy ``[..., types]``."""
         context = jnp.concatenate([noise, state.astype(noise.dtype)], -1)
         return self.network.apply(params, context, self.type_features(sale))
 
@@ -182,7 +193,10 @@ class AdversaryModel:
         noise = jax.random.normal(key_noise, (count, self.latent))
         gumbel = jax.random.gumbel(key_types, (count, setting.rounds, self.types))
         values, demands = self.type_buyers(dtype)
-        policy = TablePolicy(table, setting.grid_size)
+        if setting.resources == 1:
+            policy = TablePolicy(table, setting.grid_size)
+        else:
+            policy = GridTablePolicy(table, setting)
 
         def one(noise_i, gumbel_i, key_i):
             writer = StateWriter(self, setting, params, noise_i, gumbel_i, sale, values, demands)
@@ -190,41 +204,19 @@ class AdversaryModel:
 
         runs = jax.vmap(one)(noise, gumbel, jax.random.split(key_prices, count))
         instances = runs.instance
-        share = runs.used_before()[..., 0] / setting.capacities[0]
-        units = jnp.round(share * setting.grid_size).astype(jnp.int32)  # [B, T], as the writer
-        rounds = jnp.broadcast_to(jnp.arange(setting.rounds)[None, :], units.shape)
+        units = units_sold(setting, runs.used_before())  # [B, T, K], as the writer saw them
+        index = state_index(setting, units)  # [B, T]
+        rounds = jnp.broadcast_to(jnp.arange(setting.rounds)[None, :], index.shape)
         match = (instances.values[..., None] == values[None, None]) & jnp.all(
             instances.demands[..., None, :] == demands[None, None], -1
         )  # [B, T, types]: exactly one type wrote each buyer
         chosen = jnp.argmax(match, -1).astype(jnp.int32)
         state = scaled_state(setting, rounds, units)
-        return Written(instances, noise, chosen, state, sale[rounds, units])
+        return Written(instances, noise, chosen, state, sale[rounds, index])
 
     def type_sale_table(self, table: PriceDistribution, dtype) -> jax.Array:
-        """``[T, G + 1, types]``: the chance that a buyer of each type accepts the price posted
-        in each state of the K = 1 ``table`` (0 for the nobody type).
-
-        Exactly ``sum_a probs[a] [value >= price_a * demand]`` (the rule of
-        :func:`~problems.posted_price.accepts`) without comparing every type with every atom
-        in every state (84M comparisons for 129 types, 64 atoms and 20k states; most of a
-        training step on a CPU). Within one demand level the values rise with the density, so
-        the types that accept an atom are those from the first whose value reaches its price
-        (a binary search); each atom's probability is added at that type and summed upwards.
-        """
-        values, demands = self.type_buyers(dtype)
-        probs, prices = table.probs.astype(dtype), table.prices.astype(dtype)
-        rounds, states = (jnp.arange(n) for n in probs.shape[:2])
-        sale = jnp.zeros((*probs.shape[:2], self.types), dtype)
-        per_level = len(self.demands)
-        for level in range(per_level):
-            members = np.arange(level, self.types - 1, per_level)  # this demand, rising value
-            asks = prices * demands[level, 0]  # [T, G + 1, A]
-            first = jnp.searchsorted(values[members], asks, side="left", method="scan_unrolled")
-            binned = jnp.zeros((*probs.shape[:2], len(members) + 1), dtype)
-            binned = binned.at[rounds[:, None, None], states[None, :, None], first].add(probs)
-            up_to = np.arange(len(members) + 1)[:, None] <= np.arange(len(members))[None, :]
-            sale = sale.at[..., members].set(binned @ jnp.asarray(up_to, dtype))
-        return sale
+        """``[T, S, types]``: :func:`~advonline.typed_payoffs.type_sale_table` of its types."""
+        return type_sale_table(self.buyer_types, table, dtype)
 
     def type_buyers(self, dtype) -> tuple[jax.Array, jax.Array]:
         """Value ``[types]`` and demand ``[types, K]`` of every buyer type."""
@@ -249,8 +241,10 @@ class AdversaryModel:
 
 
 def scaled_state(setting: Setting, round_index: jax.Array, units: jax.Array) -> jax.Array:
-    """``[..., 2]``: round and the algorithm's units, each scaled to [-1, 1]."""
-    return jnp.stack([2 * round_index / setting.rounds - 1, 2 * units / setting.grid_size - 1], -1)
+    """``[..., 1 + K]``: the round and the algorithm's units of each resource ``[..., K]``,
+    each scaled to [-1, 1]."""
+    scaled_round = (2 * round_index / setting.rounds - 1)[..., None]
+    return jnp.concatenate([scaled_round, 2 * units / setting.grid_size - 1], -1)
 
 
 @struct.dataclass
@@ -269,11 +263,11 @@ class StateWriter:
     demands: jax.Array  # [types, K]
 
     def __call__(self, view: AdversaryView) -> Buyer:
-        share = view.alg_used[0] / self.setting.capacities[0]
-        units = jnp.round(share * self.setting.grid_size).astype(jnp.int32)
+        units = units_sold(self.setting, view.alg_used)  # [K]
         state = scaled_state(self.setting, view.round, units)
+        index = state_index(self.setting, units)
         logits = self.model.state_logits(
-            self.params, self.noise, state, self.sale[view.round, units]
+            self.params, self.noise, state, self.sale[view.round, index]
         )
         chosen = jnp.argmax(logits + self.gumbel[view.round])
         return Buyer(value=self.values[chosen], demand=self.demands[chosen])
@@ -283,24 +277,6 @@ def payoffs(setting: Setting, table: PriceDistribution, instances: Instance, opt
     """``E[ALG(I)] / OPT(I)`` per instance ``[B]`` for the policy given by its price ``table``."""
     sell = jax.vmap(sell_probability, in_axes=(None, 0), out_axes=1)(table, instances)
     return payoffs_given_sales(setting, sell, instances, optimum)
-
-
-def payoffs_given_sales(
-    setting: Setting, sell: jax.Array, instances: Instance, optimum: jax.Array
-) -> jax.Array:
-    """Payoffs ``[B]`` from the sale probabilities, round-major ``[T, B, G + 1]`` (the layout
-    the backward induction reads fastest: each round's slice is contiguous), 1 where OPT = 0:
-    nobody worth serving came."""
-    welfare = jax.vmap(
-        lambda sell_i, instance: continuation(setting, sell_i, instance).first[0], in_axes=(1, 0)
-    )(sell, instances)
-    return welfare_ratio(welfare, optimum)
-
-
-def welfare_ratio(welfare: jax.Array, optimum: jax.Array) -> jax.Array:
-    """``ALG / OPT`` elementwise, 1 where OPT = 0."""
-    safe = jnp.where(optimum > 0, optimum, 1)
-    return jnp.where(optimum > 0, welfare / safe, 1.0)
 
 
 def adversary_loss(
@@ -340,7 +316,9 @@ def best_response(
     key: jax.Array,
 ) -> BestResponse:
     """Train a fresh adversary from scratch for ``steps`` REINFORCE steps against the frozen
-    algorithm given by its price ``table``; keep the worst instance of everything written."""
+    algorithm given by its price ``table`` (:func:`~advonline.typed_payoffs.algorithm_table`;
+    K >= 2 needs state conditioning and divisible buyers: OPT in ``jit``, a primal-feasible
+    lower bound); keep the worst instance of everything written."""
     key_init, key_steps = jax.random.split(key)
     params = model.init(key_init)
     optimizer = adversary_optimizer(config)
@@ -350,8 +328,11 @@ def best_response(
     def step(carry, key_step):
         params, opt_state = carry
         written = model.write(params, setting, key_step, config.batch, dtype, table, sale)
-        optimum = offline_optimum(setting, written.instances)
-        payoff = payoffs(setting, table, written.instances, optimum)
+        optimum = device_optimum(setting, written.instances)
+        if setting.resources == 1:
+            payoff = payoffs(setting, table, written.instances, optimum)
+        else:  # state conditioning (any K) writes types; K >= 2 is scored through them
+            payoff = typed_payoffs(setting, model.buyer_types, sale, written.chosen, optimum)
         grads = jax.grad(functools.partial(adversary_loss, model))(
             params, written, payoff, config.entropy
         )

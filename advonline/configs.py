@@ -237,13 +237,20 @@ def from_dict(data: dict, origin: str = "config") -> RunConfig:
         problems.append("algorithm.rollout_rounds must be <= setting.rounds")
     if config.algorithm.shared_resources and len(set(config.setting.capacities)) > 1:
         problems.append("algorithm.shared_resources needs every capacity equal")
-    if config.adversary.conditioning == "state" and config.setting.resources != 1:
-        problems.append('adversary.conditioning = "state" needs one resource (K = 1)')
+    several = config.setting.resources != 1
+    if config.adversary.conditioning == "state" and several and config.game.loop != "oracle":
+        problems.append(
+            'adversary.conditioning = "state" with several resources needs game.loop = "oracle"'
+        )
     if config.game.loop == "oracle":
         if config.game.steps % config.oracle.epoch_steps:
             problems.append("game.steps must be a multiple of oracle.epoch_steps")
-        if config.setting.resources != 1:
-            problems.append('game.loop = "oracle" needs one resource (K = 1)')
+        if several and not config.setting.divisible:
+            problems.append('game.loop = "oracle" with several resources needs divisible buyers')
+        if several and config.adversary.conditioning != "state":
+            problems.append(
+                'game.loop = "oracle" with several resources needs adversary.conditioning = "state"'
+            )
         if config.algorithm.update != "per-round":
             problems.append('game.loop = "oracle" trains with algorithm.update = "per-round"')
         if config.game.known_families:

@@ -17,12 +17,17 @@ finds what the live one lost. The oracle loop keeps everything instead. Each epo
    ``probe CR / restricted CR - 1`` with ``restricted CR = 1 / v`` and the probe CR the worst
    of the probe's finds and the archive. The DP certificate's upper bound on the current
    network's CR (float64, outside ``jit``) is its guarantee; the run keeps the network with
-   the best guarantee so far, which therefore never rises. The certificate's iteration starts
-   from the worst ratio found (an attained lower bound on the CR), and is skipped when that
-   ratio already reaches the best guarantee, since no bound could then beat it. What the
+   the best guarantee so far, which therefore never rises. The certificate's iteration
+   starts from the worst ratio found (an attained lower bound on the CR), and is skipped when
+   that ratio already reaches the best guarantee, since no bound could then beat it. (K >= 2
+   has no certificate: there the run keeps the network whose measured worst case, the worst
+   of the probe's finds and the archive, is lowest so far: a lower bound on its CR.) What the
    probe found then joins the archive (it is this run's own search, not the evaluator's).
 5. **Training.** ``epoch_steps`` per-round all-action updates of the pricing network
-   (:func:`~advonline.game.per_round_update`, one jitted ``lax.scan``) against the archive,
+   (:func:`~advonline.game.per_round_update`, one jitted ``lax.scan``; for K >= 2 the exact
+   gradient of the same weighted payoff through the product-grid induction of
+   :mod:`problems.product_grid`, which is what the all-action update computes) against the
+   archive,
    weighted by ``(1 - w) q + w softmin(current payoffs)`` with ``w = worst_case_weight``:
    the equilibrium mixture keeps the weights stable across epochs, the softmin keeps the one
    network that is delivered robust to every archived instance.
@@ -54,8 +59,8 @@ from advonline.game import (
     policy_probs,
 )
 from advonline.oracles import Found, best_responses
+from advonline.typed_payoffs import algorithm_table, type_sale_table, typed_payoffs
 from problems.optimum import offline_optimum
-from problems.posted_price import price_table
 
 #: Relative rounding of a ratio computed in float32, with room to spare.
 _ROUNDING = 1e-4
@@ -77,7 +82,8 @@ class OracleState:
     adversary_mixture: jax.Array  # [N] the adversary's equilibrium mixture over the archive
     algorithm_mixture: jax.Array  # [S] the algorithm's over the snapshots
     best_algorithm: dict  # the pricing parameters with the best guarantee so far
-    best_score: jax.Array  # [] that guarantee (an upper bound on the CR); inf before any
+    best_score: jax.Array  # [] that guarantee (K = 1: an upper bound on the CR; K >= 2: the
+    # measured worst case, a lower bound); inf before any
 
 
 class EpochRecord(NamedTuple):
@@ -88,8 +94,8 @@ class EpochRecord(NamedTuple):
     archive_ratio: float  # worst ratio of any archived instance against it
     probe_ratio: float | None  # worst ratio the probe found (None when not probed)
     exploitability: float | None  # max(probe, archive) / restricted CR - 1
-    upper_bound: float | None  # the DP certificate's bound on the current network's CR
-    guarantee: float  # the best bound so far (never rises)
+    upper_bound: float | None  # the DP certificate's bound on the current network's CR (K = 1)
+    guarantee: float  # the best bound so far (never rises; K >= 2: best measured worst case)
     archive_size: int
     support: int  # instances in the adversary's equilibrium mixture
 
@@ -120,12 +126,33 @@ def epoch_key(state: OracleState, stream: int) -> jax.Array:
     return jax.random.fold_in(jax.random.fold_in(state.key, state.epoch), stream)
 
 
+def archive_payoffs(game: Game, params: dict, types: jax.Array, optimum: jax.Array) -> jax.Array:
+    """Exact payoffs ``E[ALG(I_j)] / OPT(I_j)`` ``[N]`` of the pricing network ``params`` on
+    instances given as types ``[N, T]``: over the utilisation grid for K = 1
+    (:func:`~advonline.game.game_payoffs`), over the product grid for K >= 2
+    (:func:`~advonline.typed_payoffs.typed_payoffs`). Differentiable in ``params``."""
+    if game.setting.resources == 1:
+        instances = game.adversary.instances(types, jnp.float32)
+        return game_payoffs(game, params, instances, optimum)
+    vocabulary = game.adversary.buyer_types
+    table = algorithm_table(game.setting, game.policy(params), jnp.float32)
+    sale = type_sale_table(vocabulary, table, jnp.float32)
+    return typed_payoffs(game.setting, vocabulary, sale, types, optimum)
+
+
+def state_probs(game: Game, params: dict) -> jax.Array:
+    """The pricing network's distributions in every state: ``[T, G + 1, A]`` for K = 1,
+    ``[T, S, K, A]`` for K >= 2."""
+    if game.setting.resources == 1:
+        return policy_probs(game, params, jnp.float32)
+    return algorithm_table(game.setting, game.policy(params), jnp.float32).probs
+
+
 @functools.partial(jax.jit, static_argnums=0)
 def payoff_matrix(game: Game, snapshots: dict, types: jax.Array, optimum: jax.Array) -> jax.Array:
     """``[S, N]`` exact payoffs ``E[ALG_i(I_j)] / OPT(I_j)`` of every stored snapshot on every
     archived instance (empty slots give meaningless entries that the caller masks)."""
-    instances = game.adversary.instances(types, jnp.float32)
-    return jax.vmap(lambda params: game_payoffs(game, params, instances, optimum))(snapshots)
+    return jax.vmap(lambda params: archive_payoffs(game, params, types, optimum))(snapshots)
 
 
 @functools.partial(jax.jit, static_argnums=(0, 7))
@@ -145,7 +172,7 @@ def train_against(
     KL divergence over every state: archived instances visit few states, and the anchor
     keeps the updates from moving the prices in the states none of them reaches."""
     config = game.config
-    instances = game.adversary.instances(types, jnp.float32)
+    instances = game.adversary.instances(types, jnp.float32)  # K = 1's analytic update reads them
     share = config.oracle.worst_case_weight
     softmin = functools.partial(_softmin_weights, valid=filled, temperature=config.game.temperature)
     optimizer = game.algorithm_optimizer()
@@ -153,17 +180,24 @@ def train_against(
     def weigh(payoff: jax.Array) -> jax.Array:
         return (1 - share) * mixture + share * softmin(payoff)
 
-    start = jax.lax.stop_gradient(policy_probs(game, params, jnp.float32))
+    start = jax.lax.stop_gradient(state_probs(game, params))
 
     def drift(p: dict) -> jax.Array:
         """Mean over every state of KL(start || current): the proximal term."""
-        probs = policy_probs(game, p, jnp.float32)
+        probs = state_probs(game, p)
         log_ratio = jnp.log(jnp.maximum(start, 1e-30)) - jnp.log(jnp.maximum(probs, 1e-30))
         return jnp.mean(jnp.sum(start * log_ratio, axis=-1))
 
+    def ascent_direction(params: dict):
+        if game.setting.resources == 1:  # the all-action update, analytic (advonline/game.py)
+            return per_round_update(game, params, instances, optimum, weigh)[1]
+        # K >= 2: the exact gradient of the weighted payoff through the product-grid induction
+        payoff, pull_back = jax.vjp(lambda p: archive_payoffs(game, p, types, optimum), params)
+        return pull_back(jax.lax.stop_gradient(weigh(payoff)))[0]
+
     def update(carry, _):
         params, opt_state = carry
-        _, ascent = per_round_update(game, params, instances, optimum, weigh)
+        ascent = ascent_direction(params)
         descent = jax.tree.map(jnp.negative, ascent)
         if config.oracle.anchor > 0:
             pull = jax.grad(drift)(params)
@@ -175,10 +209,27 @@ def train_against(
     return params, opt_state
 
 
-def _rescore(game: Game, archive: archives.Archive) -> archives.Archive:
-    """The whole payoff matrix recomputed (fixed shapes: one compilation)."""
-    payoffs = payoff_matrix(game, archive.snapshots, archive.types, archive.optimum)
-    return archive.replace(payoffs=payoffs.astype(archive.payoffs.dtype))
+snapshot_payoffs = jax.jit(archive_payoffs, static_argnums=0)
+
+
+def _score_row(game: Game, archive: archives.Archive, slot: int) -> archives.Archive:
+    """Snapshot ``slot``'s payoff row on every archive slot (fixed shape: one compilation)."""
+    params = archives.snapshot_params(archive, slot)
+    values = snapshot_payoffs(game, params, archive.types, archive.optimum)
+    columns = np.arange(archive.filled.shape[0])
+    return archives.set_payoffs(archive, np.array([slot]), columns, np.asarray(values)[None])
+
+
+def _score_columns(game: Game, archive: archives.Archive, written: np.ndarray) -> archives.Archive:
+    """The payoff columns of the newly ``written`` instance slots for every snapshot slot;
+    the slots are padded by repetition to ``new_per_epoch`` so that one compilation serves
+    every epoch. Nothing else in the matrix changes when instances are added."""
+    if written.size == 0:
+        return archive
+    padded = np.resize(written, max(game.config.oracle.new_per_epoch, written.size))
+    values = payoff_matrix(game, archive.snapshots, archive.types[padded], archive.optimum[padded])
+    rows = np.arange(archive.snapshot_filled.shape[0])
+    return archives.set_payoffs(archive, rows, written, np.asarray(values)[:, : written.size])
 
 
 def payoff_ratios(payoff) -> np.ndarray:
@@ -200,7 +251,7 @@ def _archive_found(
 ) -> archives.Archive:
     """Add the ``new_per_epoch`` hardest distinct instances of ``found`` to the archive,
     evicting the least useful (outside the adversary's mixture, lowest ratio against the
-    current network), and rescore."""
+    current network), and score their columns."""
     archive = state.archive
     order = np.argsort(-np.asarray(found.ratios), kind="stable")
     types = np.asarray(found.types)[order]
@@ -210,7 +261,7 @@ def _archive_found(
     optimum = np.asarray(offline_optimum(game.setting, instances))
     in_mixture = np.asarray(state.adversary_mixture) > 0
     usefulness = np.where(in_mixture, np.inf, _current_ratios(archive, slot))
-    archive, _ = archives.add_instances(
+    archive, written = archives.add_instances(
         archive,
         types,
         optimum,
@@ -218,7 +269,7 @@ def _archive_found(
         int(state.epoch),
         np.full(len(types), archives.ORIGINS.index(origin)),
     )
-    return _rescore(game, archive)
+    return _score_columns(game, archive, written)
 
 
 def _solve(state: OracleState) -> tuple[OracleState, meta.MetaSolution]:
@@ -238,7 +289,7 @@ def _solve(state: OracleState) -> tuple[OracleState, meta.MetaSolution]:
 def _oracle_search(game: Game, state: OracleState, slot: int, budget, key: jax.Array) -> Found:
     """Both oracles against the current network; local search starts from the archived
     instances that are hardest for it."""
-    table = price_table(game.setting, game.policy(state.algorithm), jnp.float32)
+    table = algorithm_table(game.setting, game.policy(state.algorithm), jnp.float32)
     ratios = _current_ratios(state.archive, slot)
     hardest = np.argsort(-ratios, kind="stable")[: budget.chains // 2]
     starts = np.asarray(state.archive.types)[hardest[ratios[hardest] > 0]]
@@ -260,7 +311,7 @@ def measure_epoch(game: Game, state: OracleState) -> tuple[OracleState, EpochRec
     epoch = int(state.epoch)
     keep = np.asarray(state.algorithm_mixture) > 0
     archive, slot = archives.add_snapshot(state.archive, state.algorithm, epoch, keep)
-    state = state.replace(archive=_rescore(game, archive))
+    state = state.replace(archive=_score_row(game, archive, slot))
     found = _oracle_search(game, state, slot, oracle.budget(), epoch_key(state, _ORACLES))
     state = state.replace(archive=_archive_found(game, state, found, slot, "oracles"))
     state, solution = _solve(state)
@@ -276,12 +327,14 @@ def measure_epoch(game: Game, state: OracleState) -> tuple[OracleState, EpochRec
         state, solution = _solve(state)
     attained = max(archive_ratio, probe_ratio or 0.0)  # a lower bound on the CR
     bound = None
-    if attained < float(state.best_score):  # else no bound can beat the best so far
+    one = game.setting.resources == 1
+    if one and attained < float(state.best_score):  # else no bound can beat the best so far
         start = attained * (1 - _ROUNDING)  # below the float32 ratio's rounding
         bound = certify_dp(game.setting, game.policy(state.algorithm), start=start).ratio
-    if bound is not None and bound < float(state.best_score):
+    score = bound if one else attained  # K >= 2: no certificate; the worst case measured
+    if score is not None and score < float(state.best_score):
         state = state.replace(
-            best_algorithm=state.algorithm, best_score=jnp.asarray(bound, state.best_score.dtype)
+            best_algorithm=state.algorithm, best_score=jnp.asarray(score, state.best_score.dtype)
         )
     record = EpochRecord(
         restricted_ratio=solution.ratio,

@@ -1,10 +1,12 @@
 """Best-response oracles: given a frozen algorithm and a budget, find hard instances.
 
-Every oracle takes the algorithm as its K = 1 price table (``[T, G + 1, A]``; a policy's
-:func:`~problems.posted_price.price_table`) and returns :class:`Found`: instances as buyer
+Every oracle takes the algorithm as its table over every state
+(:func:`~advonline.typed_payoffs.algorithm_table`: ``[T, G + 1, A]`` for K = 1,
+``[T, S, K, A]`` on the product grid for K >= 2) and returns :class:`Found`: instances as buyer
 type sequences (:mod:`advonline.buyer_types`) with their ratios ``OPT / E[ALG]``, each the
-ratio of a fixed input (oblivious; ``E[ALG]`` exact by backward induction, OPT exact). Two
-oracles, each with independent restarts vmapped in one jitted call:
+ratio of a fixed input (oblivious; ``E[ALG]`` exact by backward induction; OPT exact for K = 1
+and a primal-feasible lower bound for K >= 2, so a ratio is never inflated). Two oracles,
+each with independent restarts vmapped in one jitted call:
 
 - :func:`adversary_oracle`: fresh adversary networks trained from scratch with REINFORCE
   (:func:`~advonline.adversary.best_response`), ``restarts`` seeds at once; every step's worst
@@ -20,8 +22,9 @@ single code path of the training loop's oracles, its stronger probe and the eval
 adversary (the same call with a larger budget and other seeds).
 
 The ratio of a typed instance is cheap: the chance that each buyer type buys in each state is
-tabled once per algorithm (:meth:`~advonline.adversary.AdversaryModel.type_sale_table`), so an
-instance's sale probabilities are a gather and its ``E[ALG]`` one backward induction.
+tabled once per algorithm (:func:`~advonline.typed_payoffs.type_sale_table`), so an
+instance's sale probabilities are a gather and its ``E[ALG]`` one backward induction
+(:func:`~advonline.typed_payoffs.typed_payoffs`).
 """
 
 from __future__ import annotations
@@ -33,10 +36,11 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from advonline.adversary import AdversaryModel, best_response, payoffs_given_sales
+from advonline.adversary import AdversaryModel, best_response
 from advonline.buyer_types import BuyerTypes
 from advonline.configs import AdversaryConfig, OracleBudget
-from problems.optimum import offline_optimum
+from advonline.typed_payoffs import typed_payoffs
+from problems.optimum import device_optimum
 from problems.posted_price import PriceDistribution, Setting
 
 #: Mutation kinds of the local search (names for documentation and tests).
@@ -76,11 +80,9 @@ def typed_ratios(
     setting: Setting, vocabulary: BuyerTypes, sale: jax.Array, types: jax.Array, dtype
 ) -> jax.Array:
     """``OPT / E[ALG]`` ``[B]`` of instances given as types ``[B, T]``, for the algorithm whose
-    per-type sale table is ``sale`` ``[T, G + 1, types]``."""
-    instances = vocabulary.instances(types, dtype)
-    rounds = jnp.arange(setting.rounds)
-    sell = jax.vmap(lambda row: sale[rounds, :, row], out_axes=1)(types)  # [T, B, G + 1]
-    payoff = payoffs_given_sales(setting, sell, instances, offline_optimum(setting, instances))
+    per-type sale table is ``sale`` ``[T, S, types]``."""
+    optimum = device_optimum(setting, vocabulary.instances(types, dtype))
+    payoff = typed_payoffs(setting, vocabulary, sale.astype(dtype), types, optimum)
     return jnp.where(payoff > 0, 1.0 / jnp.where(payoff > 0, payoff, 1), jnp.inf)
 
 

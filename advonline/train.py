@@ -230,6 +230,7 @@ def _train_oracle_loop(
         training = int(state.step) < config.game.steps
         if training:
             state = train_epoch(game, state)
+            jax.block_until_ready(state.algorithm)  # dispatch is asynchronous: time the work
         now = time.perf_counter()
         row = dict.fromkeys(METRIC_FIELDS, "")
         row.update(record_row(record))

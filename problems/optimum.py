@@ -132,9 +132,9 @@ def milp_optimum(values: np.ndarray, demands: np.ndarray, capacities: np.ndarray
 
 #: Smoothing temperatures of :func:`dual_lp_optimum`, relative to the largest value.
 _TEMPERATURES = tuple(10.0 ** -(1 + 0.5 * i) for i in range(12))  # 1e-1 ... ~3e-7
-_NEWTON_STEPS = 6  # per temperature
-_STEP_SIZES = tuple(0.5**i for i in range(8))  # Newton step fractions tried
-_GRADIENT_STEPS = tuple(10.0 ** (1 - i) for i in range(7))  # projected-gradient step lengths
+_NEWTON_STEPS = 4  # per temperature
+_STEP_SIZES = tuple(0.5**i for i in range(5))  # Newton step fractions tried
+_GRADIENT_STEPS = tuple(10.0 ** (1 - 2 * i) for i in range(4))  # projected-gradient step lengths
 
 
 def dual_lp_optimum(values: jax.Array, demands: jax.Array, capacities: tuple[float, ...]):
@@ -191,8 +191,11 @@ def dual_lp_optimum(values: jax.Array, demands: jax.Array, capacities: tuple[flo
     y = jnp.zeros(resources, dtype)
     finest = max(_TEMPERATURES[-1], 100 * float(jnp.finfo(dtype).eps))  # argument noise < 1%
     temperatures = [tau for tau in _TEMPERATURES if tau >= finest]
-    for tau in temperatures:
-        y = jax.lax.fori_loop(0, _NEWTON_STEPS, lambda _, y, tau=tau: newton(y, tau), y)
+
+    def anneal(y, tau):  # one scan over the temperatures keeps the compiled program small
+        return jax.lax.fori_loop(0, _NEWTON_STEPS, lambda _, y: newton(y, tau), y), None
+
+    y, _ = jax.lax.scan(anneal, y, jnp.asarray(temperatures, dtype))
     served = jax.nn.sigmoid((b - d @ y) / temperatures[-1])
     overload = jnp.maximum(d.T @ served, 1.0)  # [K], 1 where the resource fits
     # each buyer scaled by its most overloaded resource: every resource then fits

@@ -31,9 +31,11 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
+from flax import struct
 
 from problems.posted_price import (
     Buyer,
+    Observation,
     Policy,
     PriceDistribution,
     Setting,
@@ -171,3 +173,25 @@ def expected_welfare_grid(setting: Setting, policy: Policy, values, demands) -> 
     sell = jax.vmap(sell_round)(intervals, values, demands)  # [T, S]
     moves = grid_transitions(setting, demands)
     return grid_welfare(sell, values, moves.fraction, moves.following)
+
+
+@struct.dataclass
+class GridTablePolicy:
+    """A policy given by its :func:`grid_price_table` (``[T, S, K, A]``): posts entry
+    ``[t, s]`` in round t in grid state s. On the grid it is the policy the table was made
+    from, with the network evaluated once per state instead of once per visit."""
+
+    table: PriceDistribution
+    setting: Setting = struct.field(pytree_node=False)
+    deterministic: bool = struct.field(pytree_node=False, default=False)
+
+    def __call__(self, observation: Observation) -> PriceDistribution:
+        rounds = self.table.prices.shape[0]
+        round_index = jnp.round(observation.round_fraction * rounds).astype(jnp.int32)
+        capacities = jnp.asarray(self.setting.capacities, observation.utilisation.dtype)
+        used = observation.utilisation * capacities
+        state = state_index(self.setting, units_sold(self.setting, used))
+        return PriceDistribution(
+            prices=self.table.prices[round_index, state],
+            probs=self.table.probs[round_index, state],
+        )

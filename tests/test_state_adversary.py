@@ -80,7 +80,7 @@ def test_what_it_records_is_what_it_wrote():
     units = np.cumsum(np.asarray(sold), -1) - np.asarray(sold)
     rounds = np.broadcast_to(np.arange(setting.rounds), units.shape)
     np.testing.assert_allclose(
-        written.state, scaled_state(setting, rounds, np.round(units)), atol=1e-6
+        written.state, scaled_state(setting, rounds, np.round(units)[..., None]), atol=1e-6
     )
     assert len(set(np.asarray(written.chosen).ravel().tolist())) > 3  # it explores
 
