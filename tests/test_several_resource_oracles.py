@@ -107,6 +107,7 @@ def _tiny_config(steps: int) -> dict:
     return data
 
 
+@pytest.mark.slow  # about 90 s on 2 CPU cores, most of it compiling
 def test_a_two_resource_run_scores_its_archive_incrementally_and_never_rises(tmp_path):
     config = configs.from_dict(_tiny_config(4))
     folder = tmp_path / "run"
