@@ -140,12 +140,15 @@ def test_a_game_step_with_the_state_adversary_trains_both_players():
         assert max(jax.tree.leaves(change)) > 0
 
 
-def test_state_conditioning_is_refused_for_several_resources():
+def test_state_conditioning_for_several_resources_needs_the_oracle_loop():
     data = {
         "setting": {"resources": 2, "capacities": [1.0, 1.0]},
         "adversary": {"conditioning": "state"},
     }
-    with pytest.raises(configs.ConfigError, match="needs one resource"):
+    with pytest.raises(configs.ConfigError, match='needs game.loop = "oracle"'):
         configs.from_dict(data)
+    data["game"] = {"loop": "oracle", "steps": 10}
+    data["oracle"] = {"epoch_steps": 5}
+    assert configs.from_dict(data).setting.resources == 2  # the oracle loop takes it
     with pytest.raises(configs.ConfigError, match="adversary.conditioning must be one of"):
         configs.from_dict({"adversary": {"conditioning": "oracle"}})
