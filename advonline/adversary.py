@@ -64,12 +64,13 @@ from problems.posted_price import (
     PriceDistribution,
     Setting,
     TablePolicy,
+    demand_units,
     mean_welfare,
     price_table,
     rollout,
     sell_probability,
 )
-from problems.product_grid import GridTablePolicy, state_index, units_sold
+from problems.product_grid import GridTablePolicy, state_index
 
 
 class Written(NamedTuple):
@@ -204,7 +205,7 @@ class AdversaryModel:
 
         runs = jax.vmap(one)(noise, gumbel, jax.random.split(key_prices, count))
         instances = runs.instance
-        units = units_sold(setting, runs.used_before())  # [B, T, K], as the writer saw them
+        units = demand_units(setting, runs.used_before())  # [B, T, K], as the writer saw them
         index = state_index(setting, units)  # [B, T]
         rounds = jnp.broadcast_to(jnp.arange(setting.rounds)[None, :], index.shape)
         match = (instances.values[..., None] == values[None, None]) & jnp.all(
@@ -263,7 +264,7 @@ class StateWriter:
     demands: jax.Array  # [types, K]
 
     def __call__(self, view: AdversaryView) -> Buyer:
-        units = units_sold(self.setting, view.alg_used)  # [K]
+        units = demand_units(self.setting, view.alg_used)  # [K] sold, in grid units
         state = scaled_state(self.setting, view.round, units)
         index = state_index(self.setting, units)
         logits = self.model.state_logits(

@@ -410,7 +410,8 @@ class TablePolicy:
 
 
 def demand_units(setting: Setting, demands: jax.Array) -> jax.Array:
-    """Demands ``[..., K]`` (capacity fractions) as whole grid units, int32."""
+    """Amounts ``[..., K]`` of each resource (demands, or what was sold) as whole grid units,
+    int32."""
     capacities = jnp.broadcast_to(jnp.asarray(setting.capacities, demands.dtype), demands.shape)
     return jnp.round(demands / capacities * setting.grid_size).astype(jnp.int32)
 

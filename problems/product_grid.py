@@ -64,12 +64,6 @@ def state_index(setting: Setting, units: jax.Array) -> jax.Array:
     return (units @ jnp.asarray(strides, jnp.int32)).astype(jnp.int32)
 
 
-def units_sold(setting: Setting, used: jax.Array) -> jax.Array:
-    """Units ``[..., K]`` (int32) of what was sold ``used`` ``[..., K]`` (capacity units)."""
-    capacities = jnp.asarray(setting.capacities, used.dtype).reshape((1,) * (used.ndim - 1) + (-1,))
-    return jnp.round(used / capacities * setting.grid_size).astype(jnp.int32)
-
-
 def grid_price_table(setting: Setting, policy: Policy, dtype=None) -> PriceDistribution:
     """The policy in every (round, state): prices, probs ``[T, S, K, A]``."""
     dtype = default_dtype(dtype)
@@ -188,9 +182,8 @@ class GridTablePolicy:
     def __call__(self, observation: Observation) -> PriceDistribution:
         rounds = self.table.prices.shape[0]
         round_index = jnp.round(observation.round_fraction * rounds).astype(jnp.int32)
-        capacities = jnp.asarray(self.setting.capacities, observation.utilisation.dtype)
-        used = observation.utilisation * capacities
-        state = state_index(self.setting, units_sold(self.setting, used))
+        units = jnp.round(observation.utilisation * self.setting.grid_size).astype(jnp.int32)
+        state = state_index(self.setting, units)
         return PriceDistribution(
             prices=self.table.prices[round_index, state],
             probs=self.table.probs[round_index, state],
