@@ -1,4 +1,5 @@
-"""Exact competitive ratios of deterministic K = 1 policies (SPEC §5, source 4), in float64.
+"""Exact competitive ratios of deterministic K = 1 policies, in float64 (docs/method.md §5,
+source `exact`).
 
 **Dynamic programme** (finite setting, exact). The adversary writes T buyers; each has a
 demand of j grid units (j = 1..demand_levels, or nobody) and any density in [L, U]. Against a

@@ -48,7 +48,7 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     default = Setting()
     budget = evaluation.Budget()
-    ev = commands.add_parser("evaluate", help="measured competitive ratio of algorithms (SPEC §5)")
+    ev = commands.add_parser("evaluate", help="measured competitive ratio of algorithms")
     ev.add_argument("--problem", default="posted-price", help="online problem (posted-price)")
     ev.add_argument("--resources", type=int, default=None, help="K resource types (default 1)")
     ev.add_argument("--low", type=float, help=f"L, lowest value density ({default.low:g})")
@@ -119,6 +119,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--read-out",
         action="store_true",
         help="export the deterministic read-out (median price) instead of the randomised policy",
+    )
+    ex.add_argument(
+        "--table",
+        action="store_true",
+        help="write a version-1 table on the utilisation grid (K = 1) instead of the network",
     )
     ex.add_argument(
         "--no-measure",
@@ -303,9 +308,10 @@ def run_export(args: argparse.Namespace) -> int:
             f"measuring the exported {algorithm} policy (budget {budget.describe()})",
             file=sys.stderr,
         )
-    path, measured = pipeline.export_run(run, args.out, algorithm, budget)
+    path, measured = pipeline.export_run(run, args.out, algorithm, budget, table=args.table)
     figure = "" if measured is None else f"; measured CR {_fmt(measured.competitive_ratio)}"
-    print(f"wrote {path} ({algorithm}, {run.steps} training steps{figure})")
+    version = "version 1, table" if args.table else "version 2, network"
+    print(f"wrote {path} ({algorithm}, {version}, {run.steps} training steps{figure})")
     return 0
 
 
@@ -386,11 +392,6 @@ def run_archive(args: argparse.Namespace) -> int:
 def run_main_job(args: argparse.Namespace) -> int:
     """``advonline run CONFIG``: train, measure beside the baselines, export, plot, summarise."""
     run_config = configs.load(args.config)
-    if run_config.setting.resources != 1:
-        raise UsageError(
-            "advonline run covers one-resource configs (its policy file and figures are K = 1); "
-            "use advonline train and advonline evaluate --checkpoint for K >= 2"
-        )
     folder = args.out or pipeline.default_run_folder(args.config)
     check_folder(folder, resume=False)
     _device_line("run", args.config, folder)

@@ -1,4 +1,5 @@
-"""Measured competitive ratio (SPEC §5): the worst of several sources, alike for every algorithm.
+"""Measured competitive ratio (docs/method.md §5): the worst of several sources, alike for
+every algorithm.
 
 Sources: ``exact`` (the DP certificate for deterministic K = 1 policies, or the closed form
 in the small-demand limit; ``null`` for K >= 2, where no certificate exists), ``adversary`` (a
@@ -209,7 +210,7 @@ def _source_ratios(
 def adversary_source(
     setting: Setting, policy: Policy, budget: Budget, key: jax.Array
 ) -> SourceRatio:
-    """A fresh adversary network trained from scratch against the frozen policy (SPEC §5,
+    """A fresh adversary network trained from scratch against the frozen policy (method.md §5,
     source 1): same architecture, budget and seed for every algorithm; its ratio is the worst
     instance it wrote, with E[ALG] exact (K = 1, and deterministic policies) or a mean of sampled
     runs (randomised, K >= 2): an oblivious adversary."""
@@ -322,7 +323,7 @@ def measure(setting: Setting, name: str, policy: Policy, budget: Budget) -> Meas
 
 
 def reference_ratio(setting: Setting) -> float | None:
-    """1 + ln(U / L), the optimal CR for K = 1 in the small-demand limit (SPEC §3)."""
+    """1 + ln(U / L), the optimal CR for K = 1 in the small-demand limit (docs/method.md §2)."""
     return 1.0 + math.log(setting.theta) if setting.resources == 1 else None
 
 

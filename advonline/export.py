@@ -1,6 +1,13 @@
 """``advonline export``: a trained policy as an ``advonline.pricing-policy`` JSON document
-(format in :mod:`advonline.policy_file`), tabulated on the simulator's own utilisation grid so
-that the file posts exactly what the checkpoint posts in every state the simulator can reach."""
+(format in :mod:`advonline.policy_file`).
+
+- Version 2 (the default, any K) stores the pricing network: its layer weights, written as the
+  shortest decimals that read back to the same float32 values, so a file loaded for evaluation
+  is the checkpoint's network bit for bit.
+- Version 1 (``--table``, K = 1) tabulates the policy on the simulator's own utilisation grid,
+  so that the file posts exactly what the checkpoint posts in every state the simulator can
+  reach.
+"""
 
 from __future__ import annotations
 
@@ -15,7 +22,8 @@ import numpy as np
 from advonline import __version__
 from advonline.checkpoint import atomic_write
 from advonline.configs import RunConfig
-from advonline.policy_file import FORMAT, VERSION
+from advonline.networks import PricingNetwork
+from advonline.policy_file import FORMAT
 from problems.posted_price import Policy, Setting, price_table
 
 SIGNIFICANT_DIGITS = 9  # probabilities keep 9 significant digits (above float32's ~7)
@@ -38,10 +46,52 @@ def significant(values: np.ndarray, digits: int) -> np.ndarray:
     return rounded
 
 
+def float32_list(values) -> list:
+    """``values`` as nested lists of the shortest decimals that read back as the same float32
+    (``0.1`` rather than ``0.10000000149011612``): exact, and about half the text."""
+    array = np.asarray(values, np.float32)
+    shortest = np.array([float(str(value)) for value in array.ravel()], dtype=object)
+    return shortest.reshape(array.shape).tolist()
+
+
+def network_document(
+    setting: Setting,
+    network: PricingNetwork,
+    params: dict,
+    atoms: tuple[float, ...],
+    deterministic: bool,
+    provenance: dict,
+) -> dict:
+    """The version-2 JSON document of a pricing network (any K): the randomised policy, or with
+    ``deterministic`` its median read-out."""
+    dense = params["params"]
+    layers = [
+        {
+            "weights": float32_list(dense[f"Dense_{i}"]["kernel"]),
+            "bias": float32_list(dense[f"Dense_{i}"]["bias"]),
+        }
+        for i in range(network.layers + 1)
+    ]
+    return {
+        "format": FORMAT,
+        "version": 2,
+        "kind": "deterministic" if deterministic else "randomised",
+        "setting": setting.describe(),
+        "network": {
+            "inputs": "per-resource" if network.shared_resources else "joint",
+            "round_input": network.use_round,
+            "activation": "tanh",
+            "layers": layers,
+            "price_atoms": list(atoms),
+        },
+        "provenance": provenance,
+    }
+
+
 def policy_document(
     setting: Setting, policy: Policy, round_dependent: bool, provenance: dict
 ) -> dict:
-    """The JSON document of ``policy`` on ``setting``'s utilisation grid (K = 1).
+    """The version-1 JSON document of ``policy`` on ``setting``'s utilisation grid (K = 1).
 
     ``round_dependent=False`` stores one table for every round: right only for policies that
     ignore the round (a network trained with ``round_input = false``).
@@ -64,7 +114,7 @@ def policy_document(
         kind = "randomised"
     return {
         "format": FORMAT,
-        "version": VERSION,
+        "version": 1,
         "kind": kind,
         "setting": setting.describe(),
         "utilisation_grid": grid.tolist(),

@@ -1,4 +1,5 @@
-"""Known hard inputs (SPEC §3, §5 source 2) and the seeded random instances (source 3).
+"""Known hard inputs (docs/method.md §2, and §5 source `families`) and the seeded random
+instances (source `random`).
 
 Each family is a :class:`~problems.posted_price.BuyerSource` parameterised by a stopping
 density ``v``; the evaluator sweeps ``v`` over a fine geometric grid of [L, U] and runs every

@@ -1,4 +1,4 @@
-"""The zero-sum game (SPEC §4): the pricing network against the adversary network.
+"""The zero-sum game (docs/method.md §3): the pricing network against the adversary.
 
 Payoff ``u = E_I E[ALG(I)] / OPT(I)``; the algorithm maximises it, the adversary minimises it.
 One :func:`game_step` (jit-compiled) makes ``n_adv`` adversary updates and then ``n_alg``

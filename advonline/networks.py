@@ -1,4 +1,4 @@
-"""The two players of the game (SPEC §4) as Flax modules.
+"""The two players of the game (docs/method.md §3) as Flax modules.
 
 - :class:`PricingNetwork` (the algorithm): state -> a distribution over a grid of unit prices
   for each resource, i.e. a randomised online algorithm.
@@ -7,7 +7,8 @@
 
 Why a noise vector and not an autoregressive model: a known hard input is "densities rising
 to some level, then stopping there"; which level is the one choice the adversary must
-randomise over (SPEC §3: against the optimal algorithm every stopping level is equally bad).
+randomise over (docs/method.md §2: against the optimal algorithm every stopping level is
+equally bad).
 Conditioned on the noise, the network writes one sequence (its logits can be sharp in every
 round: "rise until round tau(z), then stay at level v(z)" is a function of (z, t) alone), and
 the mixture over the noise is the adversary's mixed strategy. Rounds are independent given

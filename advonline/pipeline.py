@@ -21,12 +21,12 @@ from advonline.configs import RunConfig
 from advonline.evaluate import Budget, Measurement, measure, report
 from advonline.game import Game, GameState, delivered_params
 from advonline.learned import learned_policies
-from advonline.policy_file import PricingPolicy
+from advonline.policy_file import parse
 from advonline.tabulated import from_file
 from advonline.train import METRICS_NAME
 from baselines import BASELINES, make_baseline
 from baselines.threshold import threshold_price
-from problems.posted_price import Setting, price_table
+from problems.posted_price import Observation, Setting, price_table
 
 EVALUATION_NAME = "evaluation.json"  # the run's measured ratios beside the baselines
 POLICY_NAMES = {"learned": "policy.json", "learned-deterministic": "policy-readout.json"}
@@ -109,32 +109,46 @@ def export_run(
     algorithm: str = "learned",
     budget: Budget | None = None,
     measured: Measurement | None = None,
+    table: bool = False,
 ) -> tuple[Path, Measurement | None]:
-    """Write the run's ``algorithm`` (``learned`` or ``learned-deterministic``) as a policy file.
+    """Write the run's ``algorithm`` (``learned`` or ``learned-deterministic``) as a policy file:
+    the network (version 2, any K) or with ``table`` its grid table (version 1, K = 1).
 
     The provenance's measured ratio is ``measured`` (a measurement of the checkpoint's policy,
-    which the file equals on the grid) or, given a ``budget``, a fresh measurement of the
-    exported table itself; with neither it is null. ``out`` must not exist.
+    which the file equals: exactly for version 2, on the grid for version 1) or, given a
+    ``budget``, a fresh measurement of the exported file itself; with neither it is null.
+    ``out`` must not exist.
     """
-    if run.setting.resources != 1:
+    if table and run.setting.resources != 1:
         raise RunError(
-            f"{run.folder}: policy files (format version 1) cover one resource; this run has "
-            f"K = {run.setting.resources}"
+            f"{run.folder}: table policy files (version 1) cover one resource; this run has "
+            f"K = {run.setting.resources} (export the network, version 2, without --table)"
         )
     out = export.check_target(out)
-    policy = run.policies()[algorithm]
-    document = export.policy_document(
-        run.setting,
-        policy,
-        round_dependent=run.config.algorithm.round_input,
-        provenance=export.provenance(algorithm, run.config, run.steps, str(run.folder), None),
-    )
+    source = export.provenance(algorithm, run.config, run.steps, str(run.folder), None)
+    if table:
+        document = export.policy_document(
+            run.setting,
+            run.policies()[algorithm],
+            round_dependent=run.config.algorithm.round_input,
+            provenance=source,
+        )
+    else:
+        game = Game.build(run.config)
+        document = export.network_document(
+            run.setting,
+            game.pricing,
+            delivered_params(game, run.state),
+            game.atoms,
+            deterministic=algorithm == "learned-deterministic",
+            provenance=source,
+        )
     if measured is not None:
         summary = measured_summary(measured, budget or Budget(), "the checkpoint's policy")
     elif budget is not None:
-        setting, tabulated = from_file(PricingPolicy(document, str(out)))
-        measured = measure(setting, algorithm, tabulated, budget)
-        summary = measured_summary(measured, budget, "the exported table")
+        setting, loaded = from_file(parse(document, str(out)))
+        measured = measure(setting, algorithm, loaded, budget)
+        summary = measured_summary(measured, budget, "the exported file")
     else:
         summary = None
     document["provenance"]["measured"] = summary
@@ -213,22 +227,51 @@ def price_curves(run: TrainedRun) -> dict:
     }
 
 
+def price_heatmaps(run: TrainedRun, points: int = 41) -> tuple[np.ndarray, dict]:
+    """Several resources: the read-out's price of resource 1 over (its own utilisation, resource
+    2's) on ``points`` x ``points`` states, any further resources idle, in the first, middle
+    and last round (one panel if the network ignores the round)."""
+    setting = run.setting
+    readout = run.policies()["learned-deterministic"]
+    grid = np.linspace(0.0, 1.0, points)
+    own, other = np.meshgrid(grid, grid, indexing="ij")
+    states = np.zeros((points * points, setting.resources))
+    states[:, 0], states[:, 1] = own.ravel(), other.ravel()
+    rounds = (
+        sorted({0, setting.rounds // 2, setting.rounds - 1})
+        if run.config.algorithm.round_input
+        else [0]
+    )
+
+    @jax.jit
+    def first_price(utilisation, round_fraction):
+        observation = Observation(utilisation=utilisation, round_fraction=round_fraction)
+        return readout(observation).prices[0, 0]
+
+    prices = {}
+    for t in rounds:
+        fraction = jnp.full(states.shape[0], t / setting.rounds, jnp.float32)
+        values = jax.vmap(first_price)(jnp.asarray(states, jnp.float32), fraction)
+        label = f"round {t} of {setting.rounds}" if len(rounds) > 1 else "every round"
+        prices[label] = np.asarray(values).reshape(points, points)
+    return grid, prices
+
+
 def plot_runs(
     folders: list[str | Path], out: str | Path, budget: Budget, say: Callable[[str], None] = print
 ) -> list[Path]:
     """Every figure of ``advonline plot`` for the runs in ``folders``, written to ``out``.
 
-    Per run: ratio over training, exploitability, price curve. Across the runs: learned vs
-    baselines per setting (grouped bars) and the training convergence (per-round vs REINFORCE
-    when the runs differ in their update). A run without a current ``evaluation.json`` is
-    measured first with ``budget`` (and the report stored in its folder).
+    Per run: ratio over training, exploitability, and the price curve (K = 1) or the price
+    heatmap (K >= 2). Across the runs: learned vs baselines per setting (grouped bars) and the
+    training convergence (per-round vs REINFORCE when the runs differ in their update).
+    A run without a current ``evaluation.json`` is measured first with ``budget``
+    (and the report stored in its folder).
     """
     out = Path(out)
     written, bars, bounds, convergence, updates, budgets = [], [], [], {}, set(), set()
     runs = [open_run(folder) for folder in folders]
     for run in runs:  # every run checked before any figure is drawn
-        if run.setting.resources != 1:
-            raise RunError(f"{run.folder}: plots cover one-resource (K = 1) runs")
         if not (run.folder / METRICS_NAME).is_file():
             raise RunError(f"{run.folder} has a checkpoint but no {METRICS_NAME} to plot")
     for run in runs:
@@ -243,17 +286,22 @@ def plot_runs(
         setting = evaluation["setting"]
         written += plots.ratio_figure(name, rows, evaluation, out)
         written += plots.exploitability_figure(name, rows, setting, out)
-        curves = price_curves(run)
-        written += plots.price_curve_figure(
-            name,
-            curves["grid"],
-            curves["curves"],
-            curves["band"],
-            curves["threshold"],
-            setting,
-            out,
+        if run.setting.resources == 1:
+            curves = price_curves(run)
+            written += plots.price_curve_figure(
+                name,
+                curves["grid"],
+                curves["curves"],
+                curves["band"],
+                curves["threshold"],
+                setting,
+                out,
+            )
+        else:
+            written += plots.price_heatmap_figure(name, *price_heatmaps(run), setting, out)
+        label = (
+            f"{name}\nK={run.setting.resources}, U/L={run.setting.theta:g}, T={run.setting.rounds}"
         )
-        label = f"{name}\nU/L={run.setting.theta:g}, T={run.setting.rounds}"
         results = evaluation["results"]
         bars.append((label, {r["algorithm"]: r["competitive_ratio"] for r in results}))
         bounds.append({r["algorithm"]: r["upper_bound"] for r in results})

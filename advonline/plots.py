@@ -47,7 +47,8 @@ def read_metrics(path: str | Path) -> list[dict]:
 def save(figure, out: Path, stem: str) -> list[Path]:
     """``out/stem.png`` and ``out/stem.pdf`` (figures are derived files: replaced on re-plot)."""
     out.mkdir(parents=True, exist_ok=True)
-    figure.tight_layout()
+    if figure.get_layout_engine() is None:  # a figure may bring its own layout
+        figure.tight_layout()
     paths = [out / f"{stem}.png", out / f"{stem}.pdf"]
     for path in paths:
         figure.savefig(path, dpi=120)
@@ -202,6 +203,39 @@ def price_curve_figure(
     axis.set_title(f"{name}: learned price curve\n{setting_title(setting)}", fontsize=9)
     axis.legend(fontsize=7)
     return save(figure, out, f"{name}-price-curve")
+
+
+def price_heatmap_figure(
+    name: str,
+    grid: np.ndarray,
+    prices: dict[str, np.ndarray],
+    setting: dict,
+    out: Path,
+) -> list[Path]:
+    """Several resources: the learned price of resource 1 over (its own utilisation, resource
+    2's utilisation), one panel per ``label -> prices [own, other]`` (a round), on ``grid``;
+    any further resources idle. One logarithmic colour scale, from L to U, for all panels."""
+    low, high = setting["low"], setting["high"]
+    panels = len(prices)
+    figure, axes = plt.subplots(
+        1, panels, figsize=(3.6 * panels + 1.2, 3.8), squeeze=False, layout="constrained"
+    )
+    norm = matplotlib.colors.LogNorm(vmin=low, vmax=high)
+    for axis, (label, values) in zip(axes[0], prices.items(), strict=True):
+        image = axis.pcolormesh(grid, grid, values, norm=norm, shading="nearest", cmap="viridis")
+        axis.set_xlabel("utilisation of resource 2")
+        axis.set_title(label, fontsize=8)
+        axis.set_aspect("equal")
+    axes[0][0].set_ylabel("utilisation of resource 1 (own)")
+    colourbar = figure.colorbar(image, ax=axes[0].tolist(), shrink=0.85)
+    colourbar.set_label("unit price of resource 1 (read-out, median)")
+    colourbar.ax.yaxis.set_major_formatter(ScalarFormatter())
+    colourbar.ax.yaxis.set_minor_formatter(ScalarFormatter())
+    idle = "" if setting["resources"] == 2 else "; resources 3.. idle"
+    figure.suptitle(
+        f"{name}: learned price of resource 1{idle}\n{setting_title(setting)}", fontsize=9
+    )
+    return save(figure, out, f"{name}-price-heatmap")
 
 
 def bars_figure(

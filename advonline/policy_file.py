@@ -1,32 +1,61 @@
 """Exported pricing policies: the ``advonline.pricing-policy`` JSON format and a NumPy-only loader.
 
 This module imports NumPy and the standard library only (never JAX), so a deployment can load
-and use a policy without the training stack: ``load(path).prices(utilisation)``.
+and use a policy without the training stack: ``load(path).prices(utilisation, round=t)``.
 
-Format, version 1 (written by ``advonline export``)::
+Two versions share the top level::
 
     {
       "format": "advonline.pricing-policy",
-      "version": 1,
+      "version": 2 | 1,
       "kind": "randomised" | "deterministic",
       "setting": {"problem": "posted-price", "resources": K, "low": L, "high": U,
                   "rounds": T, "max_demand": ..., "demand_levels": ..., "divisible": ...,
                   "capacities": [...]},
-      "utilisation_grid": [y_0 = 0, ..., y_G = 1],      # increasing, shared by all resources
-      "round_dependent": true | false,
-      "resources": [                                    # one entry per resource k
-        {"prices": P}                                   # deterministic: P[t][g] (or P[g])
-        {"price_atoms": [a_1, ..., a_A],                # randomised: the prices it may post
-         "probabilities": Q}                            # Q[t][g][j] (or Q[g][j]), rows sum to 1
-      ],
+      ...                                               # version-specific, below
       "provenance": {...}                               # config, seed, training steps, measured
     }                                                   # ratio, package version, created
 
-Entry ``[t][g]`` is what the policy posts on resource k in round t (0-based, of T) when the
-utilisation of resource k is ``y_g`` (fraction of capacity sold). ``round_dependent: false``
-drops the leading round axis. Between grid points the loader interpolates linearly: prices for
-a deterministic policy, probabilities (a mixture of the two neighbouring distributions) for a
-randomised one. Version 1 describes one resource (K = 1), the policies training produces.
+**Version 2** (written by ``advonline export``, any K) stores the pricing network itself::
+
+      "network": {
+        "inputs": "joint" | "per-resource",
+        "round_input": true | false,
+        "activation": "tanh",
+        "layers": [{"weights": W [in, out], "bias": b [out]}, ...],   # last layer: no activation
+        "price_atoms": [a_1, ..., a_A]                                  # increasing unit prices
+      }
+
+In round t (0-based, of T) with utilisations ``y`` ``[K]`` (fraction of each capacity sold) the
+features are ``u_k = 2 y_k - 1`` and ``r = 2 t / T - 1`` (``r = 0`` when ``round_input`` is
+false: the round is hidden). ``joint``: one input row ``[u_1, ..., u_K, r]``, and the output
+``[K * A]`` is read as K rows of A logits. ``per-resource``: one row per resource k,
+``[u_k, mean of the other u_j, largest other u_j, r]`` (both -1 when K = 1), and the output is
+that resource's A logits. Each hidden layer is ``tanh(x W + b)``; the last is ``x W + b``. A
+softmax over each row gives the probability of posting each atom on that resource. The
+``randomised`` policy is that distribution; the ``deterministic`` one posts its median atom (the
+lowest with cumulative probability >= 1/2) on every resource.
+
+**Version 1** (``advonline export --table``, K = 1) stores a table on the utilisation grid::
+
+      "utilisation_grid": [y_0 = 0, ..., y_G = 1],      # increasing
+      "round_dependent": true | false,
+      "resources": [                                    # one entry (K = 1)
+        {"prices": P}                                   # deterministic: P[t][g] (or P[g])
+        {"price_atoms": [a_1, ..., a_A],                # randomised: the prices it may post
+         "probabilities": Q}                            # Q[t][g][j] (or Q[g][j]), rows sum to 1
+      ]
+
+Entry ``[t][g]`` is what the policy posts in round t when the utilisation is ``y_g``;
+``round_dependent: false`` drops the round axis. Between grid points the loader interpolates
+linearly: prices for a deterministic policy, probabilities (a mixture of the two neighbouring
+distributions) for a randomised one.
+
+**Drawing prices.** With several resources the K prices of one round are drawn through one
+shared quantile: a single uniform ``q`` picks, on every resource, the first atom whose
+cumulative probability exceeds ``q`` (the simulator does the same, so that a bundle meets all
+its resources cheap together or none; see ``docs/method.md``). For one resource that is an
+ordinary draw from the distribution.
 """
 
 from __future__ import annotations
@@ -38,8 +67,10 @@ from pathlib import Path
 import numpy as np
 
 FORMAT = "advonline.pricing-policy"
-VERSION = 1
+VERSION = 2  # what ``advonline export`` writes; version 1 (tables) is still read and written
+VERSIONS = (1, 2)
 KINDS = ("deterministic", "randomised")
+INPUTS = {"joint": None, "per-resource": 4}  # input width (joint: K + 1)
 PROBABILITY_TOLERANCE = 1e-5  # |sum of a row - 1| allowed (the file stores 8 significant digits)
 
 
@@ -52,17 +83,138 @@ class PricingPolicy:
 
     ``utilisation`` is ``[K]`` (one state) or ``[N, K]`` (a batch), in [0, 1]. ``round`` is the
     0-based round index (an int, or ``[N]`` for a batch), required when ``round_dependent``.
+    Subclasses give the distribution over ``atoms`` (``[K, A]``) in a batch of states.
     """
 
-    def __init__(self, document: dict, source: str = "<dict>") -> None:
-        _validate(document, source)
+    atoms: np.ndarray | None
+
+    def __init__(self, document: dict, source: str) -> None:
         self.document = document
+        self.source = source
+        self.version: int = document["version"]
         self.kind: str = document["kind"]
         self.setting: dict = document["setting"]
         self.rounds: int = int(self.setting["rounds"])
+        self.resources: int = int(self.setting["resources"])
+        self.provenance: dict = document.get("provenance", {})
+
+    round_dependent: bool
+
+    def _probabilities(self, y: np.ndarray, t: np.ndarray) -> np.ndarray:
+        """Probabilities ``[N, K, A]`` of the atoms in states ``y`` ``[N, K]``, rounds ``t``."""
+        raise NotImplementedError
+
+    def _posted(self, y: np.ndarray, t: np.ndarray) -> np.ndarray:
+        """Prices ``[N, K]``: the median atom of each resource's distribution."""
+        probs = self._probabilities(y, t)
+        median = np.argmax(np.cumsum(probs, axis=-1) >= 0.5, axis=-1)  # [N, K]
+        return self.atoms[np.arange(self.resources)[None, :], median]
+
+    def _states(self, utilisation, round) -> tuple[np.ndarray, np.ndarray, bool]:
+        """Checked ``(y [N, K], t [N] int, whether the input was one state)``."""
+        y = np.asarray(utilisation, np.float64)
+        single = y.ndim == 1
+        y = np.atleast_2d(y)
+        if y.ndim != 2 or y.shape[1] != self.resources:
+            raise ValueError(f"utilisation must be [K] or [N, K] with K = {self.resources}")
+        if not np.all((y >= 0) & (y <= 1)):
+            raise ValueError("utilisation must lie in [0, 1]")
+        if not self.round_dependent:
+            return y, np.zeros(y.shape[0], np.int64), single
+        if round is None:
+            raise ValueError("this policy depends on the round: pass round=t (0-based)")
+        t = np.broadcast_to(np.asarray(round), (y.shape[0],))
+        if not np.all((t >= 0) & (t < self.rounds) & (t == np.floor(t))):
+            raise ValueError(f"round must be a whole number in [0, {self.rounds})")
+        return y, t.astype(np.int64), single
+
+    def distribution(self, utilisation, round=None) -> tuple[np.ndarray, np.ndarray]:
+        """Randomised policy: ``(price_atoms [K, A], probabilities [K, A] or [N, K, A])``."""
+        if self.kind != "randomised":
+            raise ValueError("a deterministic policy has no price distribution; use prices()")
+        y, t, single = self._states(utilisation, round)
+        probs = self._probabilities(y, t)
+        return self.atoms, probs[0] if single else probs
+
+    def prices(self, utilisation, round=None) -> np.ndarray:
+        """Unit prices ``[K]`` (or ``[N, K]``). For a randomised policy, its median price (the
+        lowest atom with cumulative probability >= 1/2), the deterministic read-out."""
+        y, t, single = self._states(utilisation, round)
+        prices = self._posted(y, t)
+        return prices[0] if single else prices
+
+    def sample_prices(self, utilisation, rng: np.random.Generator, round=None) -> np.ndarray:
+        """Prices ``[K]`` (or ``[N, K]``) drawn with ``rng`` through one shared quantile per
+        state (module docstring); a deterministic policy returns its prices."""
+        if self.kind == "deterministic":
+            return self.prices(utilisation, round)
+        y, t, single = self._states(utilisation, round)
+        cumulative = np.cumsum(self._probabilities(y, t), axis=-1)  # [N, K, A]
+        quantile = rng.random(y.shape[0])[:, None, None] * cumulative[..., -1:]
+        index = np.minimum((cumulative <= quantile).sum(axis=-1), cumulative.shape[-1] - 1)
+        prices = self.atoms[np.arange(self.resources)[None, :], index]
+        return prices[0] if single else prices
+
+
+class NetworkPolicy(PricingPolicy):
+    """Version 2: the pricing network, evaluated in float64 (module docstring)."""
+
+    def __init__(self, document: dict, source: str = "<dict>") -> None:
+        _validate_setting(document, source)
+        _validate_network(document, source)
+        super().__init__(document, source)
+        network = document["network"]
+        self.inputs: str = network["inputs"]
+        self.round_dependent: bool = network["round_input"]
+        self.layers = [
+            (np.asarray(layer["weights"], np.float64), np.asarray(layer["bias"], np.float64))
+            for layer in network["layers"]
+        ]
+        atoms = np.asarray(network["price_atoms"], np.float64)
+        self.atoms = np.broadcast_to(atoms, (self.resources, atoms.size))
+
+    def features(self, y: np.ndarray, t: np.ndarray) -> np.ndarray:
+        """The network's input rows: ``[N, K + 1]`` (joint) or ``[N, K, 4]`` (per resource)."""
+        scaled = 2 * y - 1
+        rounds = 2 * (t / self.rounds) - 1 if self.round_dependent else np.zeros(y.shape[0])
+        if self.inputs == "joint":
+            return np.concatenate([scaled, rounds[:, None]], axis=-1)
+        count = self.resources
+        if count > 1:
+            others = ~np.eye(count, dtype=bool)  # row k marks every resource but k
+            spread = scaled[:, None, :]  # [N, 1, K]
+            mean = np.where(others, spread, 0).sum(-1) / (count - 1)
+            largest = np.where(others, spread, -1).max(-1)
+        else:
+            mean = largest = np.full_like(scaled, -1)
+        rounds = np.broadcast_to(rounds[:, None], scaled.shape)
+        return np.stack([scaled, mean, largest, rounds], axis=-1)
+
+    def logits(self, y: np.ndarray, t: np.ndarray) -> np.ndarray:
+        """Logits ``[N, K, A]`` over the price atoms."""
+        values = self.features(y, t)
+        for weights, bias in self.layers[:-1]:
+            values = np.tanh(values @ weights + bias)
+        weights, bias = self.layers[-1]
+        values = values @ weights + bias
+        return values.reshape(y.shape[0], self.resources, -1)
+
+    def _probabilities(self, y: np.ndarray, t: np.ndarray) -> np.ndarray:
+        logits = self.logits(y, t)
+        logits = logits - logits.max(axis=-1, keepdims=True)
+        weights = np.exp(logits)
+        return weights / weights.sum(axis=-1, keepdims=True)
+
+
+class TablePolicy(PricingPolicy):
+    """Version 1: a table on the utilisation grid, interpolated between grid points."""
+
+    def __init__(self, document: dict, source: str = "<dict>") -> None:
+        _validate_setting(document, source)
+        _validate_table(document, source)
+        super().__init__(document, source)
         self.round_dependent: bool = document["round_dependent"]
         self.grid = np.asarray(document["utilisation_grid"], np.float64)
-        self.provenance: dict = document.get("provenance", {})
         resources = document["resources"]
         if self.kind == "deterministic":
             self.table = np.stack([np.asarray(r["prices"], np.float64) for r in resources])
@@ -73,29 +225,8 @@ class PricingPolicy:
         if not self.round_dependent:  # one shared table for every round
             self.table = self.table[:, None]
 
-    @property
-    def resources(self) -> int:
-        """K, the number of resources priced."""
-        return self.table.shape[0]
-
-    def _rows(self, utilisation, round) -> tuple[np.ndarray, bool]:
-        """The interpolated table rows ``[N, K, ...]`` and whether the input was one state."""
-        y = np.asarray(utilisation, np.float64)
-        single = y.ndim == 1
-        y = np.atleast_2d(y)
-        if y.ndim != 2 or y.shape[1] != self.resources:
-            raise ValueError(f"utilisation must be [K] or [N, K] with K = {self.resources}")
-        if not np.all((y >= 0) & (y <= 1)):
-            raise ValueError("utilisation must lie in [0, 1]")
-        if self.round_dependent:
-            if round is None:
-                raise ValueError("this policy depends on the round: pass round=t (0-based)")
-            t = np.broadcast_to(np.asarray(round), (y.shape[0],))
-            if not np.all((t >= 0) & (t < self.rounds) & (t == np.floor(t))):
-                raise ValueError(f"round must be a whole number in [0, {self.rounds})")
-            t = t.astype(np.int64)
-        else:
-            t = np.zeros(y.shape[0], np.int64)
+    def _rows(self, y: np.ndarray, t: np.ndarray) -> np.ndarray:
+        """The interpolated table rows ``[N, K, ...]``."""
         g = self.grid.size
         lower = np.clip(np.searchsorted(self.grid, y, side="right") - 1, 0, g - 2)  # [N, K]
         weight = (y - self.grid[lower]) / (self.grid[lower + 1] - self.grid[lower])
@@ -103,35 +234,30 @@ class PricingPolicy:
         below = self.table[k, t[:, None], lower]
         above = self.table[k, t[:, None], lower + 1]
         weight = weight.reshape(weight.shape + (1,) * (below.ndim - 2))
-        return (1.0 - weight) * below + weight * above, single
+        return (1.0 - weight) * below + weight * above
 
-    def distribution(self, utilisation, round=None) -> tuple[np.ndarray, np.ndarray]:
-        """Randomised policy: ``(price_atoms [K, A], probabilities [K, A] or [N, K, A])``."""
-        if self.kind != "randomised":
-            raise ValueError("a deterministic policy has no price distribution; use prices()")
-        probs, single = self._rows(utilisation, round)
-        return self.atoms, probs[0] if single else probs
+    def _probabilities(self, y: np.ndarray, t: np.ndarray) -> np.ndarray:
+        return self._rows(y, t)
 
-    def prices(self, utilisation, round=None) -> np.ndarray:
-        """Unit prices ``[K]`` (or ``[N, K]``). For a randomised policy, its median price (the
-        lowest atom with cumulative probability >= 1/2), the deterministic read-out."""
-        rows, single = self._rows(utilisation, round)
-        if self.kind == "randomised":
-            median = np.argmax(np.cumsum(rows, axis=-1) >= 0.5, axis=-1)  # [N, K]
-            rows = self.atoms[np.arange(self.resources)[None, :], median]
-        return rows[0] if single else rows
-
-    def sample_prices(self, utilisation, rng: np.random.Generator, round=None) -> np.ndarray:
-        """Prices ``[K]`` (or ``[N, K]``) drawn from the policy's distribution with ``rng``; a
-        deterministic policy returns its prices."""
+    def _posted(self, y: np.ndarray, t: np.ndarray) -> np.ndarray:
         if self.kind == "deterministic":
-            return self.prices(utilisation, round)
-        probs, single = self._rows(utilisation, round)
-        cumulative = np.cumsum(probs, axis=-1)
-        draw = rng.random(cumulative.shape[:-1])[..., None] * cumulative[..., -1:]
-        index = np.minimum((cumulative <= draw).sum(axis=-1), cumulative.shape[-1] - 1)
-        prices = self.atoms[np.arange(self.resources)[None, :], index]
-        return prices[0] if single else prices
+            return self._rows(y, t)
+        return super()._posted(y, t)
+
+
+def parse(document, source: str = "<dict>") -> PricingPolicy:
+    """A policy from a decoded JSON document (either version)."""
+    if not isinstance(document, dict):
+        _fail(source, "top level must be a JSON object")
+    if document.get("format") != FORMAT:
+        _fail(source, f"format must be {FORMAT!r}, got {document.get('format')!r}")
+    version = document.get("version")
+    if version not in VERSIONS or isinstance(version, bool):
+        _fail(
+            source,
+            f"unsupported version {version!r} (this reader: {', '.join(map(str, VERSIONS))})",
+        )
+    return (NetworkPolicy if version == 2 else TablePolicy)(document, source)
 
 
 def load(path: str | Path) -> PricingPolicy:
@@ -149,7 +275,7 @@ def load(path: str | Path) -> PricingPolicy:
         raise PolicyFileError(
             f"policy file {path} is not valid JSON (truncated?): {error.msg} at line {error.lineno}"
         ) from None
-    return PricingPolicy(document, str(path))
+    return parse(document, str(path))
 
 
 def _fail(source: str, message: str) -> None:
@@ -168,21 +294,13 @@ def _array(value, source: str, name: str, ndim: int) -> np.ndarray:
     return array
 
 
-def _validate(document, source: str) -> None:
-    """Every check a reader relies on; the first failure raises :class:`PolicyFileError`."""
-    if not isinstance(document, dict):
-        _fail(source, "top level must be a JSON object")
-    if document.get("format") != FORMAT:
-        _fail(source, f"format must be {FORMAT!r}, got {document.get('format')!r}")
-    if document.get("version") != VERSION:
-        _fail(source, f"unsupported version {document.get('version')!r} (this reader: {VERSION})")
-    for field in ("kind", "setting", "utilisation_grid", "round_dependent", "resources"):
+def _validate_setting(document: dict, source: str) -> None:
+    """The fields both versions share; the first failure raises :class:`PolicyFileError`."""
+    for field in ("kind", "setting"):
         if field not in document:
             _fail(source, f"missing field {field!r}")
     if document["kind"] not in KINDS:
         _fail(source, f"kind must be one of {KINDS}, got {document['kind']!r}")
-    if not isinstance(document["round_dependent"], bool):
-        _fail(source, "round_dependent must be true or false")
     setting = document["setting"]
     if not isinstance(setting, dict):
         _fail(source, "setting must be an object")
@@ -191,8 +309,58 @@ def _validate(document, source: str) -> None:
             _fail(source, f"setting.{field} must be a number")
     if not (0 < setting["low"] < setting["high"] and math.isfinite(setting["high"])):
         _fail(source, "setting needs 0 < low < high")
-    if setting["rounds"] < 1 or setting["rounds"] != int(setting["rounds"]):
-        _fail(source, "setting.rounds must be a whole number >= 1")
+    for field in ("rounds", "resources"):
+        if setting[field] < 1 or setting[field] != int(setting[field]):
+            _fail(source, f"setting.{field} must be a whole number >= 1")
+
+
+def _validate_network(document: dict, source: str) -> None:
+    """Version 2's ``network``: known inputs, layer shapes that chain, finite weights."""
+    network = document.get("network")
+    if not isinstance(network, dict):
+        _fail(source, "missing field 'network' (an object)")
+    if network.get("inputs") not in INPUTS:
+        _fail(
+            source, f"network.inputs must be one of {list(INPUTS)}, got {network.get('inputs')!r}"
+        )
+    if not isinstance(network.get("round_input"), bool):
+        _fail(source, "network.round_input must be true or false")
+    if network.get("activation") != "tanh":
+        _fail(source, f"network.activation must be 'tanh', got {network.get('activation')!r}")
+    atoms = _array(network.get("price_atoms"), source, "network.price_atoms", 1)
+    if atoms.size < 1 or np.any(atoms < 0) or np.any(np.diff(atoms) <= 0):
+        _fail(source, "network.price_atoms must be non-negative and increasing")
+    layers = network.get("layers")
+    if not isinstance(layers, list) or not layers:
+        _fail(source, "network.layers must be a non-empty list")
+    resources = int(document["setting"]["resources"])
+    width = INPUTS[network["inputs"]] or resources + 1
+    outputs = atoms.size if network["inputs"] == "per-resource" else resources * atoms.size
+    for index, layer in enumerate(layers):
+        name = f"network.layers[{index}]"
+        if not isinstance(layer, dict) or not {"weights", "bias"} <= layer.keys():
+            _fail(source, f"{name} must be an object with 'weights' and 'bias'")
+        weights = _array(layer["weights"], source, f"{name}.weights", 2)
+        bias = _array(layer["bias"], source, f"{name}.bias", 1)
+        if weights.shape[0] != width or bias.size != weights.shape[1]:
+            _fail(
+                source,
+                f"{name} must have weights [{width}, n] and bias [n], has "
+                f"{list(weights.shape)} and {list(bias.shape)}",
+            )
+        width = weights.shape[1]
+    if width != outputs:
+        _fail(source, f"the last layer must have {outputs} outputs, has {width}")
+
+
+def _validate_table(document: dict, source: str) -> None:
+    """Version 1's grid and tables."""
+    for field in ("utilisation_grid", "round_dependent", "resources"):
+        if field not in document:
+            _fail(source, f"missing field {field!r}")
+    if not isinstance(document["round_dependent"], bool):
+        _fail(source, "round_dependent must be true or false")
+    setting = document["setting"]
     grid = _array(document["utilisation_grid"], source, "utilisation_grid", 1)
     if grid.size < 2 or grid[0] != 0 or grid[-1] != 1 or np.any(np.diff(grid) <= 0):
         _fail(source, "utilisation_grid must increase strictly from 0 to 1")
@@ -200,7 +368,7 @@ def _validate(document, source: str) -> None:
     if not isinstance(resources, list) or len(resources) != setting["resources"]:
         _fail(source, f"resources must list one entry per resource ({setting['resources']})")
     if len(resources) != 1:
-        _fail(source, f"version {VERSION} describes one resource (K = 1)")
+        _fail(source, "version 1 describes one resource (K = 1); version 2 covers any K")
     leading = [int(setting["rounds"])] if document["round_dependent"] else []
     shape = [*leading, grid.size]
     for k, entry in enumerate(resources):

@@ -2,7 +2,7 @@
 
 For K = 1 :mod:`advonline.game` computes every state's action values exactly by backward
 induction. With K resources the state (round, utilisation of each resource) is too large for
-that, so the values come from rollouts of the one simulator (SPEC §4):
+that, so the values come from rollouts of the one simulator (docs/method.md §3):
 
 **Per-round update by rollouts.** For each instance of the training pool, one run of the
 current policy gives the states it reaches. At ``rollout_rounds`` rounds ``t`` drawn at random

@@ -1,7 +1,12 @@
 """An exported policy file as a pricing policy (the shared ``policy(observation)`` signature),
 so that ``advonline evaluate --policy FILE`` measures it with the same evaluator as everything
-else. On the file's utilisation grid it posts exactly what the file says; between grid points
-it interpolates linearly, as the NumPy loader (:mod:`advonline.policy_file`) does."""
+else.
+
+- Version 2 (a network) becomes the learned policy it was exported from: the same module with
+  the same float32 weights.
+- Version 1 (a table) posts exactly what the file says on its utilisation grid, and between
+  grid points interpolates linearly, as the NumPy loader (:mod:`advonline.policy_file`) does.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +14,9 @@ import jax.numpy as jnp
 import numpy as np
 from flax import struct
 
-from advonline.policy_file import PolicyFileError, PricingPolicy
+from advonline.learned import LearnedPolicy, LearnedPriceCurve
+from advonline.networks import PricingNetwork
+from advonline.policy_file import NetworkPolicy, PolicyFileError, PricingPolicy, TablePolicy
 from problems.posted_price import Observation, PriceDistribution, Setting, SettingError
 
 
@@ -45,13 +52,16 @@ class TabulatedPolicy:
         return PriceDistribution(prices=jnp.asarray(self.atoms).astype(dtype), probs=probs)
 
 
-def from_file(policy: PricingPolicy) -> tuple[Setting, TabulatedPolicy]:
+def from_file(policy: PricingPolicy) -> tuple[Setting, object]:
     """The setting a loaded policy file was made for, and the policy as an evaluable pytree."""
     fields = {key: value for key, value in policy.setting.items() if key != "problem"}
     try:
         setting = Setting(**{**fields, "capacities": tuple(fields.get("capacities", (1.0,)))})
     except (TypeError, SettingError) as error:
         raise PolicyFileError(f"policy file setting is not valid: {error}") from None
+    if isinstance(policy, NetworkPolicy):
+        return setting, network_policy(policy)
+    assert isinstance(policy, TablePolicy)
     tabulated = TabulatedPolicy(
         grid=policy.grid,
         table=policy.table,
@@ -60,3 +70,33 @@ def from_file(policy: PricingPolicy) -> tuple[Setting, TabulatedPolicy]:
         deterministic=policy.kind == "deterministic",
     )
     return setting, tabulated
+
+
+def network_policy(policy: NetworkPolicy) -> LearnedPolicy | LearnedPriceCurve:
+    """A version-2 file as the :class:`PricingNetwork` it stores, with float32 weights."""
+    widths = {weights.shape[1] for weights, _ in policy.layers[:-1]}
+    if len(widths) > 1:
+        raise PolicyFileError(
+            f"policy file {policy.source}: hidden layers of different widths {sorted(widths)} "
+            "(the pricing network has one hidden width)"
+        )
+    atoms = tuple(float(a) for a in policy.atoms[0])
+    network = PricingNetwork(
+        resources=policy.resources,
+        atoms=len(atoms),
+        hidden=widths.pop() if widths else 1,
+        layers=len(policy.layers) - 1,
+        use_round=policy.round_dependent,
+        shared_resources=policy.inputs == "per-resource",
+    )
+    params = {
+        "params": {
+            f"Dense_{i}": {
+                "kernel": jnp.asarray(weights, jnp.float32),
+                "bias": jnp.asarray(bias, jnp.float32),
+            }
+            for i, (weights, bias) in enumerate(policy.layers)
+        }
+    }
+    randomised = LearnedPolicy(params, network, atoms)
+    return LearnedPriceCurve(randomised) if policy.kind == "deterministic" else randomised

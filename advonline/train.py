@@ -7,7 +7,7 @@ Files in the run folder:
 - ``metrics.csv``: one row per logged step (:data:`METRIC_FIELDS`). On ``--resume`` rows
   after the checkpoint's step are dropped, so the file describes exactly one run.
 
-Exploitability (SPEC §4): every ``log.exploit_every`` steps a fresh adversary is trained from
+Exploitability (method.md §3): every ``log.exploit_every`` steps a fresh adversary is trained from
 scratch against the frozen pricing network for ``log.exploit_steps`` steps; the row records
 the worst ratio it reached (``fresh_ratio``), the training adversary's worst ratio in the same
 step (``adversary_ratio``) and their difference (``exploitability``). Its PRNG key is derived

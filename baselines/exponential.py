@@ -12,7 +12,7 @@ Bartal, Gonen and Nisan's posted-price mechanism for multi-unit combinatorial au
 exponential prices are the dual variables of Buchbinder and Naor's primal-dual algorithm for
 online packing. With capacity B times the largest demand, the ratio is
 ``O((K U / L) ** (1 / B))``, hence ``O(log(K U / L))`` for ``B >= log(K U / L)``; the lower
-bound is ``Omega(log(K U / L))``, with no tight constant known (SPEC §3).
+bound is ``Omega(log(K U / L))``, with no tight constant known (docs/method.md §2).
 
 References: Y. Bartal, R. Gonen, N. Nisan, "Incentive compatible multi unit combinatorial
 auctions", TARK 2003; N. Buchbinder, J. Naor, "Online primal-dual algorithms for covering and

@@ -1,4 +1,4 @@
-"""The optimal threshold price for one resource with small demands (SPEC §3).
+"""The optimal threshold price for one resource with small demands (docs/method.md §2).
 
 ``phi(y) = L`` for ``y < 1/alpha`` and ``L * exp(alpha * y - 1)`` for ``y >= 1/alpha``, with
 ``alpha = 1 + ln(U / L)``; ``phi(1) = U``. Competitive ratio ``alpha`` in the small-demand

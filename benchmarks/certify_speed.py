@@ -1,6 +1,6 @@
 """Time the exact certificate of `threshold` on the README's default setting, on one CPU core.
 
-Run: python benchmarks/certify_speed.py   (target: under 2 s, issue 2)
+Run: python benchmarks/certify_speed.py   (target: under 2 s)
 Prints the first call (JIT compilation included) and the best of five warm calls.
 """
 

@@ -1,4 +1,4 @@
-"""Claim (issue 4): where the classic algorithms' assumptions fail (several resources, large
+"""Claim: where the classic algorithms' assumptions fail (several resources, large
 demands), the learned policy is measured against them with the same evaluator and budget.
 
 Trains experiments/configs/k2-u10.toml (K = 2), k3-u10.toml (K = 3), each with the known hard
@@ -9,7 +9,7 @@ indivisible, from scratch); the table's "training" column says which is which. I
 every baseline with the evaluator's default budget. For K >= 2 there is no exact certificate
 (`exact` is n/a): the sources are the fresh adversary, the two-demand hard families and the
 random instances, with sampled E[ALG] for randomised policies. The table gives each ratio with
-its worst source, the best baseline, learned / best baseline beside the issue's aim (0.85 for
+its worst source, the best baseline, learned / best baseline beside the aim (0.85 for
 K >= 2, 0.90 against `threshold` for large demands) and the training wall time.
 
 Run: python experiments/multi_resource.py [--out results] [--only k2-u10]

@@ -1,4 +1,4 @@
-"""Offline optimum OPT(I) = max sum_t b_t x_t s.t. sum_t d_tk x_t <= C_k (SPEC §2).
+"""Offline optimum OPT(I) = max sum_t b_t x_t s.t. sum_t d_tk x_t <= C_k (method.md §1).
 
 - K = 1 divisible: fill greedily by value density (exact; JAX, vmappable, float64 under x64).
 - K = 1 indivisible on the demand grid: 0/1 knapsack by dynamic programming over capacity

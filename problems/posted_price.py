@@ -1,4 +1,5 @@
-"""Online posted-price allocation of K resources (SPEC §2): setting, instance, policy, simulator.
+"""Online posted-price allocation of K resources (docs/method.md §1): setting, instance,
+policy, simulator.
 
 A seller holds K resource types with capacities ``C_k``. Buyer ``t`` has a demand vector
 ``d_t`` ``[K]`` and a value ``b_t`` for the whole bundle; its value density

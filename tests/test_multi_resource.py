@@ -1,22 +1,27 @@
 """Several resources (K >= 2) and the rollout-based game: the exponential baseline's formula,
 continuations of the one simulator, the two-demand hard families, the per-round update by
-rollouts (unbiased for the exact gradient), and a tiny K = 2 run trained and measured."""
+rollouts (unbiased for the exact gradient), and a tiny K = 2 run trained, measured, exported
+(network policy file) and drawn."""
 
 import json
 import math
+import subprocess
+import sys
 
 import jax
 import jax.numpy as jnp
+import matplotlib.image
 import numpy as np
 import pytest
 
-from advonline import configs
+from advonline import configs, pipeline
 from advonline.cli import main
+from advonline.evaluate import Budget
 from advonline.families import family_demand_pairs, make_family, write_out
 from advonline.game import Game, known_family_pool, per_round_gradient
 from advonline.networks import PricingNetwork
 from advonline.sampled_game import rollout_gradient
-from baselines import make_baseline
+from baselines import BASELINES, make_baseline
 from baselines.exponential import exponential_price
 from problems.optimum import offline_optimum
 from problems.posted_price import (
@@ -228,35 +233,75 @@ checkpoint_every = 2
 """
 
 
-def test_a_two_resource_run_trains_and_is_measured_beside_the_baselines(tmp_path, capsys):
-    config = tmp_path / "k2.toml"
+@pytest.fixture(scope="module")
+def two_resource_run(tmp_path_factory):
+    """A tiny K = 2 run trained by the CLI and finished as ``advonline run`` finishes it
+    (measured beside every baseline, both policies exported, figures drawn), on a small
+    evaluation budget."""
+    root = tmp_path_factory.mktemp("k2")
+    config = root / "k2.toml"
     config.write_text(TINY_K2)
-    out = tmp_path / "run"
-    assert main(["train", str(config), "--out", str(out), "--quiet"]) == 0
-    rows = (out / "metrics.csv").read_text().splitlines()
+    folder = root / "run"
+    assert main(["train", str(config), "--out", str(folder), "--quiet"]) == 0
+    budget = Budget(adversary_steps=2, stopping_densities=3, random_instances=8)
+    return pipeline.finish_run(folder, budget, say=lambda line: None)
+
+
+def test_a_two_resource_run_is_measured_exported_and_drawn(two_resource_run):
+    folder = two_resource_run.run.folder
+    rows = (folder / "metrics.csv").read_text().splitlines()
     assert len(rows) == 3 and rows[-1].split(",")[6] != ""  # exploitability measured at step 2
-    capsys.readouterr()
-    argv = ["evaluate", "--checkpoint", str(out), "--algorithm", "exponential", "--json"]
-    budget = ["--adversary-steps", "2", "--stopping-densities", "3", "--random-instances", "8"]
-    assert main([*argv, *budget]) == 0
-    report = json.loads(capsys.readouterr().out)
+    report = two_resource_run.report
     assert report["setting"]["resources"] == 2
     assert "optimal_ratio_small_demand_limit" not in report["setting"]
     names = [r["algorithm"] for r in report["results"]]
-    assert names == ["learned", "learned-deterministic", "exponential"]
+    assert names == ["learned", "learned-deterministic", *BASELINES]
     for result in report["results"]:
         assert result["sources"]["exact"] is None  # no certificate for K >= 2
         assert result["upper_bound"] is None
         measured = [v for v in result["sources"].values() if v is not None]
         assert len(measured) == 3 and result["competitive_ratio"] == max(measured) >= 1
-    policy = tmp_path / "policy.json"
-    assert main(["export", "--checkpoint", str(out), "--out", str(policy), "--no-measure"]) == 2
-    assert "cover one resource" in capsys.readouterr().err and not policy.exists()
+    assert [path.name for path in two_resource_run.policies] == [
+        "policy.json",
+        "policy-readout.json",
+    ]
+    heatmap = matplotlib.image.imread(folder / "figures" / "run-price-heatmap.png")
+    assert heatmap.shape[0] > 200 and heatmap.std() > 0
+    assert (folder / "figures" / "learned-vs-baselines.png").is_file()
 
 
-def test_run_and_export_refuse_several_resources_in_one_line(tmp_path, capsys):
-    config = tmp_path / "k2.toml"
-    config.write_text(TINY_K2)
-    assert main(["run", str(config), "--out", str(tmp_path / "run")]) == 2
-    assert "use advonline train" in capsys.readouterr().err
-    assert not (tmp_path / "run").exists()
+def test_a_two_resource_policy_file_loads_without_jax_and_measures_as_the_run(
+    two_resource_run, capsys
+):
+    policy = two_resource_run.run.folder / "policy.json"
+    script = (
+        "import sys, numpy as np\n"
+        "from advonline.policy_file import load\n"
+        f"prices = load({str(policy)!r}).prices(np.array([0.2, 0.7]), round=0)\n"
+        "assert prices.shape == (2,) and np.all(np.isfinite(prices)), prices\n"
+        "assert 'jax' not in sys.modules and 'jaxlib' not in sys.modules, 'jax was imported'\n"
+        "print('ok')\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert done.returncode == 0 and done.stdout.startswith("ok"), done.stderr
+    budget = ["--adversary-steps", "2", "--stopping-densities", "3", "--random-instances", "8"]
+    assert (
+        main(["evaluate", "--policy", str(policy), "--algorithm", "greedy", *budget, "--json"]) == 0
+    )
+    results = json.loads(capsys.readouterr().out)["results"]
+    assert [r["algorithm"] for r in results] == ["learned", "greedy"]
+    # the file is the run's network with the same float32 weights, measured by the same
+    # evaluator with the same budget and seed: the same figure up to float rounding
+    from_run = next(r for r in two_resource_run.report["results"] if r["algorithm"] == "learned")
+    np.testing.assert_allclose(
+        results[0]["competitive_ratio"], from_run["competitive_ratio"], rtol=1e-6
+    )
+
+
+def test_a_table_export_of_several_resources_is_refused_in_one_line(two_resource_run, capsys):
+    folder = two_resource_run.run.folder
+    target = folder.parent / "table.json"
+    argv = ["export", "--checkpoint", str(folder), "--out", str(target), "--table"]
+    assert main([*argv, "--no-measure"]) == 2
+    error = capsys.readouterr().err.strip().splitlines()
+    assert len(error) == 1 and "one resource" in error[0] and not target.exists()

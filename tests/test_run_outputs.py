@@ -1,6 +1,7 @@
-"""The main job (`advonline run`) end to end on a tiny config, and what it leaves: an exported
-policy that NumPy alone can load and that posts what the checkpoint posts, `evaluate --policy`
-measuring it like the checkpoint, the figures, and one-line errors for bad policy files."""
+"""The main job (`advonline run`) end to end on a tiny config, and what it leaves: exported
+policies (the network, and tables on request) that NumPy alone can load and that post what the
+checkpoint posts, `evaluate --policy` measuring them like the checkpoint, the figures, and
+one-line errors for bad policy files."""
 
 import json
 import subprocess
@@ -32,6 +33,16 @@ def finished(tmp_path_factory) -> Path:
     config.write_text(TINY_TOML.format(steps=20).replace("exploit_every = 50", "exploit_every = 5"))
     folder = root / "run"
     assert main(["run", str(config), "--out", str(folder), "--quiet"]) == 0
+    return folder
+
+
+@pytest.fixture(scope="module")
+def tables(finished) -> Path:
+    """Version-1 tables of the run's two policies (``export --table``)."""
+    folder = finished.parent / "tables"
+    for name, flags in (("policy.json", []), ("policy-readout.json", ["--read-out"])):
+        argv = ["export", "--checkpoint", str(finished), "--out", str(folder / name)]
+        assert main([*argv, "--table", "--no-measure", *flags]) == 0
     return folder
 
 
@@ -88,13 +99,16 @@ def _tables(folder: Path):
     return run.setting, randomised, readout
 
 
-def test_exported_policies_post_what_the_checkpoint_posts(finished):
+@pytest.mark.parametrize("version", [2, 1])
+def test_exported_policies_post_what_the_checkpoint_posts(finished, tables, version):
     setting, randomised, readout = _tables(finished)
     grid = np.arange(setting.grid_size + 1) / setting.grid_size
+    folder = finished if version == 2 else tables
     randomised_file, readout_file = (
-        load(finished / "policy.json"),
-        load(finished / "policy-readout.json"),
+        load(folder / "policy.json"),
+        load(folder / "policy-readout.json"),
     )
+    assert randomised_file.version == readout_file.version == version
     for t in range(setting.rounds):
         rounds = np.full(grid.size, t)
         atoms, probs = randomised_file.distribution(grid[:, None], round=rounds)
@@ -107,8 +121,8 @@ def test_exported_policies_post_what_the_checkpoint_posts(finished):
         np.testing.assert_allclose(median, readout.prices[t, :, 0], atol=1e-6, rtol=0)
 
 
-def test_loader_interpolates_and_samples_the_distribution(finished):
-    policy = load(finished / "policy.json")
+def test_table_loader_interpolates_and_samples_the_distribution(tables):
+    policy = load(tables / "policy.json")
     grid = policy.grid
     middle = (grid[1] + grid[2]) / 2
     _, both = policy.distribution(np.array([[grid[1]], [grid[2]], [middle]]), round=4)
@@ -129,10 +143,13 @@ def _ratios(capsys, argv: list[str]) -> dict:
     return {r["algorithm"]: (r["competitive_ratio"], r["upper_bound"]) for r in results}
 
 
-def test_evaluate_policy_measures_like_the_checkpoint(finished, capsys):
+def test_evaluate_policy_measures_like_the_checkpoint(finished, tables, capsys):
+    """The network files are the checkpoint's network (same figures to the last digit); the
+    table posts the same on the grid (same figures up to float rounding)."""
     from_checkpoint = _ratios(capsys, ["evaluate", "--checkpoint", str(finished)])
-    for name in ("policy.json", "policy-readout.json"):
-        from_file = _ratios(capsys, ["evaluate", "--policy", str(finished / name)])
+    files = [finished / "policy.json", finished / "policy-readout.json", tables / "policy.json"]
+    for path in files:
+        from_file = _ratios(capsys, ["evaluate", "--policy", str(path)])
         ((algorithm, (ratio, bound)),) = from_file.items()
         np.testing.assert_allclose(ratio, from_checkpoint[algorithm][0], rtol=1e-6)
         if bound is not None:
@@ -171,7 +188,7 @@ def _corrupt(document: dict, change) -> str:
 
 
 def _set_version(document):
-    document["version"] = 2
+    document["version"] = 3
 
 
 def _set_format(document):
@@ -197,7 +214,7 @@ def _first_probability(document):
 BAD_FILES = {
     "empty": (lambda d, r: "", "is empty"),
     "truncated": (lambda d, r: json.dumps(d)[:-40], "not valid JSON"),
-    "wrong version": (lambda d, r: _corrupt(d, _set_version), "unsupported version 2"),
+    "wrong version": (lambda d, r: _corrupt(d, _set_version), "unsupported version 3"),
     "wrong format": (lambda d, r: _corrupt(d, _set_format), "format must be"),
     "wrong shape": (lambda d, r: _corrupt(r, _set_shape), "must have shape"),
     "NaN prices": (lambda d, r: _corrupt(r, _first_price(float("nan"))), "NaN"),
@@ -207,9 +224,9 @@ BAD_FILES = {
 
 
 @pytest.mark.parametrize("case", list(BAD_FILES))
-def test_bad_policy_files_get_one_line_and_exit_2(finished, tmp_path, capsys, case):
-    randomised = json.loads((finished / "policy.json").read_text())
-    readout = json.loads((finished / "policy-readout.json").read_text())
+def test_bad_policy_files_get_one_line_and_exit_2(tables, tmp_path, capsys, case):
+    randomised = json.loads((tables / "policy.json").read_text())
+    readout = json.loads((tables / "policy-readout.json").read_text())
     make, message = BAD_FILES[case]
     path = tmp_path / "bad.json"
     path.write_text(make(randomised, readout))
