@@ -47,7 +47,6 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="advonline", description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     default = Setting()
-    budget = evaluation.Budget()
     ev = commands.add_parser("evaluate", help="measured competitive ratio of algorithms")
     ev.add_argument("--problem", default="posted-price", help="online problem (posted-price)")
     ev.add_argument("--resources", type=int, default=None, help="K resource types (default 1)")
@@ -81,15 +80,7 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="capacity per resource for --instances (repeat per resource; default 1)",
     )
-    ev.add_argument("--stopping-densities", type=int, default=budget.stopping_densities)
-    ev.add_argument("--random-instances", type=int, default=budget.random_instances)
-    ev.add_argument("--seed", type=int, default=budget.seed)
-    ev.add_argument(
-        "--adversary-steps",
-        type=int,
-        default=budget.adversary_steps,
-        help="training steps of the fresh adversary source",
-    )
+    _budget_flags(ev)
     learned = ev.add_mutually_exclusive_group()
     learned.add_argument(
         "--checkpoint",
@@ -158,8 +149,37 @@ def build_parser() -> argparse.ArgumentParser:
         "--out", metavar="DIR", help="new run folder (default runs/<config>-<UTC time>)"
     )
     job.add_argument("--quiet", action="store_true", help="no progress bar")
+    _budget_flags(job)
     job.set_defaults(run=run_main_job)
     return parser
+
+
+def _budget_flags(parser: argparse.ArgumentParser) -> None:
+    """The evaluator's budget (``evaluate`` and the measuring half of ``run``)."""
+    budget = evaluation.Budget()
+    parser.add_argument("--stopping-densities", type=int, default=budget.stopping_densities)
+    parser.add_argument("--random-instances", type=int, default=budget.random_instances)
+    parser.add_argument("--seed", type=int, default=budget.seed, help="the evaluator's seed")
+    parser.add_argument(
+        "--adversary-steps",
+        type=int,
+        default=budget.adversary_steps,
+        help="training steps of the fresh adversary source",
+    )
+
+
+def _budget(args: argparse.Namespace) -> evaluation.Budget:
+    """The budget the flags ask for (each count >= 1)."""
+    if min(args.stopping_densities, args.random_instances, args.adversary_steps) < 1:
+        raise UsageError(
+            "--stopping-densities, --random-instances and --adversary-steps must be >= 1"
+        )
+    return evaluation.Budget(
+        stopping_densities=args.stopping_densities,
+        random_instances=args.random_instances,
+        seed=args.seed,
+        adversary_steps=args.adversary_steps,
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -193,16 +213,7 @@ def run_evaluate(args: argparse.Namespace) -> int:
     for name in names:
         if name not in BASELINES:
             raise UsageError(f"unknown algorithm {name!r}; known: {', '.join(BASELINES)}")
-    if min(args.stopping_densities, args.random_instances, args.adversary_steps) < 1:
-        raise UsageError(
-            "--stopping-densities, --random-instances and --adversary-steps must be >= 1"
-        )
-    budget = evaluation.Budget(
-        stopping_densities=args.stopping_densities,
-        random_instances=args.random_instances,
-        seed=args.seed,
-        adversary_steps=args.adversary_steps,
-    )
+    budget = _budget(args)
     if args.instances:
         return _evaluate_trace(args, names, budget)
     if args.capacity:
@@ -392,11 +403,11 @@ def run_archive(args: argparse.Namespace) -> int:
 def run_main_job(args: argparse.Namespace) -> int:
     """``advonline run CONFIG``: train, measure beside the baselines, export, plot, summarise."""
     run_config = configs.load(args.config)
+    budget = _budget(args)
     folder = args.out or pipeline.default_run_folder(args.config)
     check_folder(folder, resume=False)
     _device_line("run", args.config, folder)
     bar, report = _progress(run_config.game.steps, args.quiet)
-    budget = evaluation.Budget()
     say = functools.partial(print, file=sys.stderr)
     train(run_config, folder, report=report)
     bar.close()

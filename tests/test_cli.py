@@ -19,6 +19,8 @@ TINY = [
     "9",
     "--random-instances",
     "8",
+    "--adversary-steps",
+    "5",
 ]
 
 

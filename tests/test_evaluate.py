@@ -8,7 +8,7 @@ from advonline.evaluate import SOURCE_NAMES, Budget, measure
 from baselines import BASELINES, make_baseline
 from problems.posted_price import Setting
 
-SMALL_BUDGET = Budget(stopping_densities=33, random_instances=32)
+SMALL_BUDGET = Budget(stopping_densities=33, random_instances=32, adversary_steps=10)
 
 
 @pytest.mark.parametrize("name", list(BASELINES))

@@ -37,12 +37,16 @@ def _instances(setting, count: int, seed: int) -> Instance:
 
 
 def _trained_a_little(game: Game):
-    """Parameters a few steps away from the uniform start, so gradients are not trivial."""
-    state = init_state(game, jax.random.key(1))
-    families = known_family_pool(game)
-    for _ in range(3):
-        state, _ = game_step(game, state, *families)
-    return state.algorithm
+    """Parameters away from the uniform start (every weight perturbed, the zero-initialised
+    last layer included), so gradients are not trivial."""
+    params = init_state(game, jax.random.key(1)).algorithm
+    leaves, tree = jax.tree.flatten(params)
+    keys = jax.random.split(jax.random.key(2), len(leaves))
+    noisy = [
+        leaf + 0.5 * jax.random.normal(key, leaf.shape)
+        for leaf, key in zip(leaves, keys, strict=True)
+    ]
+    return jax.tree.unflatten(tree, noisy)
 
 
 @pytest.mark.parametrize(

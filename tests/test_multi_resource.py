@@ -7,6 +7,7 @@ import json
 import math
 import subprocess
 import sys
+from pathlib import Path
 
 import jax
 import jax.numpy as jnp
@@ -16,7 +17,6 @@ import pytest
 
 from advonline import configs, pipeline
 from advonline.cli import main
-from advonline.evaluate import Budget
 from advonline.families import family_demand_pairs, make_family, write_out
 from advonline.game import Game, known_family_pool, per_round_gradient
 from advonline.networks import PricingNetwork
@@ -233,25 +233,26 @@ checkpoint_every = 2
 """
 
 
+SMALL_BUDGET = ["--adversary-steps", "2", "--stopping-densities", "3", "--random-instances", "8"]
+
+
 @pytest.fixture(scope="module")
-def two_resource_run(tmp_path_factory):
-    """A tiny K = 2 run trained by the CLI and finished as ``advonline run`` finishes it
-    (measured beside every baseline, both policies exported, figures drawn), on a small
-    evaluation budget."""
+def two_resource_run(tmp_path_factory) -> Path:
+    """A tiny K = 2 run of the main job (``advonline run``: trained, measured beside every
+    baseline, both policies exported, figures drawn), on a small evaluation budget."""
     root = tmp_path_factory.mktemp("k2")
     config = root / "k2.toml"
     config.write_text(TINY_K2)
     folder = root / "run"
-    assert main(["train", str(config), "--out", str(folder), "--quiet"]) == 0
-    budget = Budget(adversary_steps=2, stopping_densities=3, random_instances=8)
-    return pipeline.finish_run(folder, budget, say=lambda line: None)
+    assert main(["run", str(config), "--out", str(folder), "--quiet", *SMALL_BUDGET]) == 0
+    return folder
 
 
 def test_a_two_resource_run_is_measured_exported_and_drawn(two_resource_run):
-    folder = two_resource_run.run.folder
+    folder = two_resource_run
     rows = (folder / "metrics.csv").read_text().splitlines()
     assert len(rows) == 3 and rows[-1].split(",")[6] != ""  # exploitability measured at step 2
-    report = two_resource_run.report
+    report = json.loads((folder / pipeline.EVALUATION_NAME).read_text())
     assert report["setting"]["resources"] == 2
     assert "optimal_ratio_small_demand_limit" not in report["setting"]
     names = [r["algorithm"] for r in report["results"]]
@@ -261,10 +262,9 @@ def test_a_two_resource_run_is_measured_exported_and_drawn(two_resource_run):
         assert result["upper_bound"] is None
         measured = [v for v in result["sources"].values() if v is not None]
         assert len(measured) == 3 and result["competitive_ratio"] == max(measured) >= 1
-    assert [path.name for path in two_resource_run.policies] == [
-        "policy.json",
-        "policy-readout.json",
-    ]
+    for name, kind in (("policy.json", "randomised"), ("policy-readout.json", "deterministic")):
+        document = json.loads((folder / name).read_text())
+        assert document["version"] == 2 and document["kind"] == kind
     heatmap = matplotlib.image.imread(folder / "figures" / "run-price-heatmap.png")
     assert heatmap.shape[0] > 200 and heatmap.std() > 0
     assert (folder / "figures" / "learned-vs-baselines.png").is_file()
@@ -273,7 +273,7 @@ def test_a_two_resource_run_is_measured_exported_and_drawn(two_resource_run):
 def test_a_two_resource_policy_file_loads_without_jax_and_measures_as_the_run(
     two_resource_run, capsys
 ):
-    policy = two_resource_run.run.folder / "policy.json"
+    policy = two_resource_run / "policy.json"
     script = (
         "import sys, numpy as np\n"
         "from advonline.policy_file import load\n"
@@ -292,14 +292,15 @@ def test_a_two_resource_policy_file_loads_without_jax_and_measures_as_the_run(
     assert [r["algorithm"] for r in results] == ["learned", "greedy"]
     # the file is the run's network with the same float32 weights, measured by the same
     # evaluator with the same budget and seed: the same figure up to float rounding
-    from_run = next(r for r in two_resource_run.report["results"] if r["algorithm"] == "learned")
+    report = json.loads((two_resource_run / pipeline.EVALUATION_NAME).read_text())
+    from_run = next(r for r in report["results"] if r["algorithm"] == "learned")
     np.testing.assert_allclose(
         results[0]["competitive_ratio"], from_run["competitive_ratio"], rtol=1e-6
     )
 
 
 def test_a_table_export_of_several_resources_is_refused_in_one_line(two_resource_run, capsys):
-    folder = two_resource_run.run.folder
+    folder = two_resource_run
     target = folder.parent / "table.json"
     argv = ["export", "--checkpoint", str(folder), "--out", str(target), "--table"]
     assert main([*argv, "--no-measure"]) == 2

@@ -32,7 +32,7 @@ def finished(tmp_path_factory) -> Path:
     config = root / "tiny.toml"
     config.write_text(TINY_TOML.format(steps=20).replace("exploit_every = 50", "exploit_every = 5"))
     folder = root / "run"
-    assert main(["run", str(config), "--out", str(folder), "--quiet"]) == 0
+    assert main(["run", str(config), "--out", str(folder), "--quiet", *SMALL_BUDGET]) == 0
     return folder
 
 

@@ -69,6 +69,8 @@ def _cli(*args: str) -> subprocess.CompletedProcess:
     )
 
 
+@pytest.mark.slow  # 400 steps three times and two CLI processes; the oracle loop's resume test
+# (tests/test_oracle_loop.py) stays in the default run
 def test_killed_run_resumes_to_the_same_parameters(tmp_path):
     steps = 400
     config_path = _config(tmp_path, steps)
