@@ -174,6 +174,8 @@ def _budget(args: argparse.Namespace) -> evaluation.Budget:
         raise UsageError(
             "--stopping-densities, --random-instances and --adversary-steps must be >= 1"
         )
+    if not 0 <= args.seed < 2**63:
+        raise UsageError(f"--seed must be a whole number in [0, 2**63), got {args.seed}")
     return evaluation.Budget(
         stopping_densities=args.stopping_densities,
         random_instances=args.random_instances,
@@ -235,11 +237,16 @@ def run_evaluate(args: argparse.Namespace) -> int:
     elif args.policy:
         loaded = policy_file.load(args.policy)
         setting, tabulated = from_file(loaded)
-        policies[loaded.provenance.get("algorithm", "policy")] = tabulated
+        name = loaded.provenance.get("algorithm", "policy")
+        if name in names:  # a baseline of the same name would replace the file's policy
+            name = f"{name} (policy file)"
+        policies[name] = tabulated
         source = {"policy": str(args.policy)}
     else:
         default = Setting()
-        resources = args.resources or 1
+        resources = _given(args.resources, 1)
+        if resources < 1:
+            raise UsageError(f"--resources must be >= 1, got {resources}")
         setting = Setting(
             resources=resources,
             low=_given(args.low, default.low),

@@ -268,9 +268,11 @@ def load(path: str | Path) -> RunConfig:
     """Read and validate a TOML config file."""
     path = Path(path)
     try:
-        text = path.read_text()
+        text = path.read_text(encoding="utf-8")
     except OSError as error:
         raise ConfigError(f"cannot read config {path}: {error.strerror or error}") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"config {path} is not UTF-8 text (a TOML file)") from None
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as error:

@@ -284,9 +284,12 @@ def _fail(source: str, message: str) -> None:
 
 def _array(value, source: str, name: str, ndim: int) -> np.ndarray:
     try:
-        array = np.asarray(value, np.float64)
+        array = np.asarray(value)
     except (TypeError, ValueError):
+        array = None
+    if array is None or array.dtype.kind not in "iuf":  # strings, booleans, ragged lists
         _fail(source, f"{name} is not a rectangular array of numbers")
+    array = array.astype(np.float64)
     if array.ndim != ndim:
         _fail(source, f"{name} must have {ndim} axes, has shape {list(array.shape)}")
     if not np.all(np.isfinite(array)):
@@ -304,14 +307,22 @@ def _validate_setting(document: dict, source: str) -> None:
     setting = document["setting"]
     if not isinstance(setting, dict):
         _fail(source, "setting must be an object")
-    for field in ("low", "high", "rounds", "resources"):
+    for field in ("low", "high"):
         if not isinstance(setting.get(field), (int, float)) or isinstance(setting[field], bool):
             _fail(source, f"setting.{field} must be a number")
     if not (0 < setting["low"] < setting["high"] and math.isfinite(setting["high"])):
         _fail(source, "setting needs 0 < low < high")
-    for field in ("rounds", "resources"):
-        if setting[field] < 1 or setting[field] != int(setting[field]):
-            _fail(source, f"setting.{field} must be a whole number >= 1")
+    for field, default in (("rounds", None), ("resources", None), ("demand_levels", 1)):
+        value = setting.get(field, default)
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            _fail(source, f"setting.{field} must be a whole number >= 1, got {value!r}")
+    if not isinstance(setting.get("divisible", True), bool):
+        _fail(source, f"setting.divisible must be true or false, got {setting['divisible']!r}")
+    provenance = document.get("provenance", {})
+    if not isinstance(provenance, dict):
+        _fail(source, "provenance must be an object")
+    if not isinstance(provenance.get("algorithm", ""), str):
+        _fail(source, "provenance.algorithm must be a string")
 
 
 def _validate_network(document: dict, source: str) -> None:

@@ -10,6 +10,8 @@ else.
 
 from __future__ import annotations
 
+import dataclasses
+
 import jax.numpy as jnp
 import numpy as np
 from flax import struct
@@ -55,6 +57,13 @@ class TabulatedPolicy:
 def from_file(policy: PricingPolicy) -> tuple[Setting, object]:
     """The setting a loaded policy file was made for, and the policy as an evaluable pytree."""
     fields = {key: value for key, value in policy.setting.items() if key != "problem"}
+    known = {field.name for field in dataclasses.fields(Setting)}
+    unknown = sorted(set(fields) - known)
+    if unknown:
+        raise PolicyFileError(
+            f"policy file {policy.source}: unknown setting field {unknown[0]!r}; known: "
+            f"problem, {', '.join(sorted(known))}"
+        )
     try:
         setting = Setting(**{**fields, "capacities": tuple(fields.get("capacities", (1.0,)))})
     except (TypeError, SettingError) as error:

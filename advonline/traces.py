@@ -18,7 +18,7 @@ def load_trace(path: str | Path) -> tuple[np.ndarray, np.ndarray]:
     """Values ``[T]`` and demands ``[T, K]`` (float64) from the CSV at ``path``."""
     path = Path(path)
     try:
-        with path.open(newline="") as handle:
+        with path.open(newline="", encoding="utf-8-sig") as handle:  # spreadsheets write a BOM
             rows = list(csv.reader(handle))
     except OSError as error:
         raise TraceError(f"cannot read trace {path}: {error.strerror or error}") from None

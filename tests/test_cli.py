@@ -84,6 +84,9 @@ BAD = [
     (["evaluate", "--rounds", "many"], "invalid int"),
     (["evaluate", "--max-demand", "0.03", "--demand-levels", "1"], "whole number"),
     (["evaluate", "--instances", "missing.csv"], "cannot read"),
+    (["evaluate", "--resources", "0"], "--resources must be >= 1"),
+    (["evaluate", "--seed", str(2**70)], "--seed must be a whole number"),
+    (["evaluate", "--seed", "-1"], "--seed must be a whole number"),
 ]
 
 
@@ -111,6 +114,27 @@ def test_bad_traces_one_line_exit_2(tmp_path, capsys, content, message):
     assert main(["evaluate", "--instances", str(trace)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and message in err
+
+
+def test_a_trace_with_a_byte_order_mark_reads_as_without(tmp_path, capsys):
+    plain, marked = tmp_path / "plain.csv", tmp_path / "marked.csv"
+    text = "value,demand\n2,0.2\n9,0.5\n1,0.4\n"
+    plain.write_text(text)
+    marked.write_bytes(b"\xef\xbb\xbf" + text.encode())  # as spreadsheet programs save CSV
+    reports = []
+    for trace in (plain, marked):
+        assert main(["evaluate", "--instances", str(trace), "--algorithm", "greedy", "--json"]) == 0
+        reports.append(json.loads(capsys.readouterr().out))
+    assert reports[0]["offline_optimum"] == reports[1]["offline_optimum"] > 0
+    assert reports[0]["results"] == reports[1]["results"]
+
+
+def test_a_config_that_is_not_utf8_gets_one_line(tmp_path, capsys):
+    config = tmp_path / "latin1.toml"
+    config.write_bytes("# prix en \xe9\n[setting]\nlow = 1.0\n".encode("latin-1"))
+    assert main(["train", str(config), "--out", str(tmp_path / "run")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "not UTF-8" in err and not (tmp_path / "run").exists()
 
 
 def test_negative_capacity_is_refused(tmp_path, capsys):

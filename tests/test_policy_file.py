@@ -15,7 +15,7 @@ from advonline.game import Game
 from advonline.learned import LearnedPolicy, LearnedPriceCurve
 from advonline.networks import PricingNetwork
 from advonline.policy_file import NetworkPolicy, PolicyFileError, parse
-from advonline.tabulated import network_policy
+from advonline.tabulated import from_file, network_policy
 from problems.posted_price import Observation, Setting
 
 CONFIGS = Path(__file__).resolve().parents[1] / "experiments" / "configs"
@@ -140,7 +140,20 @@ BAD_NETWORKS = {
     "layers": (_set(["network", "layers"], []), "non-empty list"),
     "resources": (_set(["setting", "resources"], 1.5), "whole number"),
     "version": (_set(["version"], 3), "unsupported version 3"),
+    "rounds": (_set(["setting", "rounds"], 20.0), "rounds must be a whole number"),
+    "divisible": (_set(["setting", "divisible"], "no"), "divisible must be true or false"),
+    "strings": (_set(["network", "price_atoms"], ["1.0", "2.0"]), "not a rectangular array"),
+    "ragged": (_set(["network", "layers", 0, "bias"], [0.0, [1.0]]), "not a rectangular array"),
+    "provenance": (_set(["provenance"], ["learned"]), "provenance must be an object"),
+    "algorithm": (_set(["provenance", "algorithm"], 3), "provenance.algorithm must be a string"),
 }
+
+
+def test_an_unknown_setting_field_is_named_in_one_line():
+    document, *_ = _document(2, True, True)
+    document["setting"]["colour"] = "blue"
+    with pytest.raises(PolicyFileError, match="unknown setting field 'colour'; known: problem"):
+        from_file(parse(document, "bad.json"))
 
 
 @pytest.mark.parametrize("case", list(BAD_NETWORKS))
