@@ -157,7 +157,13 @@ def exact_source(setting: Setting, policy: Policy, budget: Budget) -> SourceRati
     """The DP certificate where it fits the budget, else the closed form in its regime
     (deterministic policies; a randomised policy gets :func:`upper_bound` instead)."""
     if not policy.deterministic:
-        return SourceRatio(None, "exact CR for deterministic policies only; see upper_bound")
+        note = (
+            "exact CR for deterministic policies only; see upper_bound"
+            if setting.resources == 1
+            else "no exact certificate or upper bound for K >= 2: the other sources are lower "
+            "bounds on the CR"
+        )
+        return SourceRatio(None, note)
     found = certify.certify_dp(setting, policy, budget.exact_work_limit)
     if found.ratio is not None:
         return SourceRatio(found.ratio, found.note)
