@@ -255,7 +255,7 @@ def run_evaluate(args: argparse.Namespace) -> int:
             max_demand=_given(args.max_demand, default.max_demand),
             demand_levels=_given(args.demand_levels, default.demand_levels),
             divisible=not args.indivisible,
-            capacities=(1.0,) * max(resources, 1),
+            capacities=(1.0,) * resources,
         )
     policies.update({name: make_baseline(name, setting) for name in names})
     results = [

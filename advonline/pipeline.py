@@ -53,10 +53,21 @@ class TrainedRun:
     def steps(self) -> int:
         return int(self.state.step)
 
+    def delivered(self) -> tuple[Game, dict]:
+        """The run's game and the pricing parameters it delivers."""
+        game = Game.build(self.config)
+        return game, delivered_params(game, self.state)
+
     def policies(self) -> dict:
         """``{"learned": randomised, "learned-deterministic": read-out}``."""
-        game = Game.build(self.config)
-        return learned_policies(delivered_params(game, self.state), game.pricing, game.atoms)
+        game, params = self.delivered()
+        return learned_policies(params, game.pricing, game.atoms)
+
+    def shown_rounds(self) -> list[int]:
+        """The rounds a figure shows: first, middle and last (one if the network ignores it)."""
+        if not self.config.algorithm.round_input:
+            return [0]
+        return sorted({0, self.setting.rounds // 2, self.setting.rounds - 1})
 
 
 def open_run(folder: str | Path) -> TrainedRun:
@@ -134,11 +145,11 @@ def export_run(
             provenance=source,
         )
     else:
-        game = Game.build(run.config)
+        game, params = run.delivered()
         document = export.network_document(
             run.setting,
             game.pricing,
-            delivered_params(game, run.state),
+            params,
             game.atoms,
             deterministic=algorithm == "learned-deterministic",
             provenance=source,
@@ -201,11 +212,7 @@ def price_curves(run: TrainedRun) -> dict:
         randomised = price_table(setting, policies["learned"], jnp.float64)
     grid = np.arange(setting.grid_size + 1) / setting.grid_size
     fine = np.linspace(0.0, 1.0, 501)
-    rounds = (
-        sorted({0, setting.rounds // 2, setting.rounds - 1})
-        if run.config.algorithm.round_input
-        else [0]
-    )
+    rounds = run.shown_rounds()
     curves = {
         f"read-out (median), round {t}" if len(rounds) > 1 else "read-out (median)": np.asarray(
             readout.prices[t, :, 0]
@@ -237,11 +244,7 @@ def price_heatmaps(run: TrainedRun, points: int = 41) -> tuple[np.ndarray, dict]
     own, other = np.meshgrid(grid, grid, indexing="ij")
     states = np.zeros((points * points, setting.resources))
     states[:, 0], states[:, 1] = own.ravel(), other.ravel()
-    rounds = (
-        sorted({0, setting.rounds // 2, setting.rounds - 1})
-        if run.config.algorithm.round_input
-        else [0]
-    )
+    rounds = run.shown_rounds()
 
     @jax.jit
     def first_price(utilisation, round_fraction):

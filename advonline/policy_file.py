@@ -87,6 +87,7 @@ class PricingPolicy:
     """
 
     atoms: np.ndarray | None
+    round_dependent: bool
 
     def __init__(self, document: dict, source: str) -> None:
         self.document = document
@@ -97,8 +98,6 @@ class PricingPolicy:
         self.rounds: int = int(self.setting["rounds"])
         self.resources: int = int(self.setting["resources"])
         self.provenance: dict = document.get("provenance", {})
-
-    round_dependent: bool
 
     def _probabilities(self, y: np.ndarray, t: np.ndarray) -> np.ndarray:
         """Probabilities ``[N, K, A]`` of the atoms in states ``y`` ``[N, K]``, rounds ``t``."""

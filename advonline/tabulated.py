@@ -19,7 +19,13 @@ from flax import struct
 from advonline.learned import LearnedPolicy, LearnedPriceCurve
 from advonline.networks import PricingNetwork
 from advonline.policy_file import NetworkPolicy, PolicyFileError, PricingPolicy, TablePolicy
-from problems.posted_price import Observation, PriceDistribution, Setting, SettingError
+from problems.posted_price import (
+    Observation,
+    Policy,
+    PriceDistribution,
+    Setting,
+    SettingError,
+)
 
 
 @struct.dataclass
@@ -54,7 +60,7 @@ class TabulatedPolicy:
         return PriceDistribution(prices=jnp.asarray(self.atoms).astype(dtype), probs=probs)
 
 
-def from_file(policy: PricingPolicy) -> tuple[Setting, object]:
+def from_file(policy: PricingPolicy) -> tuple[Setting, Policy]:
     """The setting a loaded policy file was made for, and the policy as an evaluable pytree."""
     fields = {key: value for key, value in policy.setting.items() if key != "problem"}
     known = {field.name for field in dataclasses.fields(Setting)}
