@@ -10,21 +10,22 @@ import functools
 import json
 import math
 import sys
-from pathlib import Path
 
 import jax
 from tqdm import tqdm
 
-from advonline import archive_view, configs, pipeline, policy_file
+from advonline import archive_view, configs, pipeline, policy_file, preflight
 from advonline import evaluate as evaluation
 from advonline.checkpoint import CheckpointError
 from advonline.configs import ConfigError
 from advonline.export import ExportError, check_target
+from advonline.folders import FolderError, check_path
 from advonline.game import Game
 from advonline.pipeline import RunError
 from advonline.policy_file import PolicyFileError
+from advonline.preflight import PreflightError
 from advonline.tabulated import from_file
-from advonline.traces import TraceError, load_trace
+from advonline.traces import TraceError, check_buyers, load_trace
 from advonline.train import TrainError, check_folder, train
 from baselines import BASELINES, make_baseline
 from problems import PROBLEMS
@@ -101,6 +102,11 @@ def build_parser() -> argparse.ArgumentParser:
     tr.add_argument("--out", required=True, metavar="DIR", help="run folder: checkpoints, metrics")
     tr.add_argument("--resume", action="store_true", help="continue the run in --out")
     tr.add_argument("--quiet", action="store_true", help="no progress bar")
+    tr.add_argument(
+        "--check",
+        action="store_true",
+        help="check the config, the run folder and the memory estimate; write nothing",
+    )
     tr.set_defaults(run=run_train)
 
     ex = commands.add_parser("export", help="write a trained policy as a versioned JSON file")
@@ -149,6 +155,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--out", metavar="DIR", help="new run folder (default runs/<config>-<UTC time>)"
     )
     job.add_argument("--quiet", action="store_true", help="no progress bar")
+    job.add_argument(
+        "--check",
+        action="store_true",
+        help="check the config, the run folder and the memory estimate; write nothing",
+    )
     _budget_flags(job)
     job.set_defaults(run=run_main_job)
     return parser
@@ -199,6 +210,8 @@ def main(argv: list[str] | None = None) -> int:
         PolicyFileError,
         ExportError,
         RunError,
+        FolderError,
+        PreflightError,
     ) as error:
         print(f"advonline: error: {error}", file=sys.stderr)
         return EXIT_BAD_INPUT
@@ -257,6 +270,7 @@ def run_evaluate(args: argparse.Namespace) -> int:
             divisible=not args.indivisible,
             capacities=(1.0,) * resources,
         )
+    preflight.check(preflight.evaluation_needs(setting, budget))
     policies.update({name: make_baseline(name, setting) for name in names})
     results = [
         evaluation.measure(setting, name, policy, budget) for name, policy in policies.items()
@@ -307,11 +321,26 @@ def run_train(args: argparse.Namespace) -> int:
     in DIR."""
     run_config = configs.load(args.config)
     check_folder(args.out, args.resume)
+    needs = preflight.training_needs(run_config)
+    preflight.check(needs)
+    if args.check:
+        return _checked(args.config, args.out, needs)
     _device_line("train", args.config, args.out)
     bar, report = _progress(run_config.game.steps, args.quiet)
     state = train(run_config, args.out, resume=args.resume, report=report)
     bar.close()
     print(f"trained {int(state.step)} steps; checkpoint and metrics.csv in {args.out}")
+    return 0
+
+
+def _checked(config: str, folder, needs: list[preflight.Need]) -> int:
+    """What ``--check`` prints: the config is valid, the folder usable, the memory enough."""
+    largest = max(needs, key=lambda need: need.bytes)
+    print(
+        f"{config}: valid; run folder {folder} usable; largest array {largest.what}, "
+        f"{largest.bytes / 1e6:.3g} MB ({preflight.available_bytes() / 1e9:.3g} GB free); "
+        "nothing written"
+    )
     return 0
 
 
@@ -347,7 +376,7 @@ def run_archive(args: argparse.Namespace) -> int:
     network first (advonline/archive_view.py)."""
     if args.top < 0:
         raise UsageError(f"--top must be >= 0, got {args.top}")
-    if args.traces is not None and Path(args.traces).exists():
+    if args.traces is not None and check_path(args.traces, "--traces").exists():
         raise UsageError(f"--traces {args.traces} already exists; name a new folder")
     run = pipeline.open_run(args.run_dir)
     if run.config.game.loop != "oracle":
@@ -413,6 +442,13 @@ def run_main_job(args: argparse.Namespace) -> int:
     budget = _budget(args)
     folder = args.out or pipeline.default_run_folder(args.config)
     check_folder(folder, resume=False)
+    needs = [
+        *preflight.training_needs(run_config),
+        *preflight.evaluation_needs(run_config.setting, budget),
+    ]
+    preflight.check(needs)
+    if args.check:
+        return _checked(args.config, folder, needs)
     _device_line("run", args.config, folder)
     bar, report = _progress(run_config.game.steps, args.quiet)
     say = functools.partial(print, file=sys.stderr)
@@ -430,7 +466,16 @@ def run_main_job(args: argparse.Namespace) -> int:
     return 0
 
 
+TRACE_FLAGS = ("low", "high", "resources", "capacity", "indivisible")  # the rest is the trace's
+
+
 def _evaluate_trace(args: argparse.Namespace, names: list[str], budget) -> int:
+    for flag in ("checkpoint", "policy", *SETTING_FLAGS):
+        if flag not in TRACE_FLAGS and getattr(args, flag) is not None:
+            raise UsageError(
+                f"--{flag.replace('_', '-')} does not apply to --instances (the trace sets "
+                "rounds and demands; the baselines are measured on it)"
+            )
     values, demands = load_trace(args.instances)
     resources = demands.shape[1]
     if args.resources is not None and args.resources != resources:
@@ -450,6 +495,7 @@ def _evaluate_trace(args: argparse.Namespace, names: list[str], budget) -> int:
         divisible=not args.indivisible,
         capacities=capacities,
     )
+    check_buyers(values, demands, setting.low, setting.high, capacities, args.instances)
     instance = Instance(values=values, demands=demands)
     results = [
         evaluation.run_trace(setting, name, make_baseline(name, setting), instance, budget)

@@ -9,6 +9,7 @@ types and invalid values are refused with one :class:`ConfigError` line naming t
 from __future__ import annotations
 
 import dataclasses
+import math
 import tomllib
 import typing
 from pathlib import Path
@@ -315,6 +316,8 @@ def _convert(value, hint, where: str):
     if hint is float:
         if isinstance(value, bool) or not isinstance(value, int | float):
             raise ConfigError(f"{where}: expected a number, got {value!r}")
+        if not math.isfinite(value):
+            raise ConfigError(f"{where}: expected a finite number, got {value!r}")
         return float(value)
     if hint is str:
         if not isinstance(value, str):

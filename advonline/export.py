@@ -22,6 +22,7 @@ import numpy as np
 from advonline import __version__
 from advonline.checkpoint import atomic_write
 from advonline.configs import RunConfig
+from advonline.folders import check_path
 from advonline.networks import PricingNetwork
 from advonline.policy_file import FORMAT
 from problems.posted_price import Policy, Setting, price_table
@@ -143,7 +144,7 @@ def provenance(
 
 def check_target(path: str | Path) -> Path:
     """Refuse a target that exists: an exported policy is never overwritten."""
-    path = Path(path)
+    path = check_path(path)
     if path.exists():
         raise ExportError(f"{path} exists; not overwritten (choose another --out)")
     return path

@@ -6,6 +6,7 @@ I/O and the evaluator's SciPy solvers live here, outside every jitted function.
 
 from __future__ import annotations
 
+import csv
 import dataclasses
 import datetime
 import json
@@ -16,14 +17,14 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from advonline import checkpoint, export, plots
+from advonline import checkpoint, export, folders, plots
 from advonline.configs import RunConfig
 from advonline.evaluate import Budget, Measurement, measure, report
 from advonline.game import Game, GameState, delivered_params
 from advonline.learned import learned_policies
 from advonline.policy_file import parse
 from advonline.tabulated import from_file
-from advonline.train import METRICS_NAME
+from advonline.train import METRIC_FIELDS, METRICS_NAME
 from baselines import BASELINES, make_baseline
 from baselines.threshold import threshold_price
 from problems.posted_price import Observation, Setting, price_table
@@ -92,14 +93,39 @@ def evaluate_run(
 
 
 def stored_evaluation(run: TrainedRun) -> dict | None:
-    """The run's stored report, if there is one for its current checkpoint."""
+    """The run's stored report, if there is a complete one for its current checkpoint (else
+    None: the caller measures again and replaces it, a derived file)."""
     path = run.folder / EVALUATION_NAME
     try:
         document = json.loads(path.read_text())
         current = document["setting"]["training_steps"] == run.steps
-    except (OSError, ValueError, KeyError, TypeError):
+        Budget(**document["setting"]["budget"])
+        for result in document["results"]:
+            float(result["competitive_ratio"])
+            str(result["algorithm"])
+            if result["upper_bound"] is not None:
+                float(result["upper_bound"])
+    except (OSError, ValueError, KeyError, TypeError, RecursionError):
         return None
     return document if current else None
+
+
+def read_metrics(run: TrainedRun) -> list[dict]:
+    """The run's ``metrics.csv`` rows (numbers), or one RunError line saying what is wrong."""
+    path = run.folder / METRICS_NAME
+    try:
+        rows = plots.read_metrics(path, METRIC_FIELDS)
+    except OSError as error:
+        raise RunError(
+            f"{run.folder} has no readable {METRICS_NAME} to plot ({error.strerror})"
+        ) from None
+    except (ValueError, csv.Error) as error:  # UnicodeDecodeError is a ValueError
+        raise RunError(f"{path} is not a metrics table advonline wrote ({error})") from None
+    if not rows:
+        raise RunError(f"{path} has no rows to plot")
+    if any(row["step"] is None for row in rows):
+        raise RunError(f"{path} has rows without a step")
+    return rows
 
 
 def measured_summary(measurement: Measurement, budget: Budget, measured_on: str) -> dict:
@@ -261,9 +287,13 @@ def price_heatmaps(run: TrainedRun, points: int = 41) -> tuple[np.ndarray, dict]
 
 
 def plot_runs(
-    folders: list[str | Path], out: str | Path, budget: Budget, say: Callable[[str], None] = print
+    folders_in: list[str | Path],
+    out: str | Path,
+    budget: Budget,
+    say: Callable[[str], None] = print,
 ) -> list[Path]:
-    """Every figure of ``advonline plot`` for the runs in ``folders``, written to ``out``.
+    """Every figure of ``advonline plot`` for the runs in ``folders_in``, written to ``out`` (a
+    new folder or one the tool made: advonline/folders.py).
 
     Per run: ratio over training, exploitability, and the price curve (K = 1) or the price
     heatmap (K >= 2). Across the runs: learned vs baselines per setting (grouped bars) and the
@@ -271,13 +301,14 @@ def plot_runs(
     A run without a current ``evaluation.json`` is measured first with ``budget``
     (and the report stored in its folder).
     """
-    out = Path(out)
+    out = folders.check_own(out, folders.KINDS)
     written, bars, bounds, convergence, updates, budgets = [], [], [], {}, set(), set()
-    runs = [open_run(folder) for folder in folders]
-    for run in runs:  # every run checked before any figure is drawn
-        if not (run.folder / METRICS_NAME).is_file():
-            raise RunError(f"{run.folder} has a checkpoint but no {METRICS_NAME} to plot")
-    for run in runs:
+    runs = [open_run(folder) for folder in folders_in]
+    metrics = [read_metrics(run) for run in runs]  # every run checked before any figure
+    folders.claim(
+        out, "figures", {"made_by": "advonline plot", "runs": [str(run.folder) for run in runs]}
+    )
+    for run, rows in zip(runs, metrics, strict=True):
         name = run.folder.name
         evaluation = stored_evaluation(run)
         if evaluation is None:
@@ -285,7 +316,6 @@ def plot_runs(
                 f"measuring {run.folder} (no current {EVALUATION_NAME}; budget {budget.describe()})"
             )
             evaluation, _ = evaluate_run(run, budget)
-        rows = plots.read_metrics(run.folder / METRICS_NAME)
         setting = evaluation["setting"]
         written += plots.ratio_figure(name, rows, evaluation, out)
         written += plots.exploitability_figure(name, rows, setting, out)

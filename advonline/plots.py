@@ -35,13 +35,21 @@ def setting_title(setting: dict) -> str:
     )
 
 
-def read_metrics(path: str | Path) -> list[dict]:
-    """``metrics.csv`` rows with numbers as floats (an empty cell, not measured, as None)."""
-    with open(path, newline="") as handle:
-        return [
-            {key: (float(value) if value != "" else None) for key, value in row.items()}
-            for row in csv.DictReader(handle)
-        ]
+def read_metrics(path: str | Path, fields: tuple[str, ...] = ()) -> list[dict]:
+    """``metrics.csv`` rows with numbers as floats (an empty cell, not measured, as None), each
+    row with every one of ``fields`` (None where the file has no such column). ValueError
+    names the line of a cell that is not a number or a row of the wrong length."""
+    rows = []
+    with open(path, newline="", encoding="utf-8") as handle:
+        for line, row in enumerate(csv.DictReader(handle), start=2):
+            if None in row or None in row.values():
+                raise ValueError(f"line {line} has a different number of cells than the header")
+            try:
+                parsed = {key: float(value) if value != "" else None for key, value in row.items()}
+            except ValueError:
+                raise ValueError(f"line {line} has a cell that is not a number") from None
+            rows.append({**dict.fromkeys(fields), **parsed})
+    return rows
 
 
 def save(figure, out: Path, stem: str) -> list[Path]:

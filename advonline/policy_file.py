@@ -274,7 +274,12 @@ def load(path: str | Path) -> PricingPolicy:
         raise PolicyFileError(
             f"policy file {path} is not valid JSON (truncated?): {error.msg} at line {error.lineno}"
         ) from None
-    return parse(document, str(path))
+    except RecursionError:
+        raise PolicyFileError(f"policy file {path} nests too deeply to be a policy") from None
+    try:
+        return parse(document, str(path))
+    except RecursionError:  # a deep structure where a list of numbers belongs
+        raise PolicyFileError(f"policy file {path} nests too deeply to be a policy") from None
 
 
 def _fail(source: str, message: str) -> None:

@@ -66,3 +66,36 @@ def _demand_columns(header: list[str], path: Path) -> list[str]:
             f"trace {path} needs a 'demand' column (K = 1) or 'demand_1'..'demand_K' columns"
         )
     return [f"demand_{k}" for k in range(1, count + 1)]
+
+
+def check_buyers(
+    values: np.ndarray,
+    demands: np.ndarray,
+    low: float,
+    high: float,
+    capacities: tuple[float, ...],
+    path: str | Path,
+) -> None:
+    """Refuse a buyer the setting does not allow: a value density ``value / sum(demand)``
+    outside [L, U] (relative tolerance 1e-9), a demand above a resource's capacity, or a value
+    without a demand. A row with no demand and no value is a round where nobody came."""
+    total = demands.sum(axis=1)
+    for index in range(len(values)):
+        line = index + 2
+        if total[index] == 0:
+            if values[index] > 0:
+                raise TraceError(f"trace {path} line {line}: a value without a demand")
+            continue
+        density = values[index] / total[index]
+        if not low * (1 - 1e-9) <= density <= high * (1 + 1e-9):
+            raise TraceError(
+                f"trace {path} line {line}: value density {density:.6g} is outside "
+                f"[L, U] = [{low:g}, {high:g}] (set --low/--high to the trace's range)"
+            )
+        over = np.flatnonzero(demands[index] > np.asarray(capacities) * (1 + 1e-9))
+        if over.size:
+            k = int(over[0])
+            raise TraceError(
+                f"trace {path} line {line}: demand {demands[index, k]:g} on resource {k + 1} "
+                f"exceeds its capacity {capacities[k]:g} (set --capacity)"
+            )

@@ -38,7 +38,7 @@ from pathlib import Path
 import jax
 import jax.numpy as jnp
 
-from advonline import checkpoint
+from advonline import checkpoint, folders
 from advonline.adversary import BestResponse, adversary_optimizer, fresh_best_response
 from advonline.certify import certify_dp
 from advonline.configs import RunConfig
@@ -108,12 +108,15 @@ def fresh_adversary(game: Game, params: dict, key: jax.Array) -> BestResponse:
 
 
 def check_folder(folder: str | Path, resume: bool) -> None:
-    """Refuse a run folder that would be overwritten, or a resume with nothing to resume."""
-    folder = Path(folder)
+    """Refuse, before any work, a run folder that is not the tool's own
+    (advonline/folders.py), a finished or checkpointed run without ``resume``, or a resume
+    with nothing to resume. A marked folder whose run stopped before its first checkpoint
+    starts again from step 0, with or without ``resume``."""
+    folder = folders.check_own(folder, ("run",), legacy=(checkpoint.CHECKPOINT_NAME,))
     has_checkpoint = checkpoint.checkpoint_path(folder).exists()
-    if resume and not has_checkpoint:
+    if resume and not has_checkpoint and folders.marker(folder) is None:
         raise TrainError(f"nothing to resume: no checkpoint in {folder}")
-    if not resume and (has_checkpoint or (folder / METRICS_NAME).exists()):
+    if not resume and has_checkpoint:
         raise TrainError(
             f"{folder} already holds a run; pass --resume to continue it or choose another --out"
         )
@@ -132,7 +135,7 @@ def prepare_folder(
 ) -> tuple[GameState | OracleState, float]:
     """The state to start from: fresh, or the folder's checkpoint with ``resume``."""
     check_folder(folder, resume)
-    if resume:
+    if checkpoint.checkpoint_path(folder).exists():  # resume (check_folder saw to that)
         state, stored, wall = checkpoint.load(folder)
         if stored != config:
             raise TrainError(
@@ -140,7 +143,8 @@ def prepare_folder(
                 "resume with the same config or choose another --out"
             )
         return state, wall
-    folder.mkdir(parents=True, exist_ok=True)
+    about = {"made_by": "advonline train", "setting": config.setting.describe()}
+    folders.claim(folder, "run", {**about, "seed": config.game.seed})
     checkpoint.atomic_write(
         folder / "config.json", (json.dumps(config.to_dict(), indent=2) + "\n").encode()
     )

@@ -118,7 +118,7 @@ def test_bad_traces_one_line_exit_2(tmp_path, capsys, content, message):
 
 def test_a_trace_with_a_byte_order_mark_reads_as_without(tmp_path, capsys):
     plain, marked = tmp_path / "plain.csv", tmp_path / "marked.csv"
-    text = "value,demand\n2,0.2\n9,0.5\n1,0.4\n"
+    text = "value,demand\n2,0.2\n4.5,0.5\n1,0.4\n"
     plain.write_text(text)
     marked.write_bytes(b"\xef\xbb\xbf" + text.encode())  # as spreadsheet programs save CSV
     reports = []

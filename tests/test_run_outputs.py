@@ -245,10 +245,67 @@ def test_plot_refuses_folders_it_cannot_draw_with_one_line(finished, tmp_path, c
     bare = tmp_path / "checkpoint-only"
     bare.mkdir()
     (bare / "checkpoint.msgpack").write_bytes((finished / "checkpoint.msgpack").read_bytes())
-    cases = {str(tmp_path / "missing"): "no checkpoint", str(bare): "no metrics.csv"}
+    cases = {str(tmp_path / "missing"): "no checkpoint", str(bare): "no readable metrics.csv"}
     for folder, message in cases.items():
         figures = tmp_path / "figures"
         assert main(["plot", str(finished), folder, "--out", str(figures)]) == 2
         error = capsys.readouterr().err.strip().splitlines()
         assert len(error) == 1 and message in error[0]
         assert not figures.exists()  # checked before anything is drawn
+
+
+def _copy_run(finished: Path, to: Path) -> Path:
+    to.mkdir()
+    for name in ("checkpoint.msgpack", "metrics.csv", pipeline.EVALUATION_NAME, ".advonline"):
+        (to / name).write_bytes((finished / name).read_bytes())
+    return to
+
+
+@pytest.mark.parametrize(
+    ("metrics", "message"),
+    [
+        ("", "no rows to plot"),
+        ("step,payoff\n", "no rows to plot"),
+        ("step,payoff\n1,abc\n", "line 2 has a cell that is not a number"),
+        ("step,payoff\n1,0.5,7\n", "different number of cells"),
+        ("step,payoff\n,0.5\n", "rows without a step"),
+    ],
+)
+def test_plot_refuses_a_broken_metrics_table_before_drawing(
+    finished, tmp_path, capsys, metrics, message
+):
+    run = _copy_run(finished, tmp_path / "run")
+    (run / "metrics.csv").write_text(metrics)
+    figures = tmp_path / "figures"
+    assert main(["plot", str(finished), str(run), "--out", str(figures)]) == 2
+    error = capsys.readouterr().err.strip().splitlines()
+    assert len(error) == 1 and message in error[0]
+    assert not figures.exists()
+
+
+def test_a_stored_evaluation_without_results_is_measured_again(finished, tmp_path):
+    run_folder = _copy_run(finished, tmp_path / "run")
+    run = pipeline.open_run(run_folder)
+    assert pipeline.stored_evaluation(run) is not None  # the main job's own report
+    stored = json.loads((run_folder / pipeline.EVALUATION_NAME).read_text())
+    for broken in (
+        {key: value for key, value in stored.items() if key != "results"},
+        {**stored, "results": [{"algorithm": "learned"}]},
+        {**stored, "results": "none"},
+        {**stored, "setting": {**stored["setting"], "budget": {"unknown": 1}}},
+    ):
+        (run_folder / pipeline.EVALUATION_NAME).write_text(json.dumps(broken))
+        assert pipeline.stored_evaluation(run) is None
+
+
+def test_plot_draws_again_into_its_own_folder_and_nowhere_else(finished, tmp_path, capsys):
+    figures = tmp_path / "figures"
+    assert main(["plot", str(finished), "--out", str(figures)]) == 0
+    assert json.loads((figures / ".advonline").read_text())["kind"] == "figures"
+    assert main(["plot", str(finished), "--out", str(figures)]) == 0  # its own: redrawn
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "ratio.png").write_bytes(b"mine")
+    capsys.readouterr()
+    assert main(["plot", str(finished), "--out", str(tmp_path / "mine")]) == 2
+    assert "not a folder advonline made" in capsys.readouterr().err
+    assert (tmp_path / "mine" / "ratio.png").read_bytes() == b"mine"

@@ -1,0 +1,194 @@
+"""Bad input at every edge gets one line and exit 2, before any work, and the tool never
+writes into a folder it did not make (advonline/folders.py, advonline/preflight.py)."""
+
+import hashlib
+import json
+from pathlib import Path
+
+import pytest
+
+from advonline import folders, preflight
+from advonline.cli import main
+from advonline.configs import RunConfig
+
+DEFAULT_CONFIG = "experiments/configs/k1-u10.toml"
+
+
+def tree_digest(root: Path) -> dict[str, str]:
+    """Every file under ``root`` with the hash of its bytes."""
+    return {
+        str(path.relative_to(root)): hashlib.sha256(path.read_bytes()).hexdigest()
+        for path in sorted(root.rglob("*"))
+        if path.is_file()
+    }
+
+
+def one_line_exit_2(capsys, argv: list[str], message: str) -> None:
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and message in err and "Traceback" not in err, err
+
+
+def users_folder(tmp_path: Path, name: str = "mine") -> Path:
+    folder = tmp_path / name
+    folder.mkdir()
+    (folder / "config.json").write_text('{"mine": true}\n')
+    (folder / "evaluation.json").write_text('{"mine": true}\n')
+    return folder
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["train", DEFAULT_CONFIG, "--out", "{folder}"],
+        ["train", DEFAULT_CONFIG, "--out", "{folder}", "--resume"],
+        ["run", DEFAULT_CONFIG, "--out", "{folder}"],
+        ["plot", "{folder}", "--out", "{folder}"],
+    ],
+    ids=["train", "train-resume", "run", "plot"],
+)
+def test_no_command_writes_into_a_folder_it_did_not_make(tmp_path, capsys, argv):
+    folder = users_folder(tmp_path)
+    before = tree_digest(tmp_path)
+    argv = [part.replace("{folder}", str(folder)) for part in argv]
+    one_line_exit_2(capsys, argv, "not a folder advonline made")
+    assert tree_digest(tmp_path) == before
+
+
+def test_export_never_replaces_a_file_or_writes_below_one(tmp_path, capsys):
+    mine = tmp_path / "policy.json"
+    mine.write_text("mine\n")
+    before = tree_digest(tmp_path)
+    one_line_exit_2(capsys, ["export", "--checkpoint", "x", "--out", str(mine)], "exists")
+    below = str(mine / "policy.json")
+    one_line_exit_2(capsys, ["export", "--checkpoint", "x", "--out", below], "is a file")
+    assert tree_digest(tmp_path) == before
+
+
+@pytest.mark.parametrize("command", ["train", "run"])
+def test_out_at_or_below_a_file_gets_one_line(tmp_path, capsys, command):
+    mine = tmp_path / "notes.txt"
+    mine.write_text("mine\n")
+    one_line_exit_2(capsys, [command, DEFAULT_CONFIG, "--out", str(mine)], "is a file")
+    below = str(mine / "run")
+    one_line_exit_2(capsys, [command, DEFAULT_CONFIG, "--out", below], "is a file")
+    assert mine.read_text() == "mine\n"
+
+
+def test_check_writes_nothing_and_says_the_folder_is_usable(tmp_path, capsys):
+    out = tmp_path / "run"
+    assert main(["train", DEFAULT_CONFIG, "--out", str(out), "--check"]) == 0
+    printed = capsys.readouterr().out
+    assert "valid" in printed and "usable" in printed and "nothing written" in printed
+    assert not out.exists()
+    assert main(["run", DEFAULT_CONFIG, "--out", str(out), "--check"]) == 0
+    assert not out.exists()
+
+
+def test_a_run_stopped_before_its_first_checkpoint_restarts_either_way(tmp_path, capsys):
+    """A marked folder without a checkpoint (killed early): a plain retry and --resume both
+    start it again, neither sends the user to the other."""
+    out = tmp_path / "run"
+    folders.claim(out, "run", {"made_by": "advonline train"})
+    (out / "config.json").write_text("{}\n")
+    (out / "metrics.csv").write_text("step\n")
+    for extra in ([], ["--resume"]):
+        assert main(["train", DEFAULT_CONFIG, "--out", str(out), "--check", *extra]) == 0
+        assert "usable" in capsys.readouterr().out
+    one_line_exit_2(
+        capsys,
+        ["train", DEFAULT_CONFIG, "--out", str(tmp_path / "new"), "--resume"],
+        "nothing to resume",
+    )
+
+
+def test_a_marked_folder_of_another_kind_is_refused(tmp_path, capsys):
+    figures = tmp_path / "figures"
+    folders.claim(figures, "figures", {"made_by": "advonline plot"})
+    one_line_exit_2(
+        capsys,
+        ["train", DEFAULT_CONFIG, "--out", str(figures)],
+        "an advonline figures folder",
+    )
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--rounds", "10000000"], "--rounds"),
+        (["--stopping-densities", "1000000000"], "lower --stopping-densities"),
+        (["--max-demand", "0.00001"], "--max-demand"),
+        (["--resources", "100"], "--resources"),
+    ],
+)
+def test_sizes_beyond_memory_are_refused_before_work(capsys, flags, message):
+    one_line_exit_2(capsys, ["evaluate", "--algorithm", "greedy", *flags], message)
+
+
+def write_config(tmp_path: Path, text: str) -> str:
+    path = tmp_path / "config.toml"
+    path.write_text(text)
+    return str(path)
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("[algorithm]\nhidden = 1000000000\n", "lower algorithm.hidden"),
+        ("[adversary]\nbatch = 100000000\n", "lower adversary.batch"),
+        ("[algorithm]\nlearning_rate = inf\n", "finite"),
+        ("[adversary]\nentropy = nan\n", "finite"),
+        ("[game]\ntemperature = inf\n", "finite"),
+        ("[game]\nsteps = 2.0\n", "whole number"),
+        ("[setting]\nrounds = 2e9\n", "whole number"),
+    ],
+)
+def test_configs_out_of_range_get_one_line(tmp_path, capsys, text, message):
+    config = write_config(tmp_path, text)
+    one_line_exit_2(capsys, ["train", config, "--out", str(tmp_path / "run")], message)
+    assert not (tmp_path / "run").exists()
+
+
+def test_the_shipped_configs_pass_the_memory_check():
+    """No config in experiments/ is refused on a machine with 8 GB free, and the estimate
+    grows with the sizes it names."""
+    from advonline import configs
+
+    for path in sorted(Path("experiments/configs").glob("*.toml")):
+        preflight.check(preflight.training_needs(configs.load(path)), available=8e9)
+    small = RunConfig()
+    large = configs.from_dict({"algorithm": {"hidden": 16384}})
+    most = max(need.bytes for need in preflight.training_needs(small))
+    assert max(need.bytes for need in preflight.training_needs(large)) > most
+
+
+@pytest.mark.parametrize(
+    ("rows", "flags", "message"),
+    [
+        ("30,0.2\n", [], "outside [L, U]"),  # density 150 > U = 10
+        ("0.1,0.2\n", [], "outside [L, U]"),  # density 0.5 < L = 1
+        ("3,1.5\n", [], "exceeds its capacity"),
+        ("3,0\n", [], "a value without a demand"),
+        ("3,0.2\n", ["--rounds", "5"], "--rounds does not apply to --instances"),
+        ("3,0.2\n", ["--checkpoint", "run"], "--checkpoint does not apply"),
+        ("3,0.2\n", ["--policy", "p.json"], "--policy does not apply"),
+    ],
+)
+def test_traces_the_setting_does_not_allow_get_one_line(tmp_path, capsys, rows, flags, message):
+    trace = tmp_path / "trace.csv"
+    trace.write_text("value,demand\n" + rows)
+    one_line_exit_2(capsys, ["evaluate", "--instances", str(trace), *flags], message)
+
+
+def test_a_trace_with_windows_line_ends_and_an_empty_round_reads(tmp_path, capsys):
+    trace = tmp_path / "trace.csv"
+    trace.write_bytes(b"value,demand\r\n2,0.2\r\n0,0\r\n5,0.8\r\n")
+    assert main(["evaluate", "--instances", str(trace), "--algorithm", "greedy", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["offline_optimum"] == pytest.approx(7.0)
+
+
+def test_a_deeply_nested_policy_file_gets_one_line(tmp_path, capsys):
+    policy = tmp_path / "deep.json"
+    policy.write_text("[" * 100_000 + "]" * 100_000)
+    one_line_exit_2(capsys, ["evaluate", "--policy", str(policy)], "nests too deeply")
