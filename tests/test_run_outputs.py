@@ -156,6 +156,19 @@ def test_evaluate_policy_measures_like_the_checkpoint(finished, tables, capsys):
             np.testing.assert_allclose(bound, from_checkpoint[algorithm][1], rtol=1e-6)
 
 
+def test_a_policy_named_like_a_baseline_is_measured_beside_it(finished, tmp_path, capsys):
+    document = json.loads((finished / "policy-readout.json").read_text())
+    document["provenance"]["algorithm"] = "greedy"
+    renamed = tmp_path / "greedy.json"
+    renamed.write_text(json.dumps(document))
+    measured = _ratios(capsys, ["evaluate", "--policy", str(renamed), "--algorithm", "greedy"])
+    assert list(measured) == ["greedy (policy file)", "greedy"]
+    from_checkpoint = _ratios(
+        capsys, ["evaluate", "--policy", str(finished / "policy-readout.json")]
+    )
+    assert measured["greedy (policy file)"] == from_checkpoint["learned-deterministic"]
+
+
 def test_export_never_overwrites(finished, tmp_path, capsys):
     target = finished / "policy.json"
     before = target.read_bytes()
