@@ -156,6 +156,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     job.add_argument("--quiet", action="store_true", help="no progress bar")
     job.add_argument(
+        "--algorithm",
+        action="append",
+        default=None,
+        metavar="NAME",
+        help=f"baseline to measure beside the learned policies, repeatable; one of "
+        f"{', '.join(BASELINES)} (default: all)",
+    )
+    job.add_argument(
         "--check",
         action="store_true",
         help="check the config, the run folder and the memory estimate; write nothing",
@@ -224,10 +232,9 @@ def run_evaluate(args: argparse.Namespace) -> int:
     """``advonline evaluate``: a table (or JSON) of measured ratios."""
     if args.problem not in PROBLEMS:
         raise UsageError(f"unknown problem {args.problem!r}; known: {', '.join(PROBLEMS)}")
-    names = args.algorithm or ([] if args.checkpoint or args.policy else list(BASELINES))
-    for name in names:
-        if name not in BASELINES:
-            raise UsageError(f"unknown algorithm {name!r}; known: {', '.join(BASELINES)}")
+    names = _baseline_names(
+        args.algorithm or ([] if args.checkpoint or args.policy else list(BASELINES))
+    )
     budget = _budget(args)
     if args.instances:
         return _evaluate_trace(args, names, budget)
@@ -280,6 +287,14 @@ def run_evaluate(args: argparse.Namespace) -> int:
     else:
         print(_table(setting, budget, evaluation.reference_ratio(setting), results))
     return 0
+
+
+def _baseline_names(names: list[str]) -> tuple[str, ...]:
+    """The baselines ``--algorithm`` names, each known, in the order given."""
+    for name in names:
+        if name not in BASELINES:
+            raise UsageError(f"unknown algorithm {name!r}; known: {', '.join(BASELINES)}")
+    return tuple(dict.fromkeys(names))
 
 
 def _given(value, default):
@@ -440,6 +455,7 @@ def run_main_job(args: argparse.Namespace) -> int:
     """``advonline run CONFIG``: train, measure beside the baselines, export, plot, summarise."""
     run_config = configs.load(args.config)
     budget = _budget(args)
+    baselines = _baseline_names(args.algorithm or list(BASELINES))
     folder = args.out or pipeline.default_run_folder(args.config)
     check_folder(folder, resume=False)
     needs = [
@@ -454,7 +470,7 @@ def run_main_job(args: argparse.Namespace) -> int:
     say = functools.partial(print, file=sys.stderr)
     train(run_config, folder, report=report)
     bar.close()
-    result = pipeline.finish_run(folder, budget, say)
+    result = pipeline.finish_run(folder, budget, say, baselines)
     setting = result.run.setting
     print(_table(setting, budget, evaluation.reference_ratio(setting), result.results))
     print(

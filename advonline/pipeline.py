@@ -211,13 +211,17 @@ class FinishedRun:
 
 
 def finish_run(
-    folder: str | Path, budget: Budget, say: Callable[[str], None] = print
+    folder: str | Path,
+    budget: Budget,
+    say: Callable[[str], None] = print,
+    baselines: tuple[str, ...] = tuple(BASELINES),
 ) -> FinishedRun:
-    """After training (the main job's first half): measure the learned policies beside every
-    baseline, export both learned policies, and draw the run's figures into ``folder/figures``."""
+    """After training (the main job's first half): measure the learned policies beside the
+    ``baselines`` (default every one), export both learned policies, and draw the run's
+    figures into ``folder/figures``."""
     run = open_run(folder)
-    say(f"measuring learned and {', '.join(BASELINES)} (budget: {budget.describe()})")
-    document, results = evaluate_run(run, budget)
+    say(f"measuring learned and {', '.join(baselines)} (budget: {budget.describe()})")
+    document, results = evaluate_run(run, budget, baselines)
     by_name = {m.algorithm: m for m in results}
     exported = [
         export_run(run, run.folder / name, algorithm, budget, by_name[algorithm])[0]
