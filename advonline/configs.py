@@ -19,6 +19,7 @@ from problems.posted_price import Setting, SettingError
 UPDATES = ("per-round", "reinforce")
 CONDITIONINGS = ("noise", "state")
 LOOPS = ("simultaneous", "oracle")
+OPTIMA = ("device", "highs")  # where the K >= 2 training step solves OPT
 
 
 class ConfigError(ValueError):
@@ -101,11 +102,19 @@ class GameConfig:
     # "simultaneous": one live adversary network against the algorithm, step by step;
     # "oracle": the oracle loop (advonline/oracle_loop.py; the [oracle] table)
     loop: str = "simultaneous"
+    # K >= 2, simultaneous loop: "highs": each batch's OPT from SciPy's HiGHS (exact) between
+    # jitted pieces; "device": from the JAX dual LP inside one jitted step (divisible only; a
+    # primal-feasible value, so no ratio is inflated, but on the near-tied instances an
+    # adversary writes it can fall short of OPT by a few per cent: problems/optimum.py).
+    # Indivisible K >= 2 always uses HiGHS's MILP.
+    optimum: str = "highs"
 
     def check(self) -> list[str]:
         problems = _positive(self, "steps", "algorithm_steps", "family_members")
         if self.loop not in LOOPS:
             problems.append(f"game.loop must be one of {', '.join(LOOPS)}")
+        if self.optimum not in OPTIMA:
+            problems.append(f"game.optimum must be one of {', '.join(OPTIMA)}")
         if self.adversary_steps < 0:
             problems.append("game.adversary_steps must be >= 0")
         problems += _positive_float(self, "temperature")

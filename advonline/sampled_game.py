@@ -20,11 +20,16 @@ for independent draws; with the shared quantile the other resources' prices depe
 drawn atom, so it is an approximation (the K >= 2 results were trained with it).
 
 **Payoffs** (the adversary's REINFORCE signal, the softmin weights of the pool, the metrics)
-are means of ``payoff_runs`` sampled runs. **OPT** comes from SciPy's HiGHS (one
-block-diagonal LP or MILP per batch) *outside* ``jit``: one :func:`sampled_game_step` is a
-Python function around three jitted pieces (the adversary writes; the adversary updates; the
-algorithm updates) with the solver in between. The replay stores each instance's OPT, so an
-instance is solved once however often the algorithm trains against it.
+are means of ``payoff_runs`` sampled runs. **OPT** comes by default (``game.optimum =
+"highs"``) from SciPy's HiGHS (one block-diagonal LP or MILP per batch, exact) *outside*
+``jit``, between three jitted pieces (the adversary writes; the adversary updates; the
+algorithm updates). With ``"device"`` (divisible buyers) it comes from the JAX dual LP
+(:func:`~problems.optimum.device_optimum`) and the whole step is one jitted program with no
+host round trip. That value is primal-feasible, so a ratio built on it is never inflated, but
+on the near-tied instances an adversary writes the dual method can stall short of OPT
+(``tests/test_optimum.py`` measures how often and how far). The replay stores each
+instance's OPT, so an instance is solved once however often the algorithm trains against
+it.
 """
 
 from __future__ import annotations
@@ -46,7 +51,7 @@ from advonline.game import (
     step_metrics,
     training_pool,
 )
-from problems.optimum import offline_optimum
+from problems.optimum import device_optimum, offline_optimum
 from problems.posted_price import Buyer, Instance, purchase, rollout
 
 
@@ -134,8 +139,36 @@ _pool_payoffs = jax.jit(pool_payoffs, static_argnums=0)
 def sampled_game_step(
     game: Game, state: GameState, families: Instance, families_optimum: jax.Array
 ) -> tuple[GameState, StepMetrics]:
-    """One step of the K >= 2 game: ``n_adv`` adversary updates (each batch's OPT from HiGHS,
-    outside ``jit``), then ``n_alg`` algorithm updates (:func:`_algorithm_updates`, jitted)."""
+    """One step of the K >= 2 game: ``n_adv`` adversary updates, then ``n_alg`` algorithm
+    updates (:func:`_algorithm_updates`). Each batch's OPT comes from HiGHS, outside ``jit``,
+    between jitted pieces; with ``game.optimum = "device"`` (divisible) the whole step is one
+    jitted program, each batch's OPT from the JAX dual LP."""
+    if on_device(game):
+        return _device_game_step(game, state, families, families_optimum)
+    state, written, optimum, payoff, key = _adversary_updates(game, state, offline_optimum)
+    return _algorithm_updates(
+        game, state, written, optimum, payoff, families, families_optimum, key
+    )
+
+
+def on_device(game: Game) -> bool:
+    """Whether the step solves OPT inside ``jit`` (the JAX dual LP needs divisible buyers)."""
+    return game.config.game.optimum == "device" and game.setting.divisible
+
+
+@functools.partial(jax.jit, static_argnums=0)
+def _device_game_step(
+    game: Game, state: GameState, families: Instance, families_optimum: jax.Array
+) -> tuple[GameState, StepMetrics]:
+    state, written, optimum, payoff, key = _adversary_updates(game, state, device_optimum)
+    return _algorithm_updates(
+        game, state, written, optimum, payoff, families, families_optimum, key
+    )
+
+
+def _adversary_updates(game: Game, state: GameState, solve):
+    """``n_adv`` adversary updates, each batch's OPT from ``solve(setting, instances)``; the
+    state after them, the last batch, its OPT and payoffs, and the algorithm's key."""
     config, setting = game.config, game.setting
     updates_made = config.game.adversary_steps
     key, key_algorithm, *keys = jax.random.split(state.key, 2 + max(updates_made, 1))
@@ -145,16 +178,14 @@ def sampled_game_step(
         written = write_batch(
             game.adversary, adversary, setting, key_write, config.adversary.batch, jnp.float32
         )
-        optimum = offline_optimum(setting, written.instances)  # HiGHS, outside jit
+        optimum = solve(setting, written.instances)
         payoff = _pool_payoffs(game, state.algorithm, written.instances, optimum, key_runs)
         if index < updates_made:  # none when the adversary is frozen
             adversary, adversary_state = adversary_update(
                 game.adversary, config.adversary, adversary, adversary_state, written, payoff
             )
     state = state.replace(key=key, adversary=adversary, adversary_opt=adversary_state)
-    return _algorithm_updates(
-        game, state, written.instances, optimum, payoff, families, families_optimum, key_algorithm
-    )
+    return state, written.instances, optimum, payoff, key_algorithm
 
 
 @functools.partial(jax.jit, static_argnums=0)

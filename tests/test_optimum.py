@@ -7,6 +7,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from advonline.buyer_types import BuyerTypes
 from problems.optimum import (
     batch_optimum,
     device_optimum,
@@ -157,3 +158,30 @@ def test_device_optimum_refuses_indivisible_several_resources():
     )
     with pytest.raises(SettingError, match="indivisible"):
         device_optimum(setting, instances)
+
+
+# measured (float32, 1000 instances each): K = 2, 1 instance off by 0.19 %, the rest within
+# 1e-4; K = 3, 2 % of instances off by more than 1e-4, the worst by 9.2 % (float64: 0.7 %,
+# worst 6 %): the dual method stalls on near-ties. The bounds keep that from getting worse.
+@pytest.mark.parametrize(("resources", "share_off", "worst"), [(2, 0.005, 5e-3), (3, 0.03, 0.1)])
+def test_device_optimum_on_grid_instances_never_exceeds_highs(resources, share_off, worst):
+    """The instances a training adversary writes: densities on a grid with near-ties, demands
+    on two levels, many buyers at reduced value 0 (where rounding the dual needs care)."""
+    setting = Setting(
+        resources=resources,
+        capacities=(1.0,) * resources,
+        rounds=8,
+        max_demand=0.5,
+        demand_levels=2,
+        low=1.0,
+        high=4.0,
+    )
+    vocabulary = BuyerTypes.build(setting, 4)
+    types = jax.random.randint(jax.random.key(resources), (1000, 8), 0, vocabulary.count)
+    instances = vocabulary.instances(types, jnp.float32)
+    exact = np.asarray(offline_optimum(setting, instances), float)
+    found = np.asarray(device_optimum(setting, instances), float)
+    assert np.all(found <= exact * (1 + 1e-6) + 1e-6)  # never above OPT: no ratio inflated
+    error = np.abs(found - exact) / np.maximum(exact, 1e-9)
+    assert np.median(error) < 1e-5
+    assert np.mean(error > 1e-4) <= share_off and error.max() < worst
