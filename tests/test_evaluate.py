@@ -8,14 +8,16 @@ from advonline.evaluate import SOURCE_NAMES, Budget, measure
 from baselines import BASELINES, make_baseline
 from problems.posted_price import Setting
 
-SMALL_BUDGET = Budget(stopping_densities=33, random_instances=32, adversary_steps=10)
+# the setting and budget of the CLI tests (tests/test_cli.py): programs compiled there are
+# reused here
+SMALL_BUDGET = Budget(stopping_densities=9, random_instances=8, adversary_steps=5)
 
 
 @pytest.mark.parametrize("name", list(BASELINES))
 @pytest.mark.parametrize(
     "setting",
     [
-        Setting(rounds=60, max_demand=0.05),
+        Setting(rounds=40, max_demand=0.05),
         Setting(rounds=40, max_demand=0.25, demand_levels=5, divisible=False),
     ],
     ids=["small-demand", "large-demand-indivisible"],

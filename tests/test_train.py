@@ -148,7 +148,9 @@ def test_evaluate_checkpoint_measures_learned_beside_baselines(tmp_path, capsys)
     assert main(["train", str(config_path), "--out", str(out), "--quiet"]) == 0
     capsys.readouterr()
     argv = ["evaluate", "--checkpoint", str(out), "--algorithm", "threshold", "--json"]
-    assert main([*argv, "--adversary-steps", "3", "--stopping-densities", "9"]) == 0
+    # the budget of the main-job tests (tests/test_run_outputs.py): their programs are reused
+    budget = ["--adversary-steps", "3", "--random-instances", "8", "--stopping-densities", "5"]
+    assert main([*argv, *budget]) == 0
     report = json.loads(capsys.readouterr().out)
     assert report["setting"]["rounds"] == 8 and report["setting"]["high"] == 4.0
     names = [r["algorithm"] for r in report["results"]]
