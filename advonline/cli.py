@@ -336,10 +336,9 @@ def run_train(args: argparse.Namespace) -> int:
     in DIR."""
     run_config = configs.load(args.config)
     check_folder(args.out, args.resume)
-    needs = preflight.training_needs(run_config)
-    preflight.check(needs)
+    largest, available = preflight.check(preflight.training_needs(run_config))
     if args.check:
-        return _checked(args.config, args.out, needs)
+        return _checked(args.config, args.out, largest, available)
     _device_line("train", args.config, args.out)
     bar, report = _progress(run_config.game.steps, args.quiet)
     state = train(run_config, args.out, resume=args.resume, report=report)
@@ -348,13 +347,11 @@ def run_train(args: argparse.Namespace) -> int:
     return 0
 
 
-def _checked(config: str, folder, needs: list[preflight.Need]) -> int:
+def _checked(config: str, folder, largest: preflight.Need, available: float) -> int:
     """What ``--check`` prints: the config is valid, the folder usable, the memory enough."""
-    largest = max(needs, key=lambda need: need.bytes)
     print(
         f"{config}: valid; run folder {folder} usable; largest array {largest.what}, "
-        f"{largest.bytes / 1e6:.3g} MB ({preflight.available_bytes() / 1e9:.3g} GB free); "
-        "nothing written"
+        f"{largest.bytes / 1e6:.3g} MB ({available / 1e9:.3g} GB free); nothing written"
     )
     return 0
 
@@ -458,13 +455,14 @@ def run_main_job(args: argparse.Namespace) -> int:
     baselines = _baseline_names(args.algorithm or list(BASELINES))
     folder = args.out or pipeline.default_run_folder(args.config)
     check_folder(folder, resume=False)
-    needs = [
-        *preflight.training_needs(run_config),
-        *preflight.evaluation_needs(run_config.setting, budget),
-    ]
-    preflight.check(needs)
+    largest, available = preflight.check(
+        [
+            *preflight.training_needs(run_config),
+            *preflight.evaluation_needs(run_config.setting, budget),
+        ]
+    )
     if args.check:
-        return _checked(args.config, folder, needs)
+        return _checked(args.config, folder, largest, available)
     _device_line("run", args.config, folder)
     bar, report = _progress(run_config.game.steps, args.quiet)
     say = functools.partial(print, file=sys.stderr)
@@ -482,12 +480,14 @@ def run_main_job(args: argparse.Namespace) -> int:
     return 0
 
 
-TRACE_FLAGS = ("low", "high", "resources", "capacity", "indivisible")  # the rest is the trace's
+# a trace sets its own rounds and demands (--low, --high, --resources, --capacity and
+# --indivisible apply to it)
+NOT_FOR_TRACES = ("checkpoint", "policy", "rounds", "max_demand", "demand_levels")
 
 
 def _evaluate_trace(args: argparse.Namespace, names: list[str], budget) -> int:
-    for flag in ("checkpoint", "policy", *SETTING_FLAGS):
-        if flag not in TRACE_FLAGS and getattr(args, flag) is not None:
+    for flag in NOT_FOR_TRACES:
+        if getattr(args, flag) is not None:
             raise UsageError(
                 f"--{flag.replace('_', '-')} does not apply to --instances (the trace sets "
                 "rounds and demands; the baselines are measured on it)"

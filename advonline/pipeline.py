@@ -291,12 +291,12 @@ def price_heatmaps(run: TrainedRun, points: int = 41) -> tuple[np.ndarray, dict]
 
 
 def plot_runs(
-    folders_in: list[str | Path],
+    run_folders: list[str | Path],
     out: str | Path,
     budget: Budget,
     say: Callable[[str], None] = print,
 ) -> list[Path]:
-    """Every figure of ``advonline plot`` for the runs in ``folders_in``, written to ``out`` (a
+    """Every figure of ``advonline plot`` for the runs in ``run_folders``, written to ``out`` (a
     new folder or one the tool made: advonline/folders.py).
 
     Per run: ratio over training, exploitability, and the price curve (K = 1) or the price
@@ -307,7 +307,7 @@ def plot_runs(
     """
     out = folders.check_own(out, folders.KINDS)
     written, bars, bounds, convergence, updates, budgets = [], [], [], {}, set(), set()
-    runs = [open_run(folder) for folder in folders_in]
+    runs = [open_run(folder) for folder in run_folders]
     metrics = [read_metrics(run) for run in runs]  # every run checked before any figure
     folders.claim(
         out, "figures", {"made_by": "advonline plot", "runs": [str(run.folder) for run in runs]}

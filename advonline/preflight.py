@@ -17,7 +17,7 @@ import os
 
 import jax
 
-from advonline.configs import RunConfig
+from advonline.configs import AdversaryConfig, AlgorithmConfig, RunConfig
 from problems.posted_price import Setting
 
 WORKING_COPIES = 4  # the largest array, its gradient or result, and XLA's temporaries
@@ -37,23 +37,30 @@ class Need:
     lower: str
 
 
+def demand_vector_count(setting: Setting) -> int:
+    """How many demand vectors the buyer types and the hard families use
+    (:func:`advonline.buyer_types.demand_vectors`), counted without building them."""
+    return setting.demand_levels * (1 if setting.resources == 1 else setting.resources + 1)
+
+
 def type_count(setting: Setting, density_levels: int) -> int:
     """How many buyer types an adversary chooses among (advonline/buyer_types.py): the
     densities with their just-below copies, times the demand vectors, plus nobody."""
-    vectors = setting.demand_levels * (1 if setting.resources == 1 else setting.resources + 1)
-    return (2 * density_levels - 1) * vectors + 1
+    return (2 * density_levels - 1) * demand_vector_count(setting) + 1
 
 
 def evaluation_needs(setting: Setting, budget) -> list[Need]:
     """The evaluator's largest arrays (float64) for one algorithm on ``setting``."""
     rounds, states, k = setting.rounds, setting.grid_size + 1, setting.resources
     history = rounds * (2 * k + 2)  # one rollout: buyers, fractions, prices
-    vectors = setting.demand_levels * (1 if k == 1 else k + 1)
-    members = budget.stopping_densities * vectors**2
+    members = budget.stopping_densities * demand_vector_count(setting) ** 2
     needs = [
         Need(
             "the fresh adversary's type logits [batch, T, types]",
-            FLOAT64 * budget.adversary_batch * rounds * type_count(setting, 64),
+            FLOAT64
+            * budget.adversary_batch
+            * rounds
+            * type_count(setting, AdversaryConfig.density_levels),
             "--rounds, --demand-levels or --resources",
         ),
         Need(
@@ -71,7 +78,7 @@ def evaluation_needs(setting: Setting, budget) -> list[Need]:
         needs += [
             Need(
                 "the price table [T, G + 1, atoms]",
-                FLOAT64 * rounds * states * 64,
+                FLOAT64 * rounds * states * AlgorithmConfig.price_atoms,
                 "--rounds or --max-demand (G = demand levels / max demand)",
             ),
             Need(
@@ -175,9 +182,10 @@ def _host_available() -> float:
     return float(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
 
 
-def check(needs: list[Need], available: float | None = None) -> None:
+def check(needs: list[Need], available: float | None = None) -> tuple[Need, float]:
     """Refuse (PreflightError, one line) when ``WORKING_COPIES`` of the largest need exceed
-    ``available`` bytes (default: :func:`available_bytes`)."""
+    ``available`` bytes (default: :func:`available_bytes`); else the largest need and the
+    bytes available."""
     available = available_bytes() if available is None else available
     largest = max(needs, key=lambda need: need.bytes)
     if WORKING_COPIES * largest.bytes > available:
@@ -185,6 +193,7 @@ def check(needs: list[Need], available: float | None = None) -> None:
             f"{largest.what} would take {_size(largest.bytes)} (and about {WORKING_COPIES}x "
             f"that while computing); {_size(available)} is free: lower {largest.lower}"
         )
+    return largest, available
 
 
 def _size(count: float) -> str:

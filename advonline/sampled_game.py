@@ -145,10 +145,7 @@ def sampled_game_step(
     jitted program, each batch's OPT from the JAX dual LP."""
     if on_device(game):
         return _device_game_step(game, state, families, families_optimum)
-    state, written, optimum, payoff, key = _adversary_updates(game, state, offline_optimum)
-    return _algorithm_updates(
-        game, state, written, optimum, payoff, families, families_optimum, key
-    )
+    return _game_step(game, state, families, families_optimum, offline_optimum)
 
 
 def on_device(game: Game) -> bool:
@@ -156,14 +153,18 @@ def on_device(game: Game) -> bool:
     return game.config.game.optimum == "device" and game.setting.divisible
 
 
-@functools.partial(jax.jit, static_argnums=0)
-def _device_game_step(
-    game: Game, state: GameState, families: Instance, families_optimum: jax.Array
+def _game_step(
+    game: Game, state: GameState, families: Instance, families_optimum: jax.Array, solve
 ) -> tuple[GameState, StepMetrics]:
-    state, written, optimum, payoff, key = _adversary_updates(game, state, device_optimum)
+    """The adversary's updates (each batch's OPT from ``solve``), then the algorithm's."""
+    state, written, optimum, payoff, key = _adversary_updates(game, state, solve)
     return _algorithm_updates(
         game, state, written, optimum, payoff, families, families_optimum, key
     )
+
+
+# the whole step in one program: OPT from the JAX dual LP
+_device_game_step = jax.jit(functools.partial(_game_step, solve=device_optimum), static_argnums=0)
 
 
 def _adversary_updates(game: Game, state: GameState, solve):

@@ -143,8 +143,12 @@ def prepare_folder(
                 "resume with the same config or choose another --out"
             )
         return state, wall
-    about = {"made_by": "advonline train", "setting": config.setting.describe()}
-    folders.claim(folder, "run", {**about, "seed": config.game.seed})
+    about = {
+        "made_by": "advonline train",
+        "setting": config.setting.describe(),
+        "seed": config.game.seed,
+    }
+    folders.claim(folder, "run", about)
     checkpoint.atomic_write(
         folder / "config.json", (json.dumps(config.to_dict(), indent=2) + "\n").encode()
     )

@@ -200,7 +200,8 @@ def dual_lp_optimum(values: jax.Array, demands: jax.Array, capacities: tuple[flo
         return jax.lax.fori_loop(0, _NEWTON_STEPS, lambda _, y: newton(y, tau), y), None
 
     y, _ = jax.lax.scan(anneal, y, jnp.asarray(temperatures, dtype))
-    served = jax.nn.sigmoid((b - d @ y) / temperatures[-1])
+    reduced = b - d @ y  # each buyer's value less its demand at the dual prices
+    served = jax.nn.sigmoid(reduced / temperatures[-1])
     overload = jnp.maximum(d.T @ served, 1.0)  # [K], 1 where the resource fits
     # each buyer scaled by its most overloaded resource: every resource then fits
     shrink = jnp.min(jnp.where(d > 0, 1.0 / overload[None, :], 1.0), axis=1)
@@ -217,7 +218,6 @@ def dual_lp_optimum(values: jax.Array, demands: jax.Array, capacities: tuple[flo
         (_, amounts), _ = jax.lax.scan(top_up, (residual, amounts), order)
         return jnp.sum(b * amounts)
 
-    reduced = b - d @ y
     by_reduced = jnp.argsort(-reduced)
     # the buyers with a positive reduced value first, then the rest (ties at 0 among them) by
     # value per unit of demand at the dual prices
@@ -233,7 +233,7 @@ def dual_lp_optimum(values: jax.Array, demands: jax.Array, capacities: tuple[flo
         filled(zero, positive_first),
     ]
     lower = scale * jnp.max(jnp.stack(candidates))
-    upper = scale * (jnp.sum(y) + jnp.sum(jnp.maximum(b - d @ y, 0)))
+    upper = scale * (jnp.sum(y) + jnp.sum(jnp.maximum(reduced, 0)))
     return lower, jnp.maximum(upper, lower)
 
 

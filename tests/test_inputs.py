@@ -162,6 +162,18 @@ def test_the_shipped_configs_pass_the_memory_check():
     assert max(need.bytes for need in preflight.training_needs(large)) > most
 
 
+@pytest.mark.parametrize("resources", [1, 2, 3])
+def test_the_estimate_counts_the_buyer_types_the_adversary_builds(resources):
+    from advonline.buyer_types import BuyerTypes
+    from problems.posted_price import Setting
+
+    setting = Setting(
+        resources=resources, capacities=(1.0,) * resources, demand_levels=3, max_demand=0.03
+    )
+    for levels in (4, 64):
+        assert preflight.type_count(setting, levels) == BuyerTypes.build(setting, levels).count
+
+
 @pytest.mark.parametrize(
     ("rows", "flags", "message"),
     [
