@@ -16,9 +16,10 @@ $(BIN)/advonline: pyproject.toml
 run: $(BIN)/advonline
 	$(BIN)/advonline run experiments/configs/k1-u10.toml
 
-# The test suite (long runs are marked `slow` and excluded; `pytest -m slow` runs them).
+# The test suite on every core, one file per worker at a time (long runs are marked `slow` and
+# excluded; `pytest -m slow` runs them).
 test: $(BIN)/advonline
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n auto --dist loadfile
 
 lint: $(BIN)/advonline
 	$(BIN)/ruff check . && $(BIN)/ruff format --check .
