@@ -16,7 +16,7 @@ from pathlib import Path
 import jax
 from flax import serialization
 
-from advonline import __version__
+from advonline import __version__, parallel
 from advonline.configs import RunConfig, from_dict
 from advonline.game import Game, GameState, init_state
 from advonline.oracle_loop import init_oracle_state
@@ -43,10 +43,13 @@ def atomic_write(path: Path, payload: bytes) -> None:
 
 
 def save(folder: str | Path, state: GameState, config: RunConfig, wall_seconds: float) -> None:
-    """Write the checkpoint of ``state`` (atomically)."""
-    state = state.replace(key=jax.random.key_data(state.key))
+    """Write the checkpoint of ``state`` (atomically). In a multi-process run every process
+    calls this (the state is gathered from all of them) and process 0 writes."""
+    state = parallel.to_host(state.replace(key=jax.random.key_data(state.key)))
+    if not parallel.writes_files():
+        return
     record = {
-        "state": serialization.to_state_dict(jax.device_get(state)),
+        "state": serialization.to_state_dict(state),
         "meta": {
             "config": json.dumps(config.to_dict()),
             "wall_seconds": wall_seconds,

@@ -14,13 +14,14 @@ import sys
 import jax
 from tqdm import tqdm
 
-from advonline import archive_view, configs, pipeline, policy_file, preflight
+from advonline import archive_view, configs, parallel, pipeline, policy_file, preflight
 from advonline import evaluate as evaluation
 from advonline.checkpoint import CheckpointError
 from advonline.configs import ConfigError
 from advonline.export import ExportError, check_target
 from advonline.folders import FolderError, check_path
 from advonline.game import Game
+from advonline.parallel import DevicesError
 from advonline.pipeline import RunError
 from advonline.policy_file import PolicyFileError
 from advonline.preflight import PreflightError
@@ -107,6 +108,18 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="check the config, the run folder and the memory estimate; write nothing",
     )
+    _devices_flag(tr)
+    tr.add_argument(
+        "--coordinator",
+        metavar="HOST:PORT",
+        help="multi-process run: process 0's address (else $JAX_COORDINATOR_ADDRESS)",
+    )
+    tr.add_argument(
+        "--processes", type=int, help="multi-process run: how many (else $JAX_NUM_PROCESSES)"
+    )
+    tr.add_argument(
+        "--process-id", type=int, help="multi-process run: this one's index (else $JAX_PROCESS_ID)"
+    )
     tr.set_defaults(run=run_train)
 
     ex = commands.add_parser("export", help="write a trained policy as a versioned JSON file")
@@ -168,9 +181,30 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="check the config, the run folder and the memory estimate; write nothing",
     )
+    _devices_flag(job)
     _budget_flags(job)
     job.set_defaults(run=run_main_job)
     return parser
+
+
+def _devices_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--devices",
+        type=int,
+        metavar="N",
+        help="devices to shard the batches over (default: the config's game.devices; 0: all)",
+    )
+
+
+def _run_config(args: argparse.Namespace) -> configs.RunConfig:
+    """The config file with ``--devices`` applied."""
+    run_config = configs.load(args.config)
+    if args.devices is not None:
+        if args.devices < 0:
+            raise UsageError(f"--devices must be >= 0 (0: all), got {args.devices}")
+        run_config = run_config.on_devices(args.devices)
+    parallel.batch_mesh(run_config.game.devices)  # refuse a count JAX cannot give, now
+    return run_config
 
 
 def _budget_flags(parser: argparse.ArgumentParser) -> None:
@@ -220,6 +254,7 @@ def main(argv: list[str] | None = None) -> int:
         RunError,
         FolderError,
         PreflightError,
+        DevicesError,
     ) as error:
         print(f"advonline: error: {error}", file=sys.stderr)
         return EXIT_BAD_INPUT
@@ -322,28 +357,35 @@ def _progress(steps: int, quiet: bool):
     return bar, report
 
 
-def _device_line(command: str, config: str, folder) -> None:
-    device = jax.devices()[0]
+def _device_line(command: str, config: str, folder, run_config: configs.RunConfig) -> None:
+    if not parallel.writes_files():
+        return
+    devices = parallel.batch_mesh(run_config.game.devices).devices
+    processes = f" in {jax.process_count()} processes" if jax.process_count() > 1 else ""
     print(
-        f"advonline {command}: {config} on {device.platform} ({device.device_kind}); "
-        f"run folder {folder}",
+        f"advonline {command}: {config} on {devices.size} x {devices.flat[0].platform} "
+        f"({devices.flat[0].device_kind}){processes}; run folder {folder}",
         file=sys.stderr,
     )
 
 
 def run_train(args: argparse.Namespace) -> int:
     """``advonline train CONFIG --out DIR``: train with a progress bar; metrics and checkpoints
-    in DIR."""
-    run_config = configs.load(args.config)
-    check_folder(args.out, args.resume)
+    in DIR. With several processes (``--processes`` or the environment) every process runs
+    this, and process 0 alone prints the bar and writes DIR."""
+    parallel.start_processes(args.coordinator, args.processes, args.process_id)  # before JAX runs
+    run_config = _run_config(args)
+    if parallel.writes_files():
+        check_folder(args.out, args.resume)
     largest, available = preflight.check(preflight.training_needs(run_config))
     if args.check:
         return _checked(args.config, args.out, largest, available)
-    _device_line("train", args.config, args.out)
-    bar, report = _progress(run_config.game.steps, args.quiet)
+    _device_line("train", args.config, args.out, run_config)
+    bar, report = _progress(run_config.game.steps, args.quiet or not parallel.writes_files())
     state = train(run_config, args.out, resume=args.resume, report=report)
     bar.close()
-    print(f"trained {int(state.step)} steps; checkpoint and metrics.csv in {args.out}")
+    if parallel.writes_files():
+        print(f"trained {int(state.step)} steps; checkpoint and metrics.csv in {args.out}")
     return 0
 
 
@@ -450,7 +492,7 @@ def run_archive(args: argparse.Namespace) -> int:
 
 def run_main_job(args: argparse.Namespace) -> int:
     """``advonline run CONFIG``: train, measure beside the baselines, export, plot, summarise."""
-    run_config = configs.load(args.config)
+    run_config = _run_config(args)
     budget = _budget(args)
     baselines = _baseline_names(args.algorithm or list(BASELINES))
     folder = args.out or pipeline.default_run_folder(args.config)
@@ -463,7 +505,7 @@ def run_main_job(args: argparse.Namespace) -> int:
     )
     if args.check:
         return _checked(args.config, folder, largest, available)
-    _device_line("run", args.config, folder)
+    _device_line("run", args.config, folder, run_config)
     bar, report = _progress(run_config.game.steps, args.quiet)
     say = functools.partial(print, file=sys.stderr)
     train(run_config, folder, report=report)

@@ -108,9 +108,14 @@ class GameConfig:
     # adversary writes it can fall short of OPT by a few per cent: problems/optimum.py).
     # Indivisible K >= 2 always uses HiGHS's MILP.
     optimum: str = "highs"
+    # devices the batches are sharded over (advonline/parallel.py): 0 = every device JAX sees;
+    # a run may resume on another count (its figures agree up to float rounding)
+    devices: int = 0
 
     def check(self) -> list[str]:
         problems = _positive(self, "steps", "algorithm_steps", "family_members")
+        if self.devices < 0:
+            problems.append("game.devices must be >= 0 (0: every device)")
         if self.loop not in LOOPS:
             problems.append(f"game.loop must be one of {', '.join(LOOPS)}")
         if self.optimum not in OPTIMA:
@@ -224,6 +229,14 @@ class RunConfig:
     def to_dict(self) -> dict:
         """Plain data (TOML/JSON-ready); :func:`from_dict` reads it back."""
         return {f.name: dataclasses.asdict(getattr(self, f.name)) for f in dataclasses.fields(self)}
+
+    def on_devices(self, count: int) -> RunConfig:
+        """This config with ``game.devices = count`` (the ``--devices`` flag)."""
+        return dataclasses.replace(self, game=dataclasses.replace(self.game, devices=count))
+
+    def same_run(self, other: RunConfig) -> bool:
+        """Whether ``other`` describes the same run: equal but perhaps for the device count."""
+        return self.on_devices(0) == other.on_devices(0)
 
 
 _SECTIONS = {f.name: f.default.__class__ for f in dataclasses.fields(RunConfig)}

@@ -38,6 +38,7 @@ import jax
 import jax.numpy as jnp
 import optax
 from flax import struct
+from jax.sharding import Mesh
 
 from advonline import families
 from advonline.adversary import (
@@ -50,6 +51,7 @@ from advonline.adversary import (
 from advonline.configs import RunConfig
 from advonline.learned import LearnedPolicy, price_atoms
 from advonline.networks import PricingNetwork
+from advonline.parallel import shard_batch
 from problems.optimum import offline_optimum
 from problems.posted_price import (
     Buyer,
@@ -71,9 +73,10 @@ class Game:
     pricing: PricingNetwork
     atoms: tuple[float, ...]
     adversary: AdversaryModel
+    mesh: Mesh | None = None  # the devices the batches are sharded over (advonline/parallel.py)
 
     @staticmethod
-    def build(config: RunConfig) -> Game:
+    def build(config: RunConfig, mesh: Mesh | None = None) -> Game:
         setting = config.setting
         algorithm = config.algorithm
         pricing = PricingNetwork(
@@ -85,7 +88,8 @@ class Game:
             shared_resources=algorithm.shared_resources,
         )
         atoms = price_atoms(setting, algorithm.price_atoms)
-        return Game(config, pricing, atoms, AdversaryModel.build(setting, config.adversary))
+        adversary = AdversaryModel.build(setting, config.adversary)
+        return Game(config, pricing, atoms, adversary, mesh)
 
     @property
     def setting(self) -> Setting:
@@ -96,6 +100,11 @@ class Game:
 
     def algorithm_optimizer(self) -> optax.GradientTransformation:
         return optax.adam(self.config.algorithm.learning_rate)
+
+    def shard(self, batch):
+        """``batch`` (a pytree of arrays with a leading instance axis) sharded over the run's
+        devices; unchanged on one device."""
+        return shard_batch(batch, self.mesh)
 
 
 class Replay(NamedTuple):
@@ -410,8 +419,10 @@ def game_step(
     # every batch's payoffs come from it
     table = price_table(setting, game.policy(state.algorithm), jnp.float32)
     for index, key_write in enumerate(keys):
-        written = game.adversary.write(
-            adversary, setting, key_write, config.adversary.batch, jnp.float32, table
+        written = game.shard(
+            game.adversary.write(
+                adversary, setting, key_write, config.adversary.batch, jnp.float32, table
+            )
         )
         optimum = offline_optimum(setting, written.instances)
         payoff = payoffs_from_probs(game, table.probs, written.instances, optimum)
@@ -424,6 +435,7 @@ def game_step(
     replay, pool, pool_optimum, valid = training_pool(
         game, state.replay, written.instances, optimum, payoff, families, families_optimum
     )
+    pool, pool_optimum, valid = game.shard((pool, pool_optimum, valid))
     algorithm, algorithm_state = state.algorithm, state.algorithm_opt
     weigh = functools.partial(_softmin_weights, valid=valid, temperature=config.game.temperature)
     for _ in range(config.game.algorithm_steps):

@@ -152,6 +152,7 @@ def state_probs(game: Game, params: dict) -> jax.Array:
 def payoff_matrix(game: Game, snapshots: dict, types: jax.Array, optimum: jax.Array) -> jax.Array:
     """``[S, N]`` exact payoffs ``E[ALG_i(I_j)] / OPT(I_j)`` of every stored snapshot on every
     archived instance (empty slots give meaningless entries that the caller masks)."""
+    types, optimum = game.shard((types, optimum))
     return jax.vmap(lambda params: archive_payoffs(game, params, types, optimum))(snapshots)
 
 
@@ -172,6 +173,7 @@ def train_against(
     KL divergence over every state: archived instances visit few states, and the anchor
     keeps the updates from moving the prices in the states none of them reaches."""
     config = game.config
+    types, optimum, filled, mixture = game.shard((types, optimum, filled, mixture))
     instances = game.adversary.instances(types, jnp.float32)  # K = 1's analytic update reads them
     share = config.oracle.worst_case_weight
     softmin = functools.partial(_softmin_weights, valid=filled, temperature=config.game.temperature)

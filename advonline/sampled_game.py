@@ -176,8 +176,10 @@ def _adversary_updates(game: Game, state: GameState, solve):
     adversary, adversary_state = state.adversary, state.adversary_opt
     for index, key_batch in enumerate(keys):
         key_write, key_runs = jax.random.split(key_batch)
-        written = write_batch(
-            game.adversary, adversary, setting, key_write, config.adversary.batch, jnp.float32
+        written = game.shard(
+            write_batch(
+                game.adversary, adversary, setting, key_write, config.adversary.batch, jnp.float32
+            )
         )
         optimum = solve(setting, written.instances)
         payoff = _pool_payoffs(game, state.algorithm, written.instances, optimum, key_runs)
@@ -206,6 +208,7 @@ def _algorithm_updates(
     replay, pool, pool_optimum, valid = training_pool(
         game, state.replay, written, optimum, payoff, families, families_optimum
     )
+    pool, pool_optimum, valid = game.shard((pool, pool_optimum, valid))
     optimizer = game.algorithm_optimizer()
     algorithm, algorithm_state = state.algorithm, state.algorithm_opt
     for _ in range(config.game.algorithm_steps):

@@ -38,7 +38,7 @@ from pathlib import Path
 import jax
 import jax.numpy as jnp
 
-from advonline import checkpoint, folders
+from advonline import checkpoint, folders, parallel
 from advonline.adversary import BestResponse, adversary_optimizer, fresh_best_response
 from advonline.certify import certify_dp
 from advonline.configs import RunConfig
@@ -58,7 +58,7 @@ from advonline.oracle_loop import (
     record_row,
     train_epoch,
 )
-from advonline.sampled_game import sampled_game_step
+from advonline.sampled_game import on_device, sampled_game_step
 
 METRIC_FIELDS = (
     "step",
@@ -107,6 +107,22 @@ def fresh_adversary(game: Game, params: dict, key: jax.Array) -> BestResponse:
     )
 
 
+def check_processes(config: RunConfig) -> None:
+    """Refuse, in a multi-process run, what runs on the host between jitted programs with
+    each process's own data: the oracle loop (its archive and meta-solver) and the K >= 2
+    step with HiGHS (``game.optimum = "device"`` keeps that step on the devices)."""
+    if jax.process_count() == 1:
+        return
+    if config.game.loop == "oracle":
+        raise TrainError(
+            "several processes train the simultaneous loop only (not game.loop = oracle)"
+        )
+    if config.setting.resources > 1 and not on_device(Game.build(config)):
+        raise TrainError(
+            'several processes train K >= 2 with game.optimum = "device" (divisible) only'
+        )
+
+
 def check_folder(folder: str | Path, resume: bool) -> None:
     """Refuse, before any work, a run folder that is not the tool's own
     (advonline/folders.py), a finished or checkpointed run without ``resume``, or a resume
@@ -137,7 +153,7 @@ def prepare_folder(
     check_folder(folder, resume)
     if checkpoint.checkpoint_path(folder).exists():  # resume (check_folder saw to that)
         state, stored, wall = checkpoint.load(folder)
-        if stored != config:
+        if not stored.same_run(config):
             raise TrainError(
                 f"the config differs from the one {folder} was trained with; "
                 "resume with the same config or choose another --out"
@@ -148,10 +164,11 @@ def prepare_folder(
         "setting": config.setting.describe(),
         "seed": config.game.seed,
     }
-    folders.claim(folder, "run", about)
-    checkpoint.atomic_write(
-        folder / "config.json", (json.dumps(config.to_dict(), indent=2) + "\n").encode()
-    )
+    if parallel.writes_files():
+        folders.claim(folder, "run", about)
+        checkpoint.atomic_write(
+            folder / "config.json", (json.dumps(config.to_dict(), indent=2) + "\n").encode()
+        )
     return initial_state(config, jax.random.key(config.game.seed)), 0.0
 
 
@@ -184,17 +201,28 @@ def train(
     resume: bool = False,
     report: Callable[[dict], None] | None = None,
 ) -> GameState:
-    """Train to ``config.game.steps``; returns the final state (also in the checkpoint)."""
+    """Train to ``config.game.steps``; returns the final state (also in the checkpoint).
+
+    The batches are sharded over ``config.game.devices`` devices (advonline/parallel.py). In a
+    multi-process run every process calls this; process 0 alone reads and writes ``folder``
+    and sends the state it starts from to the others."""
     folder = Path(folder)
-    state, wall_before = prepare_folder(folder, config, resume)
+    mesh = parallel.batch_mesh(config.game.devices)
+    check_processes(config)
+    if parallel.writes_files():
+        state, wall_before = prepare_folder(folder, config, resume)
+        _trim_metrics(folder / METRICS_NAME, state)
+    else:
+        state, wall_before = initial_state(config, jax.random.key(config.game.seed)), 0.0
+    state, wall_before = parallel.from_writer((state, wall_before))
+    state = parallel.replicate(state, mesh)
+    game = Game.build(config, mesh)
     if config.game.loop == "oracle":
-        return _train_oracle_loop(config, folder, state, wall_before, report)
-    game = Game.build(config)
-    families, families_optimum = known_family_pool(game)
+        return _train_oracle_loop(game, folder, state, wall_before, report)
+    families, families_optimum = parallel.replicate(known_family_pool(game), mesh)
     # K = 1: one jitted step with exact values; K >= 2: rollouts, with HiGHS between jit calls
     step_once = game_step if config.setting.resources == 1 else sampled_game_step
     metrics_path = folder / METRICS_NAME
-    _trim_metrics(metrics_path, state)
     log = config.log
     started = time.perf_counter()
     window_start, window_steps = started, 0
@@ -207,7 +235,8 @@ def train(
             now = time.perf_counter()
             row, state = _row(game, state, metrics, done, wall_before + now - started)
             row["steps_per_second"] = window_steps / max(now - window_start, 1e-9)
-            _write_rows(metrics_path, [row], "a")
+            if parallel.writes_files():
+                _write_rows(metrics_path, [row], "a")
             if report is not None:
                 report(row)
             window_start, window_steps = time.perf_counter(), 0  # exploitability excluded
@@ -218,7 +247,7 @@ def train(
 
 
 def _train_oracle_loop(
-    config: RunConfig,
+    game: Game,
     folder: Path,
     state: OracleState,
     wall_before: float,
@@ -226,9 +255,8 @@ def _train_oracle_loop(
 ) -> OracleState:
     """The oracle loop (advonline/oracle_loop.py): measure, then train, once per epoch; one
     metrics row per measurement and a checkpoint after each epoch."""
-    game = Game.build(config)
+    config = game.config
     metrics_path = folder / METRICS_NAME
-    _trim_metrics(metrics_path, state)
     epochs = config.game.steps // config.oracle.epoch_steps
     started = time.perf_counter()
     while int(state.epoch) <= epochs:

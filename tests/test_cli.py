@@ -1,8 +1,7 @@
-"""The command line: a subprocess smoke test, JSON schema, user traces and bad input."""
+"""The command line: the table and its JSON schema, user traces and bad input (the console
+entry point runs as a subprocess in tests/test_parallel.py and tests/test_train.py)."""
 
 import json
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -35,14 +34,10 @@ def test_evaluate_json_schema(capsys):
     assert fixed["competitive_ratio"] == float("inf")
 
 
-def test_evaluate_subprocess_prints_table():
-    result = subprocess.run(
-        [sys.executable, "-m", "advonline.cli", "evaluate", *TINY, "--algorithm", "greedy"],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    assert "greedy" in result.stdout and "setting: posted-price K=1" in result.stdout
+def test_evaluate_prints_a_table_with_its_setting(capsys):
+    assert main(["evaluate", *TINY, "--algorithm", "greedy"]) == 0
+    out = capsys.readouterr().out
+    assert "greedy" in out and "setting: posted-price K=1" in out
 
 
 def _write_trace(path, values, demands):

@@ -1,22 +1,15 @@
 """Several resources (K >= 2) and the rollout-based game: the exponential baseline's formula,
 continuations of the one simulator, the two-demand hard families, the per-round update by
-rollouts (unbiased for the exact gradient), and a tiny K = 2 run trained, measured, exported
-(network policy file) and drawn."""
+rollouts (unbiased for the exact gradient). A K = 2 run end to end: tests/test_k2_run.py."""
 
-import json
 import math
-import subprocess
-import sys
-from pathlib import Path
 
 import jax
 import jax.numpy as jnp
-import matplotlib.image
 import numpy as np
 import pytest
 
-from advonline import configs, pipeline
-from advonline.cli import main
+from advonline import configs
 from advonline.families import family_demand_pairs, make_family, write_out
 from advonline.game import Game, known_family_pool, per_round_gradient
 from advonline.networks import PricingNetwork
@@ -196,115 +189,3 @@ def test_rollout_gradient_is_unbiased_for_the_exact_gradient():
     cosine = flat_exact @ flat_mean / (np.linalg.norm(flat_exact) * np.linalg.norm(flat_mean))
     assert cosine > 0.97
     assert np.linalg.norm(flat_mean - flat_exact) < 0.25 * np.linalg.norm(flat_exact)
-
-
-TINY_K2 = """
-[setting]
-resources = 2
-capacities = [1.0, 1.0]
-low = 1.0
-high = 4.0
-rounds = 8
-max_demand = 0.5
-demand_levels = 2
-
-[algorithm]
-price_atoms = 4
-hidden = 8
-layers = 1
-rollout_rounds = 2
-payoff_runs = 2
-
-[adversary]
-density_levels = 4
-hidden = 8
-batch = 4
-
-[game]
-steps = 2
-replay_size = 4
-replay_per_step = 1
-
-[log]
-every = 1
-exploit_every = 2
-exploit_steps = 2
-checkpoint_every = 2
-"""
-
-
-SMALL_BUDGET = ["--adversary-steps", "2", "--stopping-densities", "3", "--random-instances", "8"]
-
-
-@pytest.fixture(scope="module")
-def two_resource_run(tmp_path_factory) -> Path:
-    """A tiny K = 2 run of the main job (``advonline run``: trained, measured beside one
-    baseline, both policies exported, figures drawn), on a small evaluation budget."""
-    root = tmp_path_factory.mktemp("k2")
-    config = root / "k2.toml"
-    config.write_text(TINY_K2)
-    folder = root / "run"
-    argv = ["run", str(config), "--out", str(folder), "--quiet", "--algorithm", "greedy"]
-    assert main([*argv, *SMALL_BUDGET]) == 0
-    return folder
-
-
-def test_a_two_resource_run_is_measured_exported_and_drawn(two_resource_run):
-    folder = two_resource_run
-    rows = (folder / "metrics.csv").read_text().splitlines()
-    assert len(rows) == 3 and rows[-1].split(",")[6] != ""  # exploitability measured at step 2
-    report = json.loads((folder / pipeline.EVALUATION_NAME).read_text())
-    assert report["setting"]["resources"] == 2
-    assert "optimal_ratio_small_demand_limit" not in report["setting"]
-    names = [r["algorithm"] for r in report["results"]]
-    assert names == ["learned", "learned-deterministic", "greedy"]
-    for result in report["results"]:
-        assert result["sources"]["exact"] is None  # no certificate for K >= 2
-        assert result["upper_bound"] is None
-        measured = [v for v in result["sources"].values() if v is not None]
-        assert len(measured) == 3 and result["competitive_ratio"] == max(measured) >= 1
-        assert "K >= 2" in result["notes"]["exact"]  # says why, randomised or not
-    for name, kind in (("policy.json", "randomised"), ("policy-readout.json", "deterministic")):
-        document = json.loads((folder / name).read_text())
-        assert document["version"] == 2 and document["kind"] == kind
-    heatmap = matplotlib.image.imread(folder / "figures" / "run-price-heatmap.png")
-    assert heatmap.shape[0] > 200 and heatmap.std() > 0
-    assert (folder / "figures" / "learned-vs-baselines.png").is_file()
-
-
-def test_a_two_resource_policy_file_loads_without_jax_and_measures_as_the_run(
-    two_resource_run, capsys
-):
-    policy = two_resource_run / "policy.json"
-    script = (
-        "import sys, numpy as np\n"
-        "from advonline.policy_file import load\n"
-        f"prices = load({str(policy)!r}).prices(np.array([0.2, 0.7]), round=0)\n"
-        "assert prices.shape == (2,) and np.all(np.isfinite(prices)), prices\n"
-        "assert 'jax' not in sys.modules and 'jaxlib' not in sys.modules, 'jax was imported'\n"
-        "print('ok')\n"
-    )
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
-    assert done.returncode == 0 and done.stdout.startswith("ok"), done.stderr
-    budget = ["--adversary-steps", "2", "--stopping-densities", "3", "--random-instances", "8"]
-    assert (
-        main(["evaluate", "--policy", str(policy), "--algorithm", "greedy", *budget, "--json"]) == 0
-    )
-    results = json.loads(capsys.readouterr().out)["results"]
-    assert [r["algorithm"] for r in results] == ["learned", "greedy"]
-    # the file is the run's network with the same float32 weights, measured by the same
-    # evaluator with the same budget and seed: the same figure up to float rounding
-    report = json.loads((two_resource_run / pipeline.EVALUATION_NAME).read_text())
-    from_run = next(r for r in report["results"] if r["algorithm"] == "learned")
-    np.testing.assert_allclose(
-        results[0]["competitive_ratio"], from_run["competitive_ratio"], rtol=1e-6
-    )
-
-
-def test_a_table_export_of_several_resources_is_refused_in_one_line(two_resource_run, capsys):
-    folder = two_resource_run
-    target = folder.parent / "table.json"
-    argv = ["export", "--checkpoint", str(folder), "--out", str(target), "--table"]
-    assert main([*argv, "--no-measure"]) == 2
-    error = capsys.readouterr().err.strip().splitlines()
-    assert len(error) == 1 and "one resource" in error[0] and not target.exists()

@@ -54,10 +54,11 @@ def test_greedy_fill_equals_lp_on_1000_instances():
     np.testing.assert_allclose(ours, reference, rtol=1e-9)
 
 
-def test_knapsack_dp_equals_milp_on_1000_instances():
+@pytest.mark.parametrize("count", [300, pytest.param(1000, marks=pytest.mark.slow)])
+def test_knapsack_dp_equals_milp_on_random_instances(count):
     setting = Setting(rounds=12, max_demand=0.4, demand_levels=4, divisible=False)
     with jax.enable_x64(True):
-        batch = _random_batch(setting, 1000, seed=2)
+        batch = _random_batch(setting, count, seed=2)
         ours = np.asarray(offline_optimum(setting, batch))
     reference = [
         milp_optimum(v, d, [1.0]) for v, d in zip(batch.values, batch.demands, strict=True)

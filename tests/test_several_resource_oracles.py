@@ -62,6 +62,7 @@ def test_typed_ratios_agree_with_the_simulator_and_highs(two_resources):
     assert np.all(np.isfinite(ratios)) and np.all(ratios >= 1 - 1e-5)
 
 
+@pytest.mark.slow  # 15 s of compiling; tests/test_oracles.py runs the same search for K = 1
 def test_local_search_raises_a_weak_instance_against_the_exponential_baseline(two_resources):
     model, _, _, _ = two_resources
     vocabulary = model.buyer_types
