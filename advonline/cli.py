@@ -27,7 +27,7 @@ from advonline.policy_file import PolicyFileError
 from advonline.preflight import PreflightError
 from advonline.tabulated import from_file
 from advonline.traces import TraceError, check_buyers, load_trace
-from advonline.train import TrainError, check_folder, train
+from advonline.train import TrainError, check_folder, check_processes, train
 from baselines import BASELINES, make_baseline
 from problems import PROBLEMS
 from problems.posted_price import Instance, Setting, SettingError
@@ -375,6 +375,7 @@ def run_train(args: argparse.Namespace) -> int:
     this, and process 0 alone prints the bar and writes DIR."""
     parallel.start_processes(args.coordinator, args.processes, args.process_id)  # before JAX runs
     run_config = _run_config(args)
+    check_processes(run_config)
     if parallel.writes_files():
         check_folder(args.out, args.resume)
     largest, available = preflight.check(preflight.training_needs(run_config))

@@ -1,12 +1,13 @@
 """Data parallelism over devices and hosts, with JAX's own sharding (docs/method.md §7).
 
-One mesh axis, ``"batch"``, spans the devices a run uses. The instance batches (the
-adversary's batch, the training pool with its replay, the oracle loop's archive columns and
-search chains, the evaluator's batches) are sharded along it with
-:func:`jax.lax.with_sharding_constraint` inside the jitted programs; the parameters, the
-optimiser states and the stored replay are replicated. XLA's partitioner then runs each
-device's slice and inserts the reductions (a mean over the batch, a gradient summed over
-instances) across devices. A sum over a sharded axis is added in another order than on one
+One mesh axis, ``"batch"``, spans the devices a run uses. The instance batches of training
+(the adversary's batch, the training pool with its replay, the oracle loop's archive columns
+when it trains and scores) are sharded along it with :func:`jax.lax.with_sharding_constraint`
+inside the jitted programs; the parameters and optimiser states are replicated, and the
+replay stays split as the step leaves it. XLA's partitioner then runs each device's slice and
+inserts the reductions (a mean over the batch, a gradient summed over instances) across
+devices. The oracle searches, the exploitability probe and the evaluator run replicated (every
+device computes them whole). A sum over a sharded axis is added in another order than on one
 device, so figures on N devices equal those on one up to float rounding (the last digit or
 two of a float32 metric), not bit for bit.
 

@@ -164,11 +164,10 @@ def prepare_folder(
         "setting": config.setting.describe(),
         "seed": config.game.seed,
     }
-    if parallel.writes_files():
-        folders.claim(folder, "run", about)
-        checkpoint.atomic_write(
-            folder / "config.json", (json.dumps(config.to_dict(), indent=2) + "\n").encode()
-        )
+    folders.claim(folder, "run", about)
+    checkpoint.atomic_write(
+        folder / "config.json", (json.dumps(config.to_dict(), indent=2) + "\n").encode()
+    )
     return initial_state(config, jax.random.key(config.game.seed)), 0.0
 
 
