@@ -204,3 +204,24 @@ def test_a_deeply_nested_policy_file_gets_one_line(tmp_path, capsys):
     policy = tmp_path / "deep.json"
     policy.write_text("[" * 100_000 + "]" * 100_000)
     one_line_exit_2(capsys, ["evaluate", "--policy", str(policy)], "nests too deeply")
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--devices", "8"], "asks for more devices than the 1 JAX sees"),
+        (["--devices", "-1"], "--devices must be >= 0"),
+        (["--processes", "0"], "--processes must be >= 1"),
+        (["--processes", "2", "--process-id", "2"], "--process-id must lie in [0, 1]"),
+    ],
+    ids=["too-many-devices", "negative-devices", "no-processes", "process-id-out-of-range"],
+)
+def test_a_device_or_process_layout_that_cannot_be_used_gets_one_line(
+    tmp_path, capsys, flags, message
+):
+    folder = tmp_path / "run"
+    for command in ("train", "run"):
+        if command == "run" and "--devices" not in flags:
+            continue  # the process flags are train's
+        one_line_exit_2(capsys, [command, DEFAULT_CONFIG, "--out", str(folder), *flags], message)
+    assert not folder.exists()
