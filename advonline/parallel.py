@@ -6,10 +6,10 @@ when it trains and scores) are sharded along it with :func:`jax.lax.with_shardin
 inside the jitted programs; the parameters and optimiser states are replicated, and the
 replay stays split as the step leaves it. XLA's partitioner then runs each device's slice and
 inserts the reductions (a mean over the batch, a gradient summed over instances) across
-devices. The oracle searches, the exploitability probe and the evaluator run replicated (every
-device computes them whole). A sum over a sharded axis is added in another order than on one
-device, so figures on N devices equal those on one up to float rounding (the last digit or
-two of a float32 metric), not bit for bit.
+devices. The oracle searches and the exploitability probe run replicated (every device
+computes them whole); the evaluator runs on one device. A sum over a sharded axis is added in
+another order than on one device, so figures on N devices equal those on one up to float
+rounding (the last digit or two of a float32 metric), not bit for bit.
 
 Several hosts: :func:`start_processes` calls :func:`jax.distributed.initialize`, after which
 ``jax.devices()`` lists every process's devices and the mesh spans them all. Each process then
