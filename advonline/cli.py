@@ -74,6 +74,7 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"repeatable; one of {', '.join(BASELINES)} (default: all)",
     )
     ev.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
+    _devices_flag(ev, "devices to split the families' and random instances over (default 0: all)")
     ev.add_argument("--instances", metavar="FILE.csv", help="evaluate on your own buyer trace")
     ev.add_argument(
         "--capacity",
@@ -187,13 +188,11 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _devices_flag(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--devices",
-        type=int,
-        metavar="N",
-        help="devices to shard the batches over (default: the config's game.devices; 0: all)",
-    )
+def _devices_flag(
+    parser: argparse.ArgumentParser,
+    about: str = "devices to shard the batches over (default: the config's game.devices; 0: all)",
+) -> None:
+    parser.add_argument("--devices", type=int, metavar="N", help=about)
 
 
 def _run_config(args: argparse.Namespace) -> configs.RunConfig:
@@ -313,9 +312,10 @@ def run_evaluate(args: argparse.Namespace) -> int:
             capacities=(1.0,) * resources,
         )
     preflight.check(preflight.evaluation_needs(setting, budget))
+    mesh = parallel.batch_mesh(_given(args.devices, 0))
     policies.update({name: make_baseline(name, setting) for name in names})
     results = [
-        evaluation.measure(setting, name, policy, budget) for name, policy in policies.items()
+        evaluation.measure(setting, name, policy, budget, mesh) for name, policy in policies.items()
     ]
     if args.json:
         print(json.dumps(evaluation.report(setting, budget, results, **source)))
@@ -511,7 +511,8 @@ def run_main_job(args: argparse.Namespace) -> int:
     say = functools.partial(print, file=sys.stderr)
     train(run_config, folder, report=report)
     bar.close()
-    result = pipeline.finish_run(folder, budget, say, baselines)
+    mesh = parallel.batch_mesh(run_config.game.devices)
+    result = pipeline.finish_run(folder, budget, say, baselines, mesh)
     setting = result.run.setting
     print(_table(setting, budget, evaluation.reference_ratio(setting), result.results))
     print(

@@ -24,8 +24,9 @@ import math
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.sharding import Mesh
 
-from advonline import certify
+from advonline import certify, parallel
 from advonline.adversary import AdversaryModel, fresh_best_response
 from advonline.configs import AdversaryConfig
 from advonline.families import (
@@ -198,17 +199,20 @@ def _source_ratios(
     adaptive: bool,
     key: jax.Array,
     samples: int,
+    mesh: Mesh | None = None,
 ) -> np.ndarray:
-    """Ratio OPT / E[ALG] of each member of a batch of ``count`` sources."""
+    """Ratio OPT / E[ALG] of each member of a batch of ``count`` sources (split over the
+    devices of ``mesh``, if given)."""
     if not adaptive:
-        instances = write_out(setting, source, count)
+        instances = parallel.spread(write_out(setting, source, count), mesh)
         return ratios(
             offline_optimum(setting, instances),
             expected_welfare(setting, policy, instances, key, samples),
         )
     runs_each = 1 if policy.deterministic else samples
-    repeated = repeat_each(source, runs_each)
-    runs = simulate(setting, policy, repeated, jax.random.split(key, count * runs_each))
+    repeated = parallel.spread(repeat_each(source, runs_each), mesh)
+    keys = parallel.spread(jax.random.split(key, count * runs_each), mesh)
+    runs = simulate(setting, policy, repeated, keys)
     opt = np.asarray(offline_optimum(setting, runs.instance)).reshape(count, runs_each).mean(-1)
     return ratios(opt, np.asarray(runs.welfare).reshape(count, runs_each).mean(-1))
 
@@ -255,7 +259,7 @@ def adversary_source(
 
 
 def families_source(
-    setting: Setting, policy: Policy, budget: Budget, key: jax.Array
+    setting: Setting, policy: Policy, budget: Budget, key: jax.Array, mesh: Mesh | None = None
 ) -> SourceRatio:
     """Worst ratio over the hard families, every stopping density and family demand.
 
@@ -276,8 +280,9 @@ def families_source(
         rising_grid = jnp.tile(rising[keep], (stops.shape[0], 1))
         final_grid = jnp.tile(final[keep], (stops.shape[0], 1))
         sources = make_family(name, setting, stop_grid, rising_grid, final_grid)
+        adaptive = name == "ramp"
         found = _source_ratios(
-            setting, policy, sources, stop_grid.shape[0], name == "ramp", key_family, budget.samples
+            setting, policy, sources, stop_grid.shape[0], adaptive, key_family, budget.samples, mesh
         )
         index = int(np.argmax(found))
         if found[index] > worst:
@@ -295,10 +300,13 @@ def families_source(
     return SourceRatio(worst, note, worst_input)
 
 
-def random_source(setting: Setting, policy: Policy, budget: Budget, key: jax.Array) -> SourceRatio:
+def random_source(
+    setting: Setting, policy: Policy, budget: Budget, key: jax.Array, mesh: Mesh | None = None
+) -> SourceRatio:
     """Worst ratio over the fixed seeded random instances."""
     key_instances, key_prices = jax.random.split(key)
     instances = random_instances(setting, key_instances, budget.random_instances, jnp.float64)
+    instances = parallel.spread(instances, mesh)
     found = ratios(
         offline_optimum(setting, instances),
         expected_welfare(setting, policy, instances, key_prices, budget.samples),
@@ -308,15 +316,20 @@ def random_source(setting: Setting, policy: Policy, budget: Budget, key: jax.Arr
     return SourceRatio(float(found[index]), note, {"index": index})
 
 
-def measure(setting: Setting, name: str, policy: Policy, budget: Budget) -> Measurement:
-    """The measured CR of ``policy`` on ``setting``: every source, then the worst."""
+def measure(
+    setting: Setting, name: str, policy: Policy, budget: Budget, mesh: Mesh | None = None
+) -> Measurement:
+    """The measured CR of ``policy`` on ``setting``: every source, then the worst. With a
+    ``mesh`` the families' and random instances are split over its devices (the figures agree
+    with one device's up to float64 rounding); the fresh adversary and the certificate run on
+    one device."""
     with jax.enable_x64(True):
         key_adversary, key_families, key_random = jax.random.split(evaluation_key(budget.seed), 3)
         sources = {
             "exact": exact_source(setting, policy, budget),
             "adversary": adversary_source(setting, policy, budget, key_adversary),
-            "families": families_source(setting, policy, budget, key_families),
-            "random": random_source(setting, policy, budget, key_random),
+            "families": families_source(setting, policy, budget, key_families, mesh),
+            "random": random_source(setting, policy, budget, key_random, mesh),
         }
         bound = upper_bound(setting, policy, budget)
     measured = {name: s.ratio for name, s in sources.items() if s.ratio is not None}

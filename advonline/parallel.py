@@ -6,8 +6,10 @@ when it trains and scores) are sharded along it with :func:`jax.lax.with_shardin
 inside the jitted programs; the parameters and optimiser states are replicated, and the
 replay stays split as the step leaves it. XLA's partitioner then runs each device's slice and
 inserts the reductions (a mean over the batch, a gradient summed over instances) across
-devices. The oracle searches and the exploitability probe run replicated (every device
-computes them whole); the evaluator runs on one device. A sum over a sharded axis is added in
+devices. The evaluator's hard-family and random instances are placed split over the devices
+before its jitted programs run (:func:`spread`). The oracle searches and the exploitability
+probe run replicated (every device computes them whole), and the evaluator's fresh adversary
+and certificate on one device. A sum over a sharded axis is added in
 another order than on one device, so figures on N devices equal those on one up to float
 rounding (the last digit or two of a float32 metric), not bit for bit.
 
@@ -77,6 +79,22 @@ def shard_batch(tree, mesh: Mesh | None):
         return jax.lax.with_sharding_constraint(leaf, along)
 
     return jax.tree.map(constrain, tree)
+
+
+def spread(tree, mesh: Mesh | None):
+    """``tree`` (arrays and PRNG keys with a leading instance axis, outside ``jit``) placed
+    over ``mesh``: split along that axis where it divides evenly, else whole on every device.
+    A jitted program called on it runs each device's slice (computation follows the data)."""
+    if mesh is None or mesh.size == 1:
+        return tree
+    along = NamedSharding(mesh, PartitionSpec(BATCH_AXIS))
+    everywhere = NamedSharding(mesh, PartitionSpec())
+
+    def place(leaf):
+        divides = leaf.ndim > 0 and leaf.shape[0] % mesh.size == 0
+        return jax.device_put(leaf, along if divides else everywhere)
+
+    return jax.tree.map(place, tree)
 
 
 def replicate(tree, mesh: Mesh | None):

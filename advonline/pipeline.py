@@ -16,6 +16,7 @@ from pathlib import Path
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.sharding import Mesh
 
 from advonline import checkpoint, export, folders, plots
 from advonline.configs import RunConfig
@@ -78,13 +79,16 @@ def open_run(folder: str | Path) -> TrainedRun:
 
 
 def evaluate_run(
-    run: TrainedRun, budget: Budget, baselines=tuple(BASELINES)
+    run: TrainedRun, budget: Budget, baselines=tuple(BASELINES), mesh: Mesh | None = None
 ) -> tuple[dict, list[Measurement]]:
-    """Measure the learned policies and ``baselines`` on the run's setting with one budget, and
-    store the report as ``EVALUATION_NAME`` in the run folder (derived data, replaced)."""
+    """Measure the learned policies and ``baselines`` on the run's setting with one budget (the
+    instance batches split over ``mesh``'s devices, if given), and store the report as
+    ``EVALUATION_NAME`` in the run folder (derived data, replaced)."""
     policies = run.policies()
     policies.update({name: make_baseline(name, run.setting) for name in baselines})
-    results = [measure(run.setting, name, policy, budget) for name, policy in policies.items()]
+    results = [
+        measure(run.setting, name, policy, budget, mesh) for name, policy in policies.items()
+    ]
     document = report(
         run.setting, budget, results, checkpoint=str(run.folder), training_steps=run.steps
     )
@@ -215,13 +219,14 @@ def finish_run(
     budget: Budget,
     say: Callable[[str], None] = print,
     baselines: tuple[str, ...] = tuple(BASELINES),
+    mesh: Mesh | None = None,
 ) -> FinishedRun:
     """After training (the main job's first half): measure the learned policies beside the
     ``baselines`` (default every one), export both learned policies, and draw the run's
     figures into ``folder/figures``."""
     run = open_run(folder)
     say(f"measuring learned and {', '.join(baselines)} (budget: {budget.describe()})")
-    document, results = evaluate_run(run, budget, baselines)
+    document, results = evaluate_run(run, budget, baselines, mesh)
     by_name = {m.algorithm: m for m in results}
     exported = [
         export_run(run, run.folder / name, algorithm, budget, by_name[algorithm])[0]

@@ -220,8 +220,9 @@ def test_a_device_or_process_layout_that_cannot_be_used_gets_one_line(
     tmp_path, capsys, flags, message
 ):
     folder = tmp_path / "run"
-    for command in ("train", "run"):
-        if command == "run" and "--devices" not in flags:
-            continue  # the process flags are train's
-        one_line_exit_2(capsys, [command, DEFAULT_CONFIG, "--out", str(folder), *flags], message)
+    commands = [["train", DEFAULT_CONFIG, "--out", str(folder)]]
+    if "--devices" in flags:  # the process flags are train's alone
+        commands += [["run", DEFAULT_CONFIG, "--out", str(folder)], ["evaluate"]]
+    for command in commands:
+        one_line_exit_2(capsys, [*command, *flags], message)
     assert not folder.exists()

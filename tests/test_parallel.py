@@ -6,6 +6,7 @@ A test process has one CPU device, so each runs ``advonline train`` in subproces
 four host devices forced by ``XLA_FLAGS`` where it needs them."""
 
 import csv
+import json
 import os
 import signal
 import socket
@@ -50,18 +51,31 @@ def _environment(devices: int) -> dict:
     return environment
 
 
+EVALUATE = ["--algorithm", "threshold", "--json", "--adversary-steps", "2"]
+EVALUATE += ["--stopping-densities", "8", "--random-instances", "8"]
+
+
 def test_one_and_four_devices_give_the_same_metrics(tmp_path):
-    """K = 1 and K = 2 (OPT from HiGHS), 5 steps each on 1 and on 4 devices."""
+    """K = 1 and K = 2 (OPT from HiGHS), 5 steps each on 1 and on 4 devices; then the K = 1
+    run measured by the evaluator on 1 and on 4 devices."""
     for name, template in (("k1", TINY_TOML.format(steps=5)), ("k2", TINY_K2)):
         (tmp_path / f"{name}.toml").write_text(_tiny(template, 5, 5))
-    # one process with four host devices trains each run twice, on 1 and on 4 of them
+    # one process with four host devices trains each run twice, on 1 and on 4 of them, and
+    # measures the K = 1 run twice
     script = (
+        "import contextlib\n"
         "from advonline import configs\n"
+        "from advonline.cli import main\n"
         "from advonline.train import train\n"
         "for name in ('k1', 'k2'):\n"
         f"    config = configs.load({str(tmp_path)!r} + f'/{{name}}.toml')\n"
         "    for count in (1, 4):\n"
         f"        train(config.on_devices(count), {str(tmp_path)!r} + f'/{{name}}-on-{{count}}')\n"
+        "for count in (1, 4):\n"
+        f"    with open({str(tmp_path)!r} + f'/measured-on-{{count}}.json', 'w') as out:\n"
+        "        with contextlib.redirect_stdout(out):\n"
+        f"            argv = ['evaluate', '--checkpoint', {str(tmp_path / 'k1-on-1')!r}]\n"
+        f"            assert main([*argv, *{EVALUATE!r}, '--devices', str(count)]) == 0\n"
     )
     done = subprocess.run(
         [sys.executable, "-c", script], env=_environment(4), capture_output=True, text=True
@@ -81,6 +95,15 @@ def test_one_and_four_devices_give_the_same_metrics(tmp_path):
         np.testing.assert_allclose(
             _flat(state_four.algorithm), _flat(state_one.algorithm), rtol=1e-4, atol=1e-6
         )
+    one, four = (
+        json.loads((tmp_path / f"measured-on-{count}.json").read_text())["results"]
+        for count in (1, 4)
+    )
+    assert [r["algorithm"] for r in four] == ["learned", "learned-deterministic", "threshold"]
+    for result_one, result_four in zip(one, four, strict=True):
+        for source, ratio in result_one["sources"].items():
+            if ratio is not None:  # float64 sums over a split batch: rounding only
+                np.testing.assert_allclose(result_four["sources"][source], ratio, rtol=1e-9)
 
 
 def _flat(tree) -> np.ndarray:
