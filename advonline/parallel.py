@@ -9,9 +9,9 @@ inserts the reductions (a mean over the batch, a gradient summed over instances)
 devices. The evaluator's hard-family and random instances are placed split over the devices
 before its jitted programs run (:func:`spread`). The oracle searches and the exploitability
 probe run replicated (every device computes them whole), and the evaluator's fresh adversary
-and certificate on one device. A sum over a sharded axis is added in
-another order than on one device, so figures on N devices equal those on one up to float
-rounding (the last digit or two of a float32 metric), not bit for bit.
+and certificate on one device. A sum over a sharded axis is added in another order than on
+one device, so figures on N devices equal those on one up to float rounding (the last digit
+or two of a float32 metric), not bit for bit.
 
 Several hosts: :func:`start_processes` calls :func:`jax.distributed.initialize`, after which
 ``jax.devices()`` lists every process's devices and the mesh spans them all. Each process then
@@ -63,6 +63,11 @@ def batch_mesh(count: int) -> Mesh:
     return Mesh(np.asarray(devices[:count]), (BATCH_AXIS,))
 
 
+def _splits(leaf, mesh: Mesh) -> bool:
+    """Whether ``leaf``'s first (instance) axis divides evenly over ``mesh``'s devices."""
+    return leaf.ndim > 0 and leaf.shape[0] % mesh.size == 0
+
+
 def shard_batch(tree, mesh: Mesh | None):
     """``tree``'s arrays sharded along their first (instance) axis over ``mesh``; on one
     device, or without a mesh, ``tree`` itself, so single-device programs stay as they were.
@@ -72,13 +77,10 @@ def shard_batch(tree, mesh: Mesh | None):
     if mesh is None or mesh.size == 1:
         return tree
     along = NamedSharding(mesh, PartitionSpec(BATCH_AXIS))
-
-    def constrain(leaf: jax.Array) -> jax.Array:
-        if leaf.ndim == 0 or leaf.shape[0] % mesh.size:
-            return leaf
-        return jax.lax.with_sharding_constraint(leaf, along)
-
-    return jax.tree.map(constrain, tree)
+    return jax.tree.map(
+        lambda leaf: jax.lax.with_sharding_constraint(leaf, along) if _splits(leaf, mesh) else leaf,
+        tree,
+    )
 
 
 def spread(tree, mesh: Mesh | None):
@@ -89,12 +91,9 @@ def spread(tree, mesh: Mesh | None):
         return tree
     along = NamedSharding(mesh, PartitionSpec(BATCH_AXIS))
     everywhere = NamedSharding(mesh, PartitionSpec())
-
-    def place(leaf):
-        divides = leaf.ndim > 0 and leaf.shape[0] % mesh.size == 0
-        return jax.device_put(leaf, along if divides else everywhere)
-
-    return jax.tree.map(place, tree)
+    return jax.tree.map(
+        lambda leaf: jax.device_put(leaf, along if _splits(leaf, mesh) else everywhere), tree
+    )
 
 
 def replicate(tree, mesh: Mesh | None):
@@ -128,7 +127,6 @@ def from_writer(tree):
     included); ``tree`` itself in a single-process run."""
     if jax.process_count() == 1:
         return tree
-
     plain = jax.tree.map(lambda leaf: jax.random.key_data(leaf) if _is_key(leaf) else leaf, tree)
     sent = multihost_utils.broadcast_one_to_all(plain)
     return jax.tree.map(

@@ -1,9 +1,9 @@
 """Data parallel training: the same run on 1 and on 4 devices gives the same metrics (up to
-float rounding), and a run in two processes (``jax.distributed`` on localhost, CPU collectives)
-writes one checkpoint that a second two-process launch resumes.
+float rounding) and the same measured ratios, and a run in two processes (``jax.distributed``
+on localhost, CPU collectives) writes one checkpoint that a second two-process launch resumes.
 
-A test process has one CPU device, so each runs ``advonline train`` in subprocesses, with
-four host devices forced by ``XLA_FLAGS`` where it needs them."""
+A test process has one CPU device, so each test trains in subprocesses, with four host
+devices forced by ``XLA_FLAGS`` where it needs them."""
 
 import csv
 import json
