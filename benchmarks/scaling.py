@@ -23,6 +23,8 @@ import subprocess
 import sys
 import time
 
+from advonline.huge_pages import relaunch_with_huge_pages
+
 FORCED = "--xla_force_host_platform_device_count=4"
 
 
@@ -72,6 +74,7 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=10, help="timed steps per measurement")
     parser.add_argument("--devices", type=int, nargs="+", default=[1, 2, 4])
     args = parser.parse_args()
+    relaunch_with_huge_pages()  # as the advonline command does (advonline/huge_pages.py)
     _restart_with_forced_devices()
     import jax
 

@@ -13,11 +13,14 @@ only); the JAX version is one jitted call that also backpropagates through the n
 buyer-rounds per second, updates per second and the speed-up (median call times) of each of
 three runs and the median speed-up, and the largest difference between the two weight tables
 (they must agree). On a machine where JAX sees a GPU the JAX figures are the GPU's; the NumPy
-loop always runs on the CPU.
+loop always runs on the CPU. Like the ``advonline`` command, the script first starts itself again
+with huge pages for ``malloc``'s large blocks where that applies (advonline/huge_pages.py); both
+implementations then run in that one process, and the first line says whether it applied.
 """
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 
@@ -36,6 +39,7 @@ from advonline.game import (
     policy_probs,
     sale_probabilities,
 )
+from advonline.huge_pages import TUNABLE, relaunch_with_huge_pages
 from problems.optimum import offline_optimum
 from problems.posted_price import price_table
 
@@ -141,6 +145,8 @@ def main() -> None:
     )
     gap = np.abs(jax_weights - reference).max() / np.abs(reference).max()
 
+    huge_pages = "on" if TUNABLE in os.environ.get("GLIBC_TUNABLES", "") else "off"
+    print(f"{os.cpu_count()} CPU cores; huge pages for malloc's large blocks: {huge_pages}")
     print(f"config: {path}; setting: {setting.describe()}")
     print(
         f"batch: {batch} instances x {setting.rounds} rounds, grid {setting.grid_size} units, "
@@ -167,4 +173,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    relaunch_with_huge_pages()
     main()

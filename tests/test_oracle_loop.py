@@ -179,7 +179,7 @@ def test_an_interrupted_run_resumes_to_the_same_archive(straight_run, tmp_path):
 def test_a_killed_run_resumes_to_the_same_archive(straight_run, tmp_path):
     folder, config_path = straight_run
     killed = tmp_path / "killed"
-    command = [sys.executable, "-m", "advonline.cli", "train", str(config_path)]
+    command = [sys.executable, "-m", "advonline", "train", str(config_path)]
     process = subprocess.Popen([*command, "--out", str(killed), "--quiet"])
     deadline = time.monotonic() + 600
     while time.monotonic() < deadline and process.poll() is None:

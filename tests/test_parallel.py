@@ -41,7 +41,7 @@ def _rows(folder: Path) -> list[dict]:
 
 
 def _train_command(config: Path, folder: Path) -> list[str]:
-    return [sys.executable, "-m", "advonline.cli", "train", str(config), "--out", str(folder)]
+    return [sys.executable, "-m", "advonline", "train", str(config), "--out", str(folder)]
 
 
 def _environment(devices: int) -> dict:

@@ -65,7 +65,7 @@ def _params(folder: Path) -> list[np.ndarray]:
 
 def _cli(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "advonline.cli", *args], capture_output=True, text=True, check=False
+        [sys.executable, "-m", "advonline", *args], capture_output=True, text=True, check=False
     )
 
 
@@ -77,7 +77,7 @@ def test_killed_run_resumes_to_the_same_parameters(tmp_path):
     straight, killed = tmp_path / "straight", tmp_path / "killed"
     train(configs.load(config_path), straight)
 
-    command = [sys.executable, "-m", "advonline.cli", "train", str(config_path)]
+    command = [sys.executable, "-m", "advonline", "train", str(config_path)]
     process = subprocess.Popen([*command, "--out", str(killed), "--quiet"])
     metrics = killed / "metrics.csv"
     deadline = time.monotonic() + 120
