@@ -304,6 +304,7 @@ def _oracle_search(game: Game, state: OracleState, slot: int, budget, key: jax.A
         key,
         jnp.float32,
         jnp.asarray(starts, jnp.int32) if starts.size else None,
+        game.mesh,
     )
 
 

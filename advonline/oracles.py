@@ -21,6 +21,10 @@ each with independent restarts vmapped in one jitted call:
 single code path of the training loop's oracles, its stronger probe and the evaluator's fresh
 adversary (the same call with a larger budget and other seeds).
 
+Given a device mesh (advonline/parallel.py), the restarts and the chains are split over its
+devices: each is computed whole on one device, with no sum across them, so the finds equal
+one device's.
+
 The ratio of a typed instance is cheap: the chance that each buyer type buys in each state is
 tabled once per algorithm (:func:`~advonline.typed_payoffs.type_sale_table`), so an
 instance's sale probabilities are a gather and its ``E[ALG]`` one backward induction
@@ -35,10 +39,12 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
+from jax.sharding import Mesh
 
 from advonline.adversary import AdversaryModel, best_response
 from advonline.buyer_types import BuyerTypes
 from advonline.configs import AdversaryConfig, OracleBudget
+from advonline.parallel import shard_batch, spread
 from advonline.typed_payoffs import typed_payoffs
 from problems.optimum import device_optimum
 from problems.posted_price import PriceDistribution, Setting
@@ -172,7 +178,7 @@ def _proposal(vocabulary: BuyerTypes, key: jax.Array, types: jax.Array) -> jax.A
     return proposed
 
 
-@functools.partial(jax.jit, static_argnums=(0, 1, 4, 5, 6))
+@functools.partial(jax.jit, static_argnums=(0, 1, 4, 5, 6, 8))
 def local_search_oracle(
     setting: Setting,
     vocabulary: BuyerTypes,
@@ -182,17 +188,21 @@ def local_search_oracle(
     steps: int,
     dtype,
     key: jax.Array,
+    mesh: Mesh | None = None,
 ) -> Found:
     """Hill climbing from each start ``[C, T]`` (one chain each) against the algorithm whose
-    per-type sale table is ``sale``: the best instance of each chain and its ratio ``[C]``."""
+    per-type sale table is ``sale``: the best instance of each chain and its ratio ``[C]``;
+    the chains split over ``mesh``'s devices where given."""
     chains = starts.shape[0]
     score = functools.partial(typed_ratios, setting, vocabulary, sale, dtype=dtype)
+    starts = shard_batch(starts, mesh)
 
     def climb(carry: Found, key_step: jax.Array) -> tuple[Found, None]:
         keys = jax.random.split(key_step, chains * candidates).reshape(chains, candidates)
         proposals = jax.vmap(jax.vmap(functools.partial(_proposal, vocabulary), in_axes=(0, None)))(
-            keys, carry.types
+            shard_batch(keys, mesh), carry.types
         )  # [C, M, T]
+        proposals = shard_batch(proposals, mesh)
         ratios = score(proposals.reshape(chains * candidates, -1)).reshape(chains, candidates)
         best = jnp.argmax(ratios, axis=1)
         best_ratio = ratios[jnp.arange(chains), best]
@@ -213,12 +223,15 @@ def adversary_oracle(
     steps: int,
     dtype,
     key: jax.Array,
+    mesh: Mesh | None = None,
 ) -> tuple[Found, jax.Array]:
     """``restarts`` fresh adversary networks (vmapped), each trained ``steps`` steps against
     the frozen ``table``: every step's worst instance ``[restarts * steps]``, and the final
-    parameters of each network (a pytree with a leading ``restarts`` axis)."""
+    parameters of each network (a pytree with a leading ``restarts`` axis). Given ``mesh``,
+    the restarts are split over its devices (their keys are placed there; computation
+    follows)."""
     train_one = functools.partial(best_response, setting, model, table, config, steps, dtype)
-    found = jax.vmap(train_one)(jax.random.split(key, restarts))
+    found = jax.vmap(train_one)(spread(jax.random.split(key, restarts), mesh))
     types = found.types_by_step.reshape(restarts * steps, setting.rounds)
     return Found(types, found.ratio_by_step.reshape(-1)), found.params
 
@@ -232,11 +245,13 @@ def best_responses(
     key: jax.Array,
     dtype,
     starts: jax.Array | None = None,
+    mesh: Mesh | None = None,
 ) -> Found:
     """Both oracles against the frozen ``table``: the adversary restarts, then local search
     whose chains start from ``starts`` ``[S, T]`` (e.g. archived instances), the adversary's
     best finds and random sequences, in that order of priority. Returns everything found:
-    the adversary's per-step worst instances and every chain's best."""
+    the adversary's per-step worst instances and every chain's best. Restarts and chains are
+    split over ``mesh``'s devices where given."""
     key_adversary, key_random, key_search = jax.random.split(key, 3)
     vocabulary = model.buyer_types
     found = Found(jnp.zeros((0, setting.rounds), jnp.int32), jnp.zeros((0,), dtype))
@@ -251,6 +266,7 @@ def best_responses(
             budget.adversary_steps,
             dtype,
             key_adversary,
+            mesh,
         )
     if not (budget.chains and budget.search_steps):
         return found
@@ -269,5 +285,6 @@ def best_responses(
         budget.search_steps,
         dtype,
         key_search,
+        mesh,
     )
     return join(found, searched)

@@ -172,3 +172,54 @@ def test_two_processes_write_one_checkpoint_that_resumes(tmp_path):
     assert int(state.step) == steps
     steps_logged = [int(row["step"]) for row in _rows(folder)]
     assert steps_logged == list(range(1, steps + 1))  # each step once: the kill's rows trimmed
+
+
+ORACLES_ON_DEVICES = """
+import jax, jax.numpy as jnp, numpy as np
+from advonline.adversary import AdversaryModel
+from advonline.configs import AdversaryConfig, OracleBudget
+from advonline.oracles import best_responses, local_search_oracle, random_types
+from advonline.parallel import batch_mesh
+from baselines import make_baseline
+from problems.posted_price import Setting, price_table
+
+setting = Setting(low=1.0, high=10.0, rounds=12, max_demand=0.2)
+config = AdversaryConfig(density_levels=16, conditioning="state")
+model = AdversaryModel.build(setting, config)
+table = price_table(setting, make_baseline("threshold", setting), jnp.float32)
+budget = OracleBudget(
+    restarts=4, adversary_steps=3, adversary_batch=8, chains=8, candidates=4, search_steps=5
+)
+found = {}
+for count in (1, 4):
+    mesh = batch_mesh(count)
+    result = best_responses(
+        setting, model, config, table, budget, jax.random.key(7), jnp.float32, mesh=mesh
+    )
+    found[count] = (np.asarray(result.types), np.asarray(result.ratios))
+sale = model.type_sale_table(table, jnp.float32)
+starts = random_types(model.buyer_types, jax.random.key(8), 8, setting.rounds)
+searched = local_search_oracle(
+    setting, model.buyer_types, sale, starts, 4, 5, jnp.float32, jax.random.key(9), batch_mesh(4)
+)
+assert len(searched.types.sharding.device_set) == 4, searched.types.sharding
+assert not searched.types.sharding.is_fully_replicated, searched.types.sharding
+np.savez(OUT, types_one=found[1][0], ratios_one=found[1][1], types_four=found[4][0],
+         ratios_four=found[4][1])
+"""
+
+
+def test_oracle_searches_split_over_four_devices_find_what_one_finds(tmp_path):
+    """The oracles' restarts and chains split over 4 devices: each is computed whole on one
+    device, so the instances found are the same and their ratios equal to float rounding."""
+    out = tmp_path / "found.npz"
+    script = f"OUT = {str(out)!r}\n{ORACLES_ON_DEVICES}"
+    done = subprocess.run(
+        [sys.executable, "-c", script], env=_environment(4), capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    found = np.load(out)
+    assert found["types_one"].shape == (4 * 3 + 8, 12)  # every restart's steps, every chain
+    np.testing.assert_array_equal(found["types_four"], found["types_one"])
+    np.testing.assert_allclose(found["ratios_four"], found["ratios_one"], rtol=1e-6)
+    assert found["ratios_one"].max() > 1.0
