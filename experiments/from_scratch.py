@@ -38,6 +38,7 @@ from common import fmt, measurement_columns, spread, train_and_measure, write_cs
 
 from advonline import plots
 from advonline.evaluate import Budget
+from advonline.huge_pages import relaunch_with_huge_pages
 
 #: config -> (target kind, factor, training time limit in seconds on 2 CPU cores)
 TARGETS = {
@@ -173,4 +174,5 @@ def table(rows: list[dict], budget: Budget) -> str:
 
 
 if __name__ == "__main__":
+    relaunch_with_huge_pages()  # as the advonline command does
     main()

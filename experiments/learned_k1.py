@@ -29,6 +29,7 @@ from common import fmt, measurement_columns, train_and_measure, write_csv
 from advonline import plots
 from advonline.evaluate import Budget, reference_ratio
 from advonline.game import Game
+from advonline.huge_pages import relaunch_with_huge_pages
 from advonline.learned import learned_policies, max_relative_gap
 from advonline.train import METRICS_NAME
 from baselines import BASELINES
@@ -128,4 +129,5 @@ def write_tables(rows: list[dict], out: Path, budget: Budget) -> None:
 
 
 if __name__ == "__main__":
+    relaunch_with_huge_pages()  # as the advonline command does
     main()

@@ -28,6 +28,7 @@ from common import fmt, measurement_columns, train_and_measure, write_csv
 
 from advonline import plots
 from advonline.evaluate import Budget
+from advonline.huge_pages import relaunch_with_huge_pages
 from baselines import BASELINES
 
 NAMES = ["k2-u10", "k2-u10-scratch", "k3-u10", "k3-u10-scratch", "k1-u10-d025"]
@@ -117,4 +118,5 @@ def write_markdown(rows: list[dict], out: Path, budget: Budget) -> None:
 
 
 if __name__ == "__main__":
+    relaunch_with_huge_pages()  # as the advonline command does
     main()

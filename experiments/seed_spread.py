@@ -24,6 +24,7 @@ from common import fmt, measurement_columns, spread, train_and_measure, write_cs
 
 from advonline import plots
 from advonline.evaluate import Budget, reference_ratio
+from advonline.huge_pages import relaunch_with_huge_pages
 
 NAMES = ["k1-u5", "k1-u10", "k1-u100"]
 
@@ -102,4 +103,5 @@ def write_table(rows: list[dict], out: Path, budget: Budget) -> None:
 
 
 if __name__ == "__main__":
+    relaunch_with_huge_pages()  # as the advonline command does
     main()

@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 from advonline.evaluate import Budget, measure, reference_ratio
+from advonline.huge_pages import relaunch_with_huge_pages
 from baselines import make_baseline
 from problems.posted_price import Setting
 
@@ -95,4 +96,5 @@ def _markdown(rows, budget) -> str:
 
 
 if __name__ == "__main__":
+    relaunch_with_huge_pages()  # as the advonline command does
     main()

@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 
 from advonline import configs, plots
+from advonline.huge_pages import relaunch_with_huge_pages
 from advonline.train import METRICS_NAME, train
 
 CONFIG = Path(__file__).parent / "configs" / "ablation-k1-u10.toml"
@@ -104,4 +105,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    relaunch_with_huge_pages()  # as the advonline command does
     main()
