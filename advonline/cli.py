@@ -46,7 +46,11 @@ class _Parser(argparse.ArgumentParser):
 
 def build_parser() -> argparse.ArgumentParser:
     """All subcommands and their flags."""
-    parser = _Parser(prog="advonline", description=__doc__.splitlines()[0])
+    parser = _Parser(
+        prog="advonline",
+        description="Learn online pricing algorithms by adversarial training, measure their "
+        "competitive ratios beside the classic baselines, export and plot them.",
+    )
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     default = Setting()
     ev = commands.add_parser("evaluate", help="measured competitive ratio of algorithms")
