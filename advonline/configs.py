@@ -274,8 +274,6 @@ def from_dict(data: dict, origin: str = "config") -> RunConfig:
             problems.append(
                 'game.loop = "oracle" with several resources needs adversary.conditioning = "state"'
             )
-        if config.algorithm.update != "per-round":
-            problems.append('game.loop = "oracle" trains with algorithm.update = "per-round"')
         if config.game.known_families:
             problems.append(
                 'game.loop = "oracle" fills its archive by search alone (no known_families)'

@@ -30,7 +30,9 @@ finds what the live one lost. The oracle loop keeps everything instead. Each epo
    archive,
    weighted by ``(1 - w) q + w softmin(current payoffs)`` with ``w = worst_case_weight``:
    the equilibrium mixture keeps the weights stable across epochs, the softmin keeps the one
-   network that is delivered robust to every archived instance.
+   network that is delivered robust to every archived instance. (``algorithm.update =
+   "reinforce"``, the ablation, replaces the all-action direction by REINFORCE on sampled
+   runs, with the same weights.)
 
 The epoch after the last training measures the final network, so a run of ``E`` epochs
 trains ``E`` times and measures ``E + 1`` times. No step reads the evaluator's hard families
@@ -57,6 +59,7 @@ from advonline.game import (
     game_payoffs,
     per_round_update,
     policy_probs,
+    reinforce_gradient,
 )
 from advonline.oracles import Found, best_responses
 from advonline.typed_payoffs import algorithm_table, type_sale_table, typed_payoffs
@@ -166,12 +169,15 @@ def train_against(
     filled: jax.Array,
     mixture: jax.Array,
     steps: int,
+    key: jax.Array,
 ) -> tuple[dict, optax.OptState]:
     """``steps`` per-round updates of the pricing network against the archive, weighted by
     ``(1 - w) mixture + w softmin(payoffs)`` (module docstring, step 5), each pulled back
     towards the epoch's starting network by ``oracle.anchor`` times the gradient of the mean
     KL divergence over every state: archived instances visit few states, and the anchor
-    keeps the updates from moving the prices in the states none of them reaches."""
+    keeps the updates from moving the prices in the states none of them reaches. With
+    ``algorithm.update = "reinforce"`` (the ablation) the ascent direction is REINFORCE on
+    sampled runs instead, with the same weights from exact payoffs; ``key`` feeds its runs."""
     config = game.config
     types, optimum, filled, mixture = game.shard((types, optimum, filled, mixture))
     instances = game.adversary.instances(types, jnp.float32)  # K = 1's analytic update reads them
@@ -190,16 +196,20 @@ def train_against(
         log_ratio = jnp.log(jnp.maximum(start, 1e-30)) - jnp.log(jnp.maximum(probs, 1e-30))
         return jnp.mean(jnp.sum(start * log_ratio, axis=-1))
 
-    def ascent_direction(params: dict):
+    def ascent_direction(params: dict, key_step: jax.Array):
+        if config.algorithm.update == "reinforce":  # the ablation: sampled prices
+            payoff = archive_payoffs(game, params, types, optimum)
+            weights = jax.lax.stop_gradient(weigh(payoff))
+            return reinforce_gradient(game, params, instances, optimum, weights, key_step)
         if game.setting.resources == 1:  # the all-action update, analytic (advonline/game.py)
             return per_round_update(game, params, instances, optimum, weigh)[1]
         # K >= 2: the exact gradient of the weighted payoff through the product-grid induction
         payoff, pull_back = jax.vjp(lambda p: archive_payoffs(game, p, types, optimum), params)
         return pull_back(jax.lax.stop_gradient(weigh(payoff)))[0]
 
-    def update(carry, _):
+    def update(carry, key_step):
         params, opt_state = carry
-        ascent = ascent_direction(params)
+        ascent = ascent_direction(params, key_step)
         descent = jax.tree.map(jnp.negative, ascent)
         if config.oracle.anchor > 0:
             pull = jax.grad(drift)(params)
@@ -207,7 +217,8 @@ def train_against(
         updates, opt_state = optimizer.update(descent, opt_state, params)
         return (optax.apply_updates(params, updates), opt_state), None
 
-    (params, opt_state), _ = jax.lax.scan(update, (params, opt_state), None, length=steps)
+    keys = jax.random.split(key, steps)
+    (params, opt_state), _ = jax.lax.scan(update, (params, opt_state), keys)
     return params, opt_state
 
 
@@ -365,6 +376,7 @@ def train_epoch(game: Game, state: OracleState) -> OracleState:
         archive.filled,
         state.adversary_mixture,
         steps,
+        epoch_key(state, _TRAIN),
     )
     return state.replace(algorithm=params, algorithm_opt=opt_state, step=state.step + steps)
 

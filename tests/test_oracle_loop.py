@@ -17,6 +17,8 @@ import pytest
 
 from advonline import checkpoint, cli, configs, evaluate, families
 from advonline.archive import instance_slots
+from advonline.game import Game
+from advonline.oracle_loop import archive_payoffs, train_against
 from advonline.train import train
 
 TINY_ORACLE_TOML = """
@@ -245,3 +247,40 @@ def test_the_oracle_loop_refuses_what_it_does_not_support(tmp_path):
     data["game"].update(steps=12, known_families=True)
     with pytest.raises(configs.ConfigError, match="known_families"):
         configs.from_dict(data)
+
+
+def test_reinforce_is_the_oracle_loops_ablation_update(straight_run):
+    """``algorithm.update = "reinforce"`` trains in the oracle loop too: from the same network,
+    archive and weights, its sampled direction moves the network elsewhere than the all-action
+    update does, and it too raises the weighted payoff on the archive."""
+    folder, config_path = straight_run
+    state, _, _ = checkpoint.load(folder)
+    trained = {}
+    for update in ("per-round", "reinforce"):
+        data = configs.load(config_path).to_dict()
+        data["algorithm"]["update"] = update
+        game = Game.build(configs.from_dict(data, f"tiny oracle loop with {update}"))
+        archive = state.archive
+        trained[update] = train_against(
+            game,
+            state.algorithm,
+            game.algorithm_optimizer().init(state.algorithm),
+            archive.types,
+            archive.optimum,
+            archive.filled,
+            state.adversary_mixture,
+            20,
+            jax.random.key(3),
+        )[0]
+    filled = np.asarray(state.archive.filled)
+    mixture = np.asarray(state.adversary_mixture)[filled]
+
+    def weighted_payoff(params) -> float:
+        payoffs = archive_payoffs(game, params, state.archive.types, state.archive.optimum)
+        return float(np.sum(mixture * np.asarray(payoffs)[filled]))
+
+    before = weighted_payoff(state.algorithm)
+    assert weighted_payoff(trained["per-round"]) > before
+    assert weighted_payoff(trained["reinforce"]) > before
+    moved = [np.ravel(a - b) for a, b in zip(*map(jax.tree.leaves, trained.values()), strict=True)]
+    assert np.abs(np.concatenate(moved)).max() > 1e-4
