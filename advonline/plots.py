@@ -319,20 +319,27 @@ def bars_figure(
 
 
 def convergence_figure(
-    runs: dict[str, list[dict]], out: Path, stem: str, title: str, target: float | None = None
+    runs: dict[str, list[dict]],
+    out: Path,
+    stem: str,
+    title: str,
+    target: float | None = None,
+    column: str = "pool_ratio",
+    label: str = "worst ratio OPT / E[ALG] in the training pool",
 ) -> list[Path]:
-    """The training pool's worst ratio against steps and wall time, one line per run (the
-    per-round vs REINFORCE ablation when the runs differ in their update)."""
+    """A metrics ``column`` (by default the training pool's worst ratio) against steps and
+    wall time, one line per run (the per-round vs REINFORCE ablation when the runs differ in
+    their update); ``label`` names the column on the axis."""
     figure, axes = plt.subplots(1, 2, figsize=(10, 4), sharey=True)
-    for label, rows in runs.items():
-        axes[0].plot(*_column(rows, "pool_ratio"), label=label)
-        axes[1].plot(*_column(rows, "pool_ratio", x="wall_seconds"), label=label)
-    for axis, label in zip(axes, ("training step", "wall time (s)"), strict=True):
+    for name, rows in runs.items():
+        axes[0].plot(*_column(rows, column), label=name)
+        axes[1].plot(*_column(rows, column, x="wall_seconds"), label=name)
+    for axis, x_label in zip(axes, ("training step", "wall time (s)"), strict=True):
         if target is not None:
             axis.axhline(target, color="grey", linestyle="--", linewidth=1, label="best + 5%")
-        axis.set_xlabel(label)
-    _ratio_scale(axes[0], [r.get("pool_ratio") for rows in runs.values() for r in rows])
-    axes[0].set_ylabel("worst ratio OPT / E[ALG] in the training pool")
+        axis.set_xlabel(x_label)
+    _ratio_scale(axes[0], [r.get(column) for rows in runs.values() for r in rows])
+    axes[0].set_ylabel(label)
     axes[0].legend(fontsize=8)
     figure.suptitle(title, fontsize=9)
     return save(figure, out, stem)
