@@ -40,6 +40,11 @@ def thp_mode(path: str = THP_MODE_FILE) -> str:
     return text[start + 1 : end] if 0 <= start < end else ""
 
 
+def huge_pages_on(environ: Mapping[str, str]) -> bool:
+    """Whether ``environ`` already asks glibc for huge pages (this process runs with them)."""
+    return TUNABLE in environ.get("GLIBC_TUNABLES", "")
+
+
 def huge_pages_environment(
     environ: Mapping[str, str], libc: tuple[str, str], mode: str
 ) -> dict[str, str] | None:
@@ -56,7 +61,7 @@ def huge_pages_environment(
         name != "glibc"
         or glibc < FIRST_GLIBC
         or mode != "madvise"
-        or TUNABLE in tunables
+        or huge_pages_on(environ)
         or environ.get(OPT_OUT, "1") == "0"
     ):
         return None

@@ -180,7 +180,7 @@ def train_against(
     sampled runs instead, with the same weights from exact payoffs; ``key`` feeds its runs."""
     config = game.config
     types, optimum, filled, mixture = game.shard((types, optimum, filled, mixture))
-    instances = game.adversary.instances(types, jnp.float32)  # K = 1's analytic update reads them
+    instances = game.adversary.instances(types, jnp.float32)  # read by K = 1 and by REINFORCE
     share = config.oracle.worst_case_weight
     softmin = functools.partial(_softmin_weights, valid=filled, temperature=config.game.temperature)
     optimizer = game.algorithm_optimizer()

@@ -39,7 +39,7 @@ from advonline.game import (
     policy_probs,
     sale_probabilities,
 )
-from advonline.huge_pages import TUNABLE, relaunch_with_huge_pages
+from advonline.huge_pages import huge_pages_on, relaunch_with_huge_pages
 from problems.optimum import offline_optimum
 from problems.posted_price import price_table
 
@@ -145,7 +145,7 @@ def main() -> None:
     )
     gap = np.abs(jax_weights - reference).max() / np.abs(reference).max()
 
-    huge_pages = "on" if TUNABLE in os.environ.get("GLIBC_TUNABLES", "") else "off"
+    huge_pages = "on" if huge_pages_on(os.environ) else "off"
     print(f"{os.cpu_count()} CPU cores; huge pages for malloc's large blocks: {huge_pages}")
     print(f"config: {path}; setting: {setting.describe()}")
     print(
