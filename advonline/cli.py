@@ -33,6 +33,7 @@ from problems import PROBLEMS
 from problems.posted_price import Instance, Setting, SettingError
 
 EXIT_BAD_INPUT = 2
+EXIT_OUT_OF_MEMORY = 3  # a command that ran out of memory part way (after its checks passed)
 
 
 class UsageError(Exception):
@@ -261,6 +262,16 @@ def main(argv: list[str] | None = None) -> int:
     ) as error:
         print(f"advonline: error: {error}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    except jax.errors.JaxRuntimeError as error:
+        if "RESOURCE_EXHAUSTED" not in str(error):
+            raise
+        first = str(error).strip().splitlines()[0]
+        print(
+            f"advonline: error: out of memory ({first}); what was saved before is kept: lower "
+            "the config's sizes (advonline train CONFIG --out DIR --check estimates them)",
+            file=sys.stderr,
+        )
+        return EXIT_OUT_OF_MEMORY
 
 
 SETTING_FLAGS = ("resources", "low", "high", "rounds", "max_demand", "demand_levels")

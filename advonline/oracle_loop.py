@@ -154,9 +154,11 @@ def state_probs(game: Game, params: dict) -> jax.Array:
 @functools.partial(jax.jit, static_argnums=0)
 def payoff_matrix(game: Game, snapshots: dict, types: jax.Array, optimum: jax.Array) -> jax.Array:
     """``[S, N]`` exact payoffs ``E[ALG_i(I_j)] / OPT(I_j)`` of every stored snapshot on every
-    archived instance (empty slots give meaningless entries that the caller masks)."""
+    archived instance (empty slots give meaningless entries that the caller masks). The
+    snapshots go one after another (``lax.map``): each one's tables are as large as a
+    training step's, and all of them at once would not fit for K = 3."""
     types, optimum = game.shard((types, optimum))
-    return jax.vmap(lambda params: archive_payoffs(game, params, types, optimum))(snapshots)
+    return jax.lax.map(lambda params: archive_payoffs(game, params, types, optimum), snapshots)
 
 
 @functools.partial(jax.jit, static_argnums=(0, 7))

@@ -155,6 +155,20 @@ def training_needs(config: RunConfig) -> list[Need]:
                 "oracle.snapshots or oracle.archive_size",
             ),
         ]
+        if k > 1:  # exact payoffs over the product grid of (G + 1)^K utilisation states
+            grid = states**k
+            needs += [
+                Need(
+                    "one network's sale chances [T, (G + 1)^K states, types]",
+                    FLOAT32 * rounds * grid * types,
+                    "setting.max_demand, setting.demand_levels or adversary.density_levels",
+                ),
+                Need(
+                    "the archive's sale chances in training [T, archive, (G + 1)^K states]",
+                    FLOAT32 * rounds * oracle.archive_size * grid,
+                    "oracle.archive_size, setting.max_demand or setting.demand_levels",
+                ),
+            ]
     return needs
 
 

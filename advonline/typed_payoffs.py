@@ -78,18 +78,25 @@ def type_sale_table(vocabulary: BuyerTypes, table: PriceDistribution, dtype) -> 
     widths, prices = intervals.widths.astype(dtype), intervals.prices.astype(dtype)
     values, demands = vocabulary.buyers(dtype)
     rounds, states = (jnp.arange(n) for n in widths.shape[:2])
-    types = vocabulary.count
-    sale = jnp.zeros((*widths.shape[:2], types), dtype)
     per_level = len(vocabulary.demands)
-    for level in range(per_level):
-        members = np.arange(level, types - 1, per_level)  # this demand, rising value
-        asks = prices @ demands[level]  # [T, S, I]
-        first = jnp.searchsorted(values[members], asks, side="left", method="scan_unrolled")
-        binned = jnp.zeros((*widths.shape[:2], len(members) + 1), dtype)
+    # type i is density i // J with demand i % J: [J, D] indices, each row's values rising
+    members = np.arange(vocabulary.count - 1).reshape(-1, per_level).T
+    up_to = jnp.asarray(
+        np.arange(members.shape[1] + 1)[:, None] <= np.arange(members.shape[1]), dtype
+    )
+
+    def one_demand(level_values_demand):  # [T, S, D]: the types of one demand vector
+        level_values, demand = level_values_demand
+        asks = prices @ demand  # [T, S, I]
+        first = jnp.searchsorted(level_values, asks, side="left", method="scan_unrolled")
+        binned = jnp.zeros((*widths.shape[:2], members.shape[1] + 1), dtype)
         binned = binned.at[rounds[:, None, None], states[None, :, None], first].add(widths)
-        up_to = np.arange(len(members) + 1)[:, None] <= np.arange(len(members))[None, :]
-        sale = sale.at[..., members].set(binned @ jnp.asarray(up_to, dtype))
-    return sale
+        return binned @ up_to
+
+    # one demand vector at a time (lax.map): for K = 3 all of them at once would not fit
+    by_demand = jax.lax.map(one_demand, (values[members], demands[members[:, 0]]))  # [J, T, S, D]
+    sale = jnp.moveaxis(by_demand, 0, -1).reshape(*widths.shape[:2], -1)  # type d * J + j
+    return jnp.concatenate([sale, jnp.zeros((*widths.shape[:2], 1), dtype)], axis=-1)  # nobody
 
 
 def typed_payoffs(

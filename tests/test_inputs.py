@@ -141,6 +141,12 @@ def write_config(tmp_path: Path, text: str) -> str:
         ("[game]\ntemperature = inf\n", "finite"),
         ("[game]\nsteps = 2.0\n", "whole number"),
         ("[setting]\nrounds = 2e9\n", "whole number"),
+        (  # the oracle loop's exact payoffs over 51^3 utilisation states
+            "[setting]\nresources = 3\ncapacities = [1.0, 1.0, 1.0]\nmax_demand = 0.02\n"
+            '[adversary]\nconditioning = "state"\n'
+            '[game]\nloop = "oracle"\nsteps = 30\n[oracle]\nepoch_steps = 30\n',
+            "(G + 1)^K states",
+        ),
     ],
 )
 def test_configs_out_of_range_get_one_line(tmp_path, capsys, text, message):
@@ -226,3 +232,28 @@ def test_a_device_or_process_layout_that_cannot_be_used_gets_one_line(
     for command in commands:
         one_line_exit_2(capsys, [*command, *flags], message)
     assert not folder.exists()
+
+
+def test_running_out_of_memory_part_way_is_one_line_and_keeps_the_folder(
+    tmp_path, capsys, monkeypatch
+):
+    """Memory the estimate missed (XLA's own temporaries) ends the command with one line and
+    exit 3; the run folder keeps what was written before."""
+    import jax
+
+    from advonline import cli
+
+    def exhausted(config, folder, **kwargs):
+        Path(folder).mkdir()
+        (Path(folder) / "saved").write_text("checkpoint\n")
+        raise jax.errors.JaxRuntimeError("RESOURCE_EXHAUSTED: Out of memory allocating 9 bytes.")
+
+    monkeypatch.setattr(cli, "train", exhausted)
+    folder = tmp_path / "run"
+    argv = ["train", DEFAULT_CONFIG, "--out", str(folder), "--quiet"]
+    assert main(argv) == cli.EXIT_OUT_OF_MEMORY
+    err = capsys.readouterr().err  # the device line, then the error in one line
+    last = err.splitlines()[-1]
+    assert "Traceback" not in err and last.startswith("advonline: error: out of memory"), err
+    assert "--check" in last
+    assert (folder / "saved").read_text() == "checkpoint\n"
