@@ -18,7 +18,7 @@ Run: python experiments/update_ablation.py [--out results] [--loop simultaneous|
 Writes OUT/update_ablation.{md,csv,png,pdf} (simultaneous loop) and
 OUT/update_ablation_oracle.{md,csv,png,pdf} (oracle loop), run folders in OUT/update_ablation/
 (replaced on each run of this script), and prints the Markdown tables. About 8 min for the
-simultaneous loop and 25 min for the oracle loop on 2 CPU cores.
+simultaneous loop and 30 min for the oracle loop on 2 CPU cores.
 """
 
 from __future__ import annotations
