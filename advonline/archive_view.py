@@ -4,7 +4,8 @@ the instances themselves as buyer traces that ``advonline evaluate --instances``
 Each row gives where the instance came from (the epoch, and whether the epoch's oracles or
 the stronger probe found it), its weight in the adversary's equilibrium mixture, its offline
 optimum, and its ratio ``OPT / E[ALG]`` against the run's current network and against the
-network the run delivers (the best guarantee so far), both exact (backward induction). The
+network the run delivers (the best guarantee so far; a delivered mixture of snapshots by its
+weighted payoff), both exact (backward induction). The
 ratios are computed here, outside ``jit`` apart from the payoff evaluation.
 """
 
@@ -18,7 +19,7 @@ import numpy as np
 
 from advonline import archive as archives
 from advonline.game import Game
-from advonline.oracle_loop import OracleState, payoff_matrix, payoff_ratios
+from advonline.oracle_loop import OracleState, delivered_mixture, payoff_matrix, payoff_ratios
 
 
 def _ratios(game: Game, params: dict, archive: archives.Archive) -> np.ndarray:
@@ -26,12 +27,22 @@ def _ratios(game: Game, params: dict, archive: archives.Archive) -> np.ndarray:
     return payoff_ratios(payoff_matrix(game, stacked, archive.types, archive.optimum)[0])
 
 
+def _delivered_ratios(game: Game, state: OracleState) -> np.ndarray:
+    """Ratios of every archive slot against what the run delivers: its best network, or the
+    mixture of snapshots (weighted payoffs: one member drawn per input)."""
+    archive, mixture = state.archive, delivered_mixture(game, state)
+    if mixture is None:
+        return _ratios(game, state.best_algorithm, archive)
+    payoffs = payoff_matrix(game, mixture.members.params, archive.types, archive.optimum)
+    return payoff_ratios(np.asarray(mixture.weights, np.float64) @ np.asarray(payoffs))
+
+
 def archive_rows(game: Game, state: OracleState) -> list[dict]:
-    """One dict per archived instance, hardest against the delivered network first."""
+    """One dict per archived instance, hardest against what the run delivers first."""
     archive = state.archive
     slots = archives.instance_slots(archive)
     current = _ratios(game, state.algorithm, archive)
-    delivered = _ratios(game, state.best_algorithm, archive)
+    delivered = _delivered_ratios(game, state)
     instances = game.adversary.instances(archive.types[slots], np.float32)
     size = np.asarray(instances.demands).sum(-1)  # [N', T] total demand of each buyer
     buyers = (size > 0).sum(-1)

@@ -172,6 +172,8 @@ class OracleConfig:
     search_steps: int = 40
     probe_scale: int = 2  # the probe: this many times the restarts, steps and chains
     probe_every: int = 1  # epochs between probes (the last epoch is always probed)
+    mixtures: bool = True  # K >= 2: each probed epoch also probes the equilibrium mixture of
+    # snapshots, and the run delivers it when its measured worst case is the lowest so far
 
     def budget(self) -> OracleBudget:
         """The oracles' budget per epoch."""

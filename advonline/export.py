@@ -3,7 +3,8 @@
 
 - Version 2 (the default, any K) stores the pricing network: its layer weights, written as the
   shortest decimals that read back to the same float32 values, so a file loaded for evaluation
-  is the checkpoint's network bit for bit.
+  is the checkpoint's network bit for bit. A delivered mixture of snapshots (kind ``mixture``,
+  K >= 2) stores every member network with the probability of drawing it.
 - Version 1 (``--table``, K = 1) tabulates the policy on the simulator's own utilisation grid,
   so that the file posts exactly what the checkpoint posts in every state the simulator can
   reach.
@@ -23,6 +24,7 @@ from advonline import __version__
 from advonline.checkpoint import atomic_write
 from advonline.configs import RunConfig
 from advonline.folders import check_path
+from advonline.mixture import SnapshotMixture
 from advonline.networks import PricingNetwork
 from advonline.policy_file import FORMAT
 from problems.posted_price import Policy, Setting, price_table
@@ -85,6 +87,26 @@ def network_document(
             "layers": layers,
             "price_atoms": list(atoms),
         },
+        "provenance": provenance,
+    }
+
+
+def mixture_document(setting: Setting, mixture: SnapshotMixture, provenance: dict) -> dict:
+    """The version-2 JSON document of a mixture of pricing networks chosen once per input
+    (kind ``mixture``, K >= 2): each member's ``network`` with its ``weight``."""
+    members = []
+    for index in range(mixture.size):
+        member = mixture.member(index)
+        document = network_document(
+            setting, member.network, member.params, member.atoms, False, provenance
+        )
+        members.append({"weight": float(mixture.weights[index]), "network": document["network"]})
+    return {
+        "format": FORMAT,
+        "version": 2,
+        "kind": "mixture",
+        "setting": setting.describe(),
+        "members": members,
         "provenance": provenance,
     }
 

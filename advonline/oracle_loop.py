@@ -23,6 +23,11 @@ finds what the live one lost. The oracle loop keeps everything instead. Each epo
    has no certificate: there the run keeps the network whose measured worst case, the worst
    of the probe's finds and the archive, is lowest so far: a lower bound on its CR.) What the
    probe found then joins the archive (it is this run's own search, not the evaluator's).
+   For K >= 2 (``oracle.mixtures``) a second probe attacks the algorithm's equilibrium
+   mixture of snapshots, chosen once per input (:mod:`advonline.mixture`), by local search
+   on its weighted payoff; its measured worst case and its exploitability (that worst case
+   over the restricted CR, minus 1) are logged, and it is kept, and delivered, when it
+   beats everything kept so far.
 5. **Training.** ``epoch_steps`` per-round all-action updates of the pricing network
    (:func:`~advonline.game.per_round_update`, one jitted ``lax.scan``; for K >= 2 the exact
    gradient of the same weighted payoff through the product-grid induction of
@@ -61,7 +66,8 @@ from advonline.game import (
     policy_probs,
     reinforce_gradient,
 )
-from advonline.oracles import Found, best_responses
+from advonline.mixture import SnapshotMixture, snapshot_mixture
+from advonline.oracles import Found, best_responses, mixture_search
 from advonline.typed_payoffs import algorithm_table, type_sale_table, typed_payoffs
 from problems.optimum import offline_optimum
 
@@ -69,7 +75,7 @@ from problems.optimum import offline_optimum
 _ROUNDING = 1e-4
 
 #: Fold-in tags that keep the run's key streams apart.
-_TRAIN, _ORACLES, _PROBE = 0, 1, 2
+_TRAIN, _ORACLES, _PROBE, _MIXTURE_PROBE = 0, 1, 2, 3
 
 
 @struct.dataclass
@@ -87,6 +93,9 @@ class OracleState:
     best_algorithm: dict  # the pricing parameters with the best guarantee so far
     best_score: jax.Array  # [] that guarantee (K = 1: an upper bound on the CR; K >= 2: the
     # measured worst case, a lower bound); inf before any
+    best_members: dict  # K >= 2: the snapshots of the mixture with the best guarantee, when a
+    # mixture holds it (leading [S] axis, like the archive's)
+    best_weights: jax.Array  # [S] that mixture's weights; all zero when one network holds it
 
 
 class EpochRecord(NamedTuple):
@@ -101,6 +110,9 @@ class EpochRecord(NamedTuple):
     guarantee: float  # the best bound so far (never rises; K >= 2: best measured worst case)
     archive_size: int
     support: int  # instances in the adversary's equilibrium mixture
+    mixture_ratio: float | None = None  # K >= 2: the measured worst case of the algorithm's
+    # equilibrium mixture (the worst of the archive and a probe against the mixture)
+    mixture_exploitability: float | None = None  # mixture_ratio / restricted CR - 1
 
 
 def init_oracle_state(game: Game, key: jax.Array) -> OracleState:
@@ -121,6 +133,8 @@ def init_oracle_state(game: Game, key: jax.Array) -> OracleState:
         algorithm_mixture=jnp.zeros(oracle.snapshots, jnp.float32),
         best_algorithm=algorithm,
         best_score=jnp.asarray(jnp.inf, jnp.float32),
+        best_members=empty.snapshots,
+        best_weights=jnp.zeros(oracle.snapshots, jnp.float32),
     )
 
 
@@ -321,6 +335,82 @@ def _oracle_search(game: Game, state: OracleState, slot: int, budget, key: jax.A
     )
 
 
+def probes_mixture(game: Game, state: OracleState) -> bool:
+    """Whether this epoch's probe also measures the algorithm's equilibrium mixture: K >= 2,
+    ``oracle.mixtures`` on, and a mixture of two snapshots or more."""
+    return (
+        game.setting.resources > 1
+        and game.config.oracle.mixtures
+        and int((np.asarray(state.algorithm_mixture) > 0).sum()) > 1
+    )
+
+
+def _mixture_probe(game: Game, state: OracleState, budget, key: jax.Array) -> tuple[float, Found]:
+    """The measured worst case of the algorithm's equilibrium mixture (chosen once per input):
+    the worst of its ratios on the archive and of a local search against it
+    (:func:`~advonline.oracles.mixture_search`) started from the archived instances hardest
+    for it; and what that search found."""
+    archive, weights = state.archive, np.asarray(state.algorithm_mixture)
+    slots = np.flatnonzero(weights > 0)
+    member_weights = weights[slots] / weights[slots].sum()
+    mixed = payoff_ratios(member_weights @ np.asarray(archive.payoffs, np.float64)[slots])
+    on_archive = np.where(np.asarray(archive.filled), mixed, 0.0)
+    hardest = np.argsort(-on_archive, kind="stable")[: budget.chains // 2]
+    starts = np.asarray(archive.types)[hardest[on_archive[hardest] > 0]]
+    sales = jnp.stack(
+        [
+            game.adversary.type_sale_table(
+                algorithm_table(
+                    game.setting,
+                    game.policy(archives.snapshot_params(archive, int(slot))),
+                    jnp.float32,
+                ),
+                jnp.float32,
+            )
+            for slot in slots
+        ]
+    )
+    found = mixture_search(
+        game.setting,
+        game.adversary.buyer_types,
+        sales,
+        jnp.asarray(member_weights, jnp.float32),
+        budget,
+        key,
+        jnp.float32,
+        jnp.asarray(starts, jnp.int32) if starts.size else None,
+        game.mesh,
+    )
+    searched = float(jnp.max(found.ratios)) if found.ratios.size else 0.0
+    return max(float(on_archive.max()), searched), found
+
+
+def keep_best(
+    state: OracleState,
+    network_score: float | None,
+    mixture: tuple[dict, jax.Array] | None = None,
+    mixture_score: float | None = None,
+) -> OracleState:
+    """Keep the current network (score ``network_score``) or the mixture ``(snapshots,
+    weights)`` (score ``mixture_score``) where it beats the best guarantee so far, the network
+    first; the guarantee never rises. Keeping a network clears the kept mixture's weights;
+    keeping a mixture leaves the best network as it was (its read-out is the heaviest
+    member's)."""
+    if network_score is not None and network_score < float(state.best_score):
+        state = state.replace(
+            best_algorithm=state.algorithm,
+            best_score=jnp.asarray(network_score, state.best_score.dtype),
+            best_weights=jnp.zeros_like(state.best_weights),
+        )
+    if mixture_score is not None and mixture_score < float(state.best_score):
+        state = state.replace(
+            best_members=mixture[0],
+            best_weights=jnp.asarray(mixture[1], state.best_weights.dtype),
+            best_score=jnp.asarray(mixture_score, state.best_score.dtype),
+        )
+    return state
+
+
 def measure_epoch(game: Game, state: OracleState) -> tuple[OracleState, EpochRecord]:
     """Steps 1-4 of an epoch (module docstring) for the current network."""
     oracle = game.config.oracle
@@ -333,7 +423,8 @@ def measure_epoch(game: Game, state: OracleState) -> tuple[OracleState, EpochRec
     state, solution = _solve(state)
     archive_ratio = float(_current_ratios(state.archive, slot).max())
     last = int(state.step) >= game.config.game.steps
-    probe_ratio = exploitability = None
+    probe_ratio = exploitability = mixture_ratio = mixture_exploitability = None
+    mixture = None  # (snapshots, weights) of the mixture measured this epoch
     if last or epoch % oracle.probe_every == 0:
         probe_budget = oracle.budget().scaled(oracle.probe_scale)
         probed = _oracle_search(game, state, slot, probe_budget, epoch_key(state, _PROBE))
@@ -341,6 +432,14 @@ def measure_epoch(game: Game, state: OracleState) -> tuple[OracleState, EpochRec
         exploitability = max(probe_ratio, archive_ratio) / solution.ratio - 1.0
         state = state.replace(archive=_archive_found(game, state, probed, slot, "probe"))
         state, solution = _solve(state)
+        if probes_mixture(game, state):
+            mixture = (state.archive.snapshots, state.algorithm_mixture)
+            key = epoch_key(state, _MIXTURE_PROBE)
+            mixture_ratio, against_mixture = _mixture_probe(game, state, probe_budget, key)
+            mixture_exploitability = mixture_ratio / solution.ratio - 1.0
+            archive = _archive_found(game, state, against_mixture, slot, "probe")
+            state = state.replace(archive=archive)
+            state, solution = _solve(state)
     attained = max(archive_ratio, probe_ratio or 0.0)  # a lower bound on the CR
     bound = None
     one = game.setting.resources == 1
@@ -348,10 +447,7 @@ def measure_epoch(game: Game, state: OracleState) -> tuple[OracleState, EpochRec
         start = attained * (1 - _ROUNDING)  # below the float32 ratio's rounding
         bound = certify_dp(game.setting, game.policy(state.algorithm), start=start).ratio
     score = bound if one else attained  # K >= 2: no certificate; the worst case measured
-    if score is not None and score < float(state.best_score):
-        state = state.replace(
-            best_algorithm=state.algorithm, best_score=jnp.asarray(score, state.best_score.dtype)
-        )
+    state = keep_best(state, score, mixture, mixture_ratio)
     record = EpochRecord(
         restricted_ratio=solution.ratio,
         oracle_ratio=float(jnp.max(found.ratios)),
@@ -362,6 +458,8 @@ def measure_epoch(game: Game, state: OracleState) -> tuple[OracleState, EpochRec
         guarantee=float(state.best_score),
         archive_size=int(state.archive.filled.sum()),
         support=int((np.asarray(state.adversary_mixture) > 0).sum()),
+        mixture_ratio=mixture_ratio,
+        mixture_exploitability=mixture_exploitability,
     )
     return state.replace(epoch=state.epoch + 1), record
 
@@ -386,3 +484,12 @@ def train_epoch(game: Game, state: OracleState) -> OracleState:
 def record_row(record: EpochRecord) -> dict:
     """The metrics columns of one measurement ("" where a figure was not measured)."""
     return {name: ("" if value is None else value) for name, value in record._asdict().items()}
+
+
+def delivered_mixture(game: Game, state) -> SnapshotMixture | None:
+    """The mixture of snapshots a run delivers, when one holds the best guarantee (an
+    oracle-loop run with K >= 2); else None and the run delivers one network."""
+    weights = getattr(state, "best_weights", None)
+    if weights is None or not bool(jnp.any(weights > 0)):
+        return None
+    return snapshot_mixture(state.best_members, weights, game.pricing, game.atoms)

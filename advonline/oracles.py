@@ -83,12 +83,26 @@ def join(*found: Found) -> Found:
 
 
 def typed_ratios(
-    setting: Setting, vocabulary: BuyerTypes, sale: jax.Array, types: jax.Array, dtype
+    setting: Setting,
+    vocabulary: BuyerTypes,
+    sale: jax.Array,
+    types: jax.Array,
+    dtype,
+    weights: jax.Array | None = None,
 ) -> jax.Array:
     """``OPT / E[ALG]`` ``[B]`` of instances given as types ``[B, T]``, for the algorithm whose
-    per-type sale table is ``sale`` ``[T, S, types]``."""
+    per-type sale table is ``sale`` ``[T, S, types]``; or, given ``weights`` ``[M]``, for the
+    mixture chosen once per input (advonline/mixture.py) whose members' tables ``sale`` stacks
+    ``[M, T, S, types]``: ``E[ALG] = sum_m weights[m] E[ALG_m]`` (members one at a time)."""
     optimum = device_optimum(setting, vocabulary.instances(types, dtype))
-    payoff = typed_payoffs(setting, vocabulary, sale.astype(dtype), types, optimum)
+
+    def payoff_of(member_sale: jax.Array) -> jax.Array:
+        return typed_payoffs(setting, vocabulary, member_sale.astype(dtype), types, optimum)
+
+    if weights is None:
+        payoff = payoff_of(sale)
+    else:
+        payoff = weights.astype(dtype) @ jax.lax.map(payoff_of, sale)
     return jnp.where(payoff > 0, 1.0 / jnp.where(payoff > 0, payoff, 1), jnp.inf)
 
 
@@ -189,12 +203,14 @@ def local_search_oracle(
     dtype,
     key: jax.Array,
     mesh: Mesh | None = None,
+    weights: jax.Array | None = None,
 ) -> Found:
     """Hill climbing from each start ``[C, T]`` (one chain each) against the algorithm whose
-    per-type sale table is ``sale``: the best instance of each chain and its ratio ``[C]``;
-    the chains split over ``mesh``'s devices where given."""
+    per-type sale table is ``sale`` (a mixture's stacked tables with its ``weights``: see
+    :func:`typed_ratios`): the best instance of each chain and its ratio ``[C]``; the chains
+    split over ``mesh``'s devices where given."""
     chains = starts.shape[0]
-    score = functools.partial(typed_ratios, setting, vocabulary, sale, dtype=dtype)
+    score = functools.partial(typed_ratios, setting, vocabulary, sale, dtype=dtype, weights=weights)
     starts = shard_batch(starts, mesh)
 
     def climb(carry: Found, key_step: jax.Array) -> tuple[Found, None]:
@@ -273,10 +289,46 @@ def best_responses(
     pool = [found.best(budget.chains).types]
     if starts is not None:
         pool.insert(0, starts[: budget.chains])
-    pool.append(random_types(model.buyer_types, key_random, budget.chains, setting.rounds))
-    chain_starts = jnp.concatenate(pool)[: budget.chains]
     sale = model.type_sale_table(table, dtype)
-    searched = local_search_oracle(
+    searched = _search(
+        setting, vocabulary, sale, None, budget, pool, key_random, key_search, dtype, mesh
+    )
+    return join(found, searched)
+
+
+def mixture_search(
+    setting: Setting,
+    vocabulary: BuyerTypes,
+    sales: jax.Array,
+    weights: jax.Array,
+    budget: OracleBudget,
+    key: jax.Array,
+    dtype,
+    starts: jax.Array | None = None,
+    mesh: Mesh | None = None,
+) -> Found:
+    """Local search against a mixture chosen once per input (advonline/mixture.py): members'
+    per-type sale tables ``sales`` ``[M, T, S, types]`` and ``weights`` ``[M]``. The chains
+    start from ``starts`` (e.g. the archived instances hardest for the mixture), then random
+    sequences. The adversary network is not run: it writes instances along one algorithm's
+    states, and a mixture visits each member's."""
+    if not (budget.chains and budget.search_steps):
+        return Found(jnp.zeros((0, setting.rounds), jnp.int32), jnp.zeros((0,), dtype))
+    key_random, key_search = jax.random.split(key)
+    pool = [] if starts is None else [starts[: budget.chains]]
+    return _search(
+        setting, vocabulary, sales, weights, budget, pool, key_random, key_search, dtype, mesh
+    )
+
+
+def _search(
+    setting, vocabulary, sale, weights, budget, pool, key_random, key_search, dtype, mesh
+) -> Found:
+    """:func:`local_search_oracle` with ``budget.chains`` chains started from ``pool`` (a list
+    of ``[n, T]`` type arrays, in order of priority) and topped up with random sequences."""
+    pool = [*pool, random_types(vocabulary, key_random, budget.chains, setting.rounds)]
+    chain_starts = jnp.concatenate(pool)[: budget.chains]
+    return local_search_oracle(
         setting,
         vocabulary,
         sale,
@@ -286,5 +338,5 @@ def best_responses(
         dtype,
         key_search,
         mesh,
+        weights,
     )
-    return join(found, searched)

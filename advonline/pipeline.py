@@ -22,7 +22,9 @@ from advonline import checkpoint, export, folders, plots
 from advonline.configs import RunConfig
 from advonline.evaluate import Budget, Measurement, measure, report
 from advonline.game import Game, GameState, delivered_params
-from advonline.learned import learned_policies
+from advonline.learned import LearnedPriceCurve, learned_policies
+from advonline.mixture import SnapshotMixture
+from advonline.oracle_loop import delivered_mixture
 from advonline.policy_file import parse
 from advonline.tabulated import from_file
 from advonline.train import METRIC_FIELDS, METRICS_NAME
@@ -61,15 +63,30 @@ class TrainedRun:
         return game, delivered_params(game, self.state)
 
     def policies(self) -> dict:
-        """``{"learned": randomised, "learned-deterministic": read-out}``."""
-        game, params = self.delivered()
-        return learned_policies(params, game.pricing, game.atoms)
+        """``{"learned": randomised, "learned-deterministic": read-out}``
+        (:func:`delivered_policies`)."""
+        return delivered_policies(Game.build(self.config), self.state)
+
+    def mixture(self) -> SnapshotMixture | None:
+        """The delivered mixture of snapshots, if the run delivers one (K >= 2)."""
+        return delivered_mixture(Game.build(self.config), self.state)
 
     def shown_rounds(self) -> list[int]:
         """The rounds a figure shows: first, middle and last (one if the network ignores it)."""
         if not self.config.algorithm.round_input:
             return [0]
         return sorted({0, self.setting.rounds // 2, self.setting.rounds - 1})
+
+
+def delivered_policies(game: Game, state: GameState) -> dict:
+    """What a run delivers, by evaluator name: ``learned`` is the network with the best
+    guarantee or, where it is better (oracle loop, K >= 2), the equilibrium mixture of
+    snapshots chosen once per input; ``learned-deterministic`` is the network's median
+    read-out, or for a mixture its heaviest member's."""
+    mixture = delivered_mixture(game, state)
+    if mixture is None:
+        return learned_policies(delivered_params(game, state), game.pricing, game.atoms)
+    return {"learned": mixture, "learned-deterministic": LearnedPriceCurve(mixture.heaviest())}
 
 
 def open_run(folder: str | Path) -> TrainedRun:
@@ -153,7 +170,8 @@ def export_run(
     table: bool = False,
 ) -> tuple[Path, Measurement | None]:
     """Write the run's ``algorithm`` (``learned`` or ``learned-deterministic``) as a policy file:
-    the network (version 2, any K) or with ``table`` its grid table (version 1, K = 1).
+    the network (version 2, any K; a delivered mixture of snapshots as kind ``mixture``) or
+    with ``table`` its grid table (version 1, K = 1).
 
     The provenance's measured ratio is ``measured`` (a measurement of the checkpoint's policy,
     which the file equals: exactly for version 2, on the grid for version 1) or, given a
@@ -174,8 +192,12 @@ def export_run(
             round_dependent=run.config.algorithm.round_input,
             provenance=source,
         )
+    elif (mixture := run.mixture()) is not None and algorithm == "learned":
+        document = export.mixture_document(run.setting, mixture, source)
     else:
         game, params = run.delivered()
+        if mixture is not None:  # the read-out of a delivered mixture: its heaviest member's
+            params = mixture.heaviest().params
         document = export.network_document(
             run.setting,
             game.pricing,

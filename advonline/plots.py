@@ -88,7 +88,8 @@ TRAINING_RATIOS = (
     ("fresh_ratio", "o-", "fresh best-response adversary"),
     ("restricted_ratio", "s-", "restricted game's CR (snapshots x archive)"),
     ("probe_ratio", "o-", "probe: worst ratio a stronger search found"),
-    ("guarantee", "k-", "guarantee: best DP upper bound so far"),
+    ("mixture_ratio", "d-", "equilibrium mixture of snapshots: worst ratio found"),
+    ("guarantee", "k-", "guarantee: best so far (K = 1: DP upper bound; else worst found)"),
 )
 
 
@@ -163,11 +164,19 @@ def _oracle_exploitability_figure(
     ratios.plot(*_column(rows, "restricted_ratio"), "s-", label="restricted game's CR (1 / value)")
     ratios.plot(*_column(rows, "probe_ratio"), "o-", label="probe's worst ratio")
     ratios.plot(*_column(rows, "archive_ratio"), ":", label="archive's worst ratio")
-    _ratio_scale(ratios, [r.get(k) for r in rows for k in ("restricted_ratio", "probe_ratio")])
+    mixture_steps, mixture_ratios = _column(rows, "mixture_ratio")
+    if mixture_ratios:  # K >= 2: the equilibrium mixture is probed too
+        ratios.plot(mixture_steps, mixture_ratios, "d-", label="mixture's worst ratio found")
+    shown = ("restricted_ratio", "probe_ratio", "mixture_ratio")
+    _ratio_scale(ratios, [r.get(k) for r in rows for k in shown])
     ratios.set_ylabel(RATIO_LABEL)
     ratios.legend(fontsize=8)
     steps, values = _column(rows, "exploitability")
-    gap.plot(steps, values, "^-", label="exploitability: max(probe, archive) / restricted - 1")
+    gap.plot(steps, values, "^-", label="network: max(probe, archive) / restricted - 1")
+    mixture_steps, mixture_gaps = _column(rows, "mixture_exploitability")
+    if mixture_gaps:
+        gap.plot(mixture_steps, mixture_gaps, "d-", label="mixture: its worst / restricted - 1")
+        values = values + mixture_gaps
     gap.axhline(0.05, color="grey", linestyle="--", linewidth=1, label="0.05")
     if any(_finite(v) and v > 0 for v in values):
         gap.set_yscale("symlog", linthresh=0.01)

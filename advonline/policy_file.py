@@ -8,7 +8,7 @@ Two versions share the top level::
     {
       "format": "advonline.pricing-policy",
       "version": 2 | 1,
-      "kind": "randomised" | "deterministic",
+      "kind": "randomised" | "deterministic" | "mixture",
       "setting": {"problem": "posted-price", "resources": K, "low": L, "high": U,
                   "rounds": T, "max_demand": ..., "demand_levels": ..., "divisible": ...,
                   "capacities": [...]},
@@ -35,6 +35,16 @@ that resource's A logits. Each hidden layer is ``tanh(x W + b)``; the last is ``
 softmax over each row gives the probability of posting each atom on that resource. The
 ``randomised`` policy is that distribution; the ``deterministic`` one posts its median atom (the
 lowest with cumulative probability >= 1/2) on every resource.
+
+**Kind ``mixture``** (version 2, K >= 2: what an oracle-loop run delivers when the
+equilibrium mixture of its snapshots measures better than any one network) stores several
+networks in place of ``network``::
+
+      "members": [{"weight": w_1, "network": {...}}, ...]   # weights > 0, summing to 1
+
+Before the first buyer of a sequence, draw member m with probability ``w_m`` (``draw(rng)``)
+and post that network's prices for the whole sequence. Every member has the same inputs,
+layers and atoms.
 
 **Version 1** (``advonline export --table``, K = 1) stores a table on the utilisation grid::
 
@@ -69,7 +79,7 @@ import numpy as np
 FORMAT = "advonline.pricing-policy"
 VERSION = 2  # what ``advonline export`` writes; version 1 (tables) is still read and written
 VERSIONS = (1, 2)
-KINDS = ("deterministic", "randomised")
+KINDS = ("deterministic", "randomised", "mixture")
 INPUTS = {"joint": None, "per-resource": 4}  # input width (joint: K + 1)
 PROBABILITY_TOLERANCE = 1e-5  # |sum of a row - 1| allowed (the file stores 8 significant digits)
 
@@ -244,6 +254,61 @@ class TablePolicy(PricingPolicy):
         return super()._posted(y, t)
 
 
+class MixturePolicy(PricingPolicy):
+    """Version 2, kind ``mixture`` (K >= 2): several networks, one drawn per input with its
+    weight (module docstring). It posts nothing itself: ``draw(rng)`` gives the member to
+    follow for one whole sequence of buyers."""
+
+    def __init__(self, document: dict, source: str = "<dict>") -> None:
+        _validate_setting(document, source)
+        members = document.get("members")
+        if not isinstance(members, list) or not members:
+            _fail(source, "a mixture needs 'members', a non-empty list")
+        if int(document["setting"]["resources"]) < 2:
+            _fail(source, "a mixture of networks covers K >= 2 (K = 1 delivers one network)")
+        self.members: list[NetworkPolicy] = []
+        weights = []
+        for index, member in enumerate(members):
+            if not isinstance(member, dict) or not {"weight", "network"} <= member.keys():
+                _fail(source, f"members[{index}] must be an object with 'weight' and 'network'")
+            weight = member["weight"]
+            if not isinstance(weight, (int, float)) or isinstance(weight, bool) or weight <= 0:
+                _fail(source, f"members[{index}].weight must be a number > 0")
+            weights.append(float(weight))
+            single = {**document, "kind": "randomised", "network": member["network"]}
+            self.members.append(NetworkPolicy(single, f"{source} members[{index}]"))
+        total = sum(weights)
+        if abs(total - 1) > PROBABILITY_TOLERANCE:
+            _fail(source, f"the members' weights must sum to 1, sum to {total:.8g}")
+        first = self.members[0]
+        shapes = [[w.shape for w, _ in member.layers] for member in self.members]
+        if any(
+            m.inputs != first.inputs
+            or m.round_dependent != first.round_dependent
+            or not np.array_equal(m.atoms, first.atoms)
+            or shape != shapes[0]
+            for m, shape in zip(self.members, shapes, strict=True)
+        ):
+            _fail(source, "every member network must have the same inputs, layers and atoms")
+        super().__init__(document, source)
+        self.weights = np.asarray(weights) / total
+        self.round_dependent = first.round_dependent
+        self.atoms = first.atoms
+
+    def draw(self, rng: np.random.Generator) -> NetworkPolicy:
+        """The member network to follow for one input (index ``m`` with probability
+        ``weights[m]``)."""
+        return self.members[int(rng.choice(len(self.members), p=self.weights))]
+
+    def _no_prices(self, *args, **kwargs):
+        raise ValueError(
+            "a mixture posts no prices itself: draw the member for each input first, "
+            "member = policy.draw(rng)"
+        )
+
+    prices = distribution = sample_prices = _no_prices
+
+
 def parse(document, source: str = "<dict>") -> PricingPolicy:
     """A policy from a decoded JSON document (either version)."""
     if not isinstance(document, dict):
@@ -256,7 +321,9 @@ def parse(document, source: str = "<dict>") -> PricingPolicy:
             source,
             f"unsupported version {version!r} (this reader: {', '.join(map(str, VERSIONS))})",
         )
-    return (NetworkPolicy if version == 2 else TablePolicy)(document, source)
+    if version == 1:
+        return TablePolicy(document, source)
+    return (MixturePolicy if document.get("kind") == "mixture" else NetworkPolicy)(document, source)
 
 
 def load(path: str | Path) -> PricingPolicy:
@@ -370,6 +437,8 @@ def _validate_network(document: dict, source: str) -> None:
 
 def _validate_table(document: dict, source: str) -> None:
     """Version 1's grid and tables."""
+    if document["kind"] == "mixture":
+        _fail(source, "version 1 stores one table; a mixture of networks is version 2")
     for field in ("utilisation_grid", "round_dependent", "resources"):
         if field not in document:
             _fail(source, f"missing field {field!r}")

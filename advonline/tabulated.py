@@ -4,6 +4,8 @@ else.
 
 - Version 2 (a network) becomes the learned policy it was exported from: the same module with
   the same float32 weights.
+- A mixture (version 2, kind ``mixture``) becomes the :class:`~advonline.mixture.
+  SnapshotMixture` of its member networks, drawn once per input with the file's weights.
 - Version 1 (a table) posts exactly what the file says on its utilisation grid, and between
   grid points interpolates linearly, as the NumPy loader (:mod:`advonline.policy_file`) does.
 """
@@ -12,13 +14,21 @@ from __future__ import annotations
 
 import dataclasses
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 from flax import struct
 
 from advonline.learned import LearnedPolicy, LearnedPriceCurve
+from advonline.mixture import SnapshotMixture
 from advonline.networks import PricingNetwork
-from advonline.policy_file import NetworkPolicy, PolicyFileError, PricingPolicy, TablePolicy
+from advonline.policy_file import (
+    MixturePolicy,
+    NetworkPolicy,
+    PolicyFileError,
+    PricingPolicy,
+    TablePolicy,
+)
 from problems.posted_price import (
     Observation,
     Policy,
@@ -74,6 +84,11 @@ def from_file(policy: PricingPolicy) -> tuple[Setting, Policy]:
         setting = Setting(**{**fields, "capacities": tuple(fields.get("capacities", (1.0,)))})
     except (TypeError, SettingError) as error:
         raise PolicyFileError(f"policy file setting is not valid: {error}") from None
+    if isinstance(policy, MixturePolicy):
+        members = [network_policy(member) for member in policy.members]
+        stacked = jax.tree.map(lambda *leaves: jnp.stack(leaves), *(m.params for m in members))
+        weights = jnp.asarray(policy.weights, jnp.float32)
+        return setting, SnapshotMixture(members[0].replace(params=stacked), weights)
     if isinstance(policy, NetworkPolicy):
         return setting, network_policy(policy)
     assert isinstance(policy, TablePolicy)

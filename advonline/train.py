@@ -79,6 +79,8 @@ METRIC_FIELDS = (
     "guarantee",
     "archive_size",
     "support",
+    "mixture_ratio",
+    "mixture_exploitability",
 )
 METRICS_NAME = "metrics.csv"
 

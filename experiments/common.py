@@ -12,7 +12,7 @@ from pathlib import Path
 from advonline import checkpoint, configs
 from advonline.evaluate import Budget, Measurement, measure
 from advonline.game import Game, delivered_params
-from advonline.learned import learned_policies
+from advonline.pipeline import delivered_policies
 from advonline.train import train
 from baselines import BASELINES, make_baseline
 
@@ -38,8 +38,8 @@ def train_and_measure(
     wall = time.perf_counter() - start
     state, _, _ = checkpoint.load(folder)
     game = Game.build(config)
-    params = delivered_params(game, state)
-    policies = learned_policies(params, game.pricing, game.atoms)
+    params = delivered_params(game, state)  # the network (a mixture's is in the policies)
+    policies = delivered_policies(game, state)
     policies.update({n: make_baseline(n, config.setting) for n in baselines})
     measured = {n: measure(config.setting, n, p, budget) for n, p in policies.items()}
     return config, params, measured, wall

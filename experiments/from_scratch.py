@@ -99,7 +99,7 @@ def _stored(folder: Path) -> dict | None:
 
 def _train(name: str, seed: int, folder: Path, budget: Budget, baselines) -> dict:
     config, _, measured, wall = train_and_measure(name, folder, budget, baselines, seed)
-    rows = plots.read_metrics(folder / "metrics.csv")
+    rows = plots.read_metrics(folder / "metrics.csv", ("mixture_exploitability",))
     guarantee = [r["guarantee"] for r in rows]
     row = {
         "config": name,
@@ -108,6 +108,7 @@ def _train(name: str, seed: int, folder: Path, budget: Budget, baselines) -> dic
         "train_seconds": round(wall, 1),
         "epochs": len(rows),
         "final_exploitability": rows[-1]["exploitability"],
+        "final_mixture_exploitability": rows[-1]["mixture_exploitability"],
         "guarantee_never_rose": all(b <= a for a, b in zip(guarantee, guarantee[1:], strict=False)),
         "final_guarantee": guarantee[-1],
         **measurement_columns(measured),

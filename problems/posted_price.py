@@ -129,7 +129,9 @@ class PriceDistribution:
 class Policy(Protocol):
     """Every pricing algorithm, learned or classic: ``policy(observation) -> PriceDistribution``.
 
-    ``deterministic`` is a static attribute telling whether every output is a point mass.
+    ``deterministic`` is a static attribute telling whether every output is a point mass. A
+    policy with a ``draw_member(key) -> Policy`` method is a mixture chosen once per input:
+    :func:`rollout` draws the member before the first round and plays it all along.
     """
 
     deterministic: bool
@@ -292,13 +294,18 @@ def rollout(
     """Play one episode of ``setting.rounds`` buyers: ``lax.scan`` over rounds.
 
     This is the project's only rollout loop: training, evaluation and baselines all call it
-    (``vmap`` it over sources and keys for a batch). One key per round, each used once.
+    (``vmap`` it over sources and keys for a batch). One key per round, each used once (a
+    mixture's member draw takes its own key first).
 
     A continuation (what the policy earns from a state on) starts at round ``start_round``
     with ``start_used`` ``[K]`` already sold: nobody comes before that round.
     """
     dtype = default_dtype(dtype)
     zero = jnp.zeros((), dtype)
+    draw_member = getattr(policy, "draw_member", None)
+    if draw_member is not None:  # a mixture chosen once per input (advonline/mixture.py)
+        key, key_member = jax.random.split(key)
+        policy = draw_member(key_member)
 
     def play_round(carry: _Carry, inputs: tuple[jax.Array, jax.Array]):
         round_index, key_round = inputs

@@ -1,0 +1,304 @@
+"""A mixture of pricing networks chosen once per input: the simulator draws one member per
+episode, its exact payoff is the weighted sum of its members', local search scores it so,
+and its policy file reads back to the same mixture."""
+
+import copy
+import json
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from advonline import configs, export, meta
+from advonline.archive import add_instances
+from advonline.archive_view import archive_rows
+from advonline.configs import OracleBudget
+from advonline.evaluate import Budget, measure
+from advonline.game import Game
+from advonline.mixture import snapshot_mixture
+from advonline.oracle_loop import delivered_mixture, init_oracle_state, keep_best
+from advonline.oracles import local_search_oracle, mixture_search, random_types, typed_ratios
+from advonline.pipeline import TrainedRun, delivered_policies, export_run
+from advonline.plots import read_metrics
+from advonline.policy_file import MixturePolicy, PolicyFileError, parse
+from advonline.tabulated import from_file
+from advonline.train import train
+from advonline.typed_payoffs import algorithm_table
+from problems.optimum import device_optimum, offline_optimum
+from problems.posted_price import Instance, rollout, simulate
+
+TINY = {
+    "setting": {
+        "resources": 2,
+        "capacities": [1.0, 1.0],
+        "low": 1.0,
+        "high": 10.0,
+        "rounds": 8,
+        "max_demand": 0.5,
+        "demand_levels": 2,
+    },
+    "algorithm": {"price_atoms": 4, "hidden": 8, "layers": 1, "shared_resources": True},
+    "adversary": {"density_levels": 4, "conditioning": "state"},
+    "game": {"loop": "oracle", "steps": 2},
+    "oracle": {"epoch_steps": 1, "archive_size": 8, "snapshots": 3, "new_per_epoch": 2},
+}
+
+
+@pytest.fixture(scope="module")
+def three_members():
+    """A game and a mixture of three random, sharp pricing networks with weights .5/.3/.2."""
+    game = Game.build(configs.from_dict(TINY))
+    keys = jax.random.split(jax.random.key(7), 3)
+    params = [
+        jax.tree.map(lambda leaf: 4 * leaf, game.pricing.init(k, jnp.zeros(2), jnp.zeros(())))
+        for k in keys
+    ]
+    stacked = jax.tree.map(lambda *leaves: jnp.stack(leaves), *params)
+    weights = jnp.array([0.5, 0.3, 0.2], jnp.float32)
+    return game, snapshot_mixture(stacked, weights, game.pricing, game.atoms), params
+
+
+def _assert_same_params(got: dict, want: dict) -> None:
+    for a, b in zip(jax.tree.leaves(got), jax.tree.leaves(want), strict=True):
+        np.testing.assert_array_equal(a, b)
+
+
+def _instances(game, count: int, key) -> tuple[jax.Array, Instance]:
+    types = random_types(game.adversary.buyer_types, key, count, game.setting.rounds)
+    return types, game.adversary.instances(types, jnp.float32)
+
+
+def test_an_episode_plays_the_member_drawn_from_its_first_key(three_members):
+    game, mixture, _ = three_members
+    _, instances = _instances(game, 1, jax.random.key(0))
+    instance = jax.tree.map(lambda leaf: leaf[0], instances)
+    for seed in range(4):
+        key = jax.random.key(seed)
+        played = rollout(game.setting, mixture, instance, key)
+        key_rounds, key_member = jax.random.split(key)
+        member = mixture.draw_member(key_member)
+        alone = rollout(game.setting, member, instance, key_rounds)
+        assert float(played.welfare) == float(alone.welfare)
+        np.testing.assert_array_equal(played.unit_prices, alone.unit_prices)
+
+
+def test_members_are_drawn_with_their_weights(three_members):
+    _, mixture, _ = three_members
+    keys = jax.random.split(jax.random.key(1), 20000)
+    drawn = jax.vmap(lambda k: jax.random.categorical(k, jnp.log(mixture.weights)))(keys)
+    frequencies = np.bincount(np.asarray(drawn), minlength=3) / keys.shape[0]
+    np.testing.assert_allclose(frequencies, [0.5, 0.3, 0.2], atol=0.015)
+
+
+def test_a_mixture_has_no_distribution_per_state(three_members):
+    game, mixture, _ = three_members
+    with pytest.raises(TypeError, match="draws one member per input"):
+        algorithm_table(game.setting, mixture, jnp.float32)
+
+
+def test_the_mixtures_exact_ratio_weighs_its_members_payoffs(three_members):
+    game, mixture, params = three_members
+    vocabulary = game.adversary.buyer_types
+    types, _ = _instances(game, 6, jax.random.key(2))
+    sales = jnp.stack(
+        [
+            game.adversary.type_sale_table(
+                algorithm_table(game.setting, game.policy(p), jnp.float32), jnp.float32
+            )
+            for p in params
+        ]
+    )
+    each = [1 / typed_ratios(game.setting, vocabulary, s, types, jnp.float32) for s in sales]
+    expected = 1 / sum(w * p for w, p in zip([0.5, 0.3, 0.2], each, strict=True))
+    mixed = typed_ratios(game.setting, vocabulary, sales, types, jnp.float32, mixture.weights)
+    np.testing.assert_allclose(mixed, expected, rtol=1e-5)
+    # ... and the simulator's sampled runs of the mixture agree with it in expectation
+    instances = game.adversary.instances(types[:1], jnp.float32)
+    runs = 4000
+    repeated = jax.tree.map(lambda leaf: jnp.repeat(leaf, runs, axis=0), instances)
+    played = simulate(game.setting, mixture, repeated, jax.random.split(jax.random.key(3), runs))
+    sampled_payoff = float(jnp.mean(played.welfare) / device_optimum(game.setting, instances)[0])
+    assert sampled_payoff == pytest.approx(1 / float(mixed[0]), rel=0.03)
+
+
+def test_local_search_on_a_one_member_mixture_is_local_search_on_that_member(three_members):
+    game, _, params = three_members
+    vocabulary = game.adversary.buyer_types
+    table = algorithm_table(game.setting, game.policy(params[0]), jnp.float32)
+    sale = game.adversary.type_sale_table(table, jnp.float32)
+    budget = OracleBudget(chains=4, candidates=4, search_steps=5)
+    key = jax.random.key(4)
+    starts, _ = _instances(game, 2, jax.random.key(5))
+    mixed = mixture_search(
+        game.setting, vocabulary, sale[None], jnp.ones(1), budget, key, jnp.float32, starts
+    )
+    key_random, key_search = jax.random.split(key)
+    chains = jnp.concatenate([starts, random_types(vocabulary, key_random, 4, 8)])[:4]
+    alone = local_search_oracle(
+        game.setting, vocabulary, sale, chains, 4, 5, jnp.float32, key_search
+    )
+    np.testing.assert_array_equal(mixed.types, alone.types)
+    np.testing.assert_allclose(mixed.ratios, alone.ratios, rtol=1e-6)
+    assert np.all(
+        np.asarray(alone.ratios)
+        >= np.asarray(typed_ratios(game.setting, vocabulary, sale, chains, jnp.float32))
+        * (1 - 1e-6)
+    )
+
+
+def test_a_run_delivers_a_mixture_only_when_one_holds_the_best_guarantee(three_members):
+    game, mixture, params = three_members
+    state = init_oracle_state(game, jax.random.key(0))
+    assert delivered_mixture(game, state) is None
+    members = jax.tree.map(lambda stack: jnp.asarray(stack), mixture.members.params)
+    state = state.replace(best_members=members, best_weights=jnp.array([0.0, 0.6, 0.4]))
+    delivered = delivered_policies(game, state)
+    assert delivered["learned"].size == 2
+    np.testing.assert_allclose(delivered["learned"].weights, [0.6, 0.4])
+    # the read-out is the heaviest member's median
+    readout = delivered["learned-deterministic"].randomised
+    _assert_same_params(readout.params, params[1])
+
+
+def _document(game, mixture) -> dict:
+    return export.mixture_document(game.setting, mixture, {"algorithm": "learned"})
+
+
+def test_a_mixture_file_reads_back_to_the_same_mixture_and_measure(three_members):
+    game, mixture, _ = three_members
+    document = json.loads(json.dumps(_document(game, mixture)))
+    loaded = parse(document)
+    assert isinstance(loaded, MixturePolicy) and len(loaded.members) == 3
+    setting, policy = from_file(loaded)
+    _assert_same_params(policy.members.params, mixture.members.params)
+    np.testing.assert_array_equal(policy.weights, mixture.weights)
+    budget = Budget(
+        stopping_densities=4, random_instances=8, samples=4, adversary_steps=3, adversary_batch=4
+    )
+    assert measure(setting, "m", policy, budget).competitive_ratio == pytest.approx(
+        measure(game.setting, "m", mixture, budget).competitive_ratio, rel=1e-12
+    )
+    # the NumPy loader draws a member per input and refuses to post prices itself
+    rng = np.random.default_rng(0)
+    counts = np.zeros(3)
+    for _ in range(3000):
+        counts[loaded.members.index(loaded.draw(rng))] += 1
+    np.testing.assert_allclose(counts / 3000, [0.5, 0.3, 0.2], atol=0.03)
+    with pytest.raises(ValueError, match="draw the member"):
+        loaded.prices(np.zeros(2))
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        (lambda d: d["members"][0].update(weight=0), "weight must be a number > 0"),
+        (lambda d: d["members"][0].update(weight=0.9), "must sum to 1"),
+        (lambda d: d.update(members=[]), "non-empty list"),
+        (lambda d: d["setting"].update(resources=1), "K >= 2"),
+        (lambda d: d["members"][1]["network"].update(round_input=False), "same inputs"),
+        (lambda d: d.update(version=1), "version 1 stores one table"),
+    ],
+)
+def test_malformed_mixture_files_are_refused_in_one_line(three_members, change, message):
+    game, mixture, _ = three_members
+    document = copy.deepcopy(_document(game, mixture))
+    change(document)
+    with pytest.raises(PolicyFileError, match=message) as error:
+        parse(document)
+    assert "\n" not in str(error.value)
+
+
+def test_the_best_so_far_is_a_network_or_a_mixture_whichever_measured_lower(three_members):
+    game, mixture, params = three_members
+    state = init_oracle_state(game, jax.random.key(0)).replace(algorithm=params[0])
+    members, weights = mixture.members.params, jnp.array([0.5, 0.5, 0.0])
+    state = keep_best(state, 5.0, (members, weights), 4.0)  # the mixture measured lower
+    assert float(state.best_score) == 4.0 and delivered_mixture(game, state).size == 2
+    state = keep_best(state.replace(algorithm=params[1]), 4.5, (members, weights), 4.2)
+    assert float(state.best_score) == 4.0  # neither beats it: nothing changes
+    assert delivered_mixture(game, state) is not None
+    _assert_same_params(state.best_algorithm, params[0])
+    state = keep_best(state, 3.5, (members, weights), 3.9)  # now the network
+    assert float(state.best_score) == 3.5 and delivered_mixture(game, state) is None
+    _assert_same_params(state.best_algorithm, params[1])
+
+
+def test_a_delivered_mixture_is_listed_and_exported_as_one(three_members, tmp_path):
+    game, mixture, _ = three_members
+    state = init_oracle_state(game, jax.random.key(0))
+    state = state.replace(
+        best_members=mixture.members.params, best_weights=jnp.array([0.2, 0.8, 0.0])
+    )
+    run = TrainedRun(tmp_path, state, game.config, 0.0)
+    path, _ = export_run(run, tmp_path / "policy.json")
+    document = json.loads(path.read_text())
+    assert document["kind"] == "mixture"
+    assert [m["weight"] for m in document["members"]] == pytest.approx([0.2, 0.8])
+    readout, _ = export_run(run, tmp_path / "readout.json", "learned-deterministic")
+    assert json.loads(readout.read_text())["kind"] == "deterministic"
+    # the archive lists each instance's ratio against the mixture: its weighted payoff
+    types, _ = _instances(game, 3, jax.random.key(8))
+    instances = game.adversary.instances(types, jnp.float32)
+    archive, _ = add_instances(
+        state.archive,
+        np.asarray(types),
+        np.asarray(offline_optimum(game.setting, instances)),
+        np.zeros(8),
+        0,
+        np.zeros(3, int),
+    )
+    listed = {
+        row["slot"]: row["ratio_delivered"]
+        for row in archive_rows(game, state.replace(archive=archive))
+    }
+    each = [
+        1
+        / typed_ratios(
+            game.setting,
+            game.adversary.buyer_types,
+            game.adversary.type_sale_table(
+                algorithm_table(game.setting, mixture.member(m), jnp.float32), jnp.float32
+            ),
+            types,
+            jnp.float32,
+        )
+        for m in (0, 1)
+    ]
+    expected = 1 / (0.2 * each[0] + 0.8 * each[1])
+    np.testing.assert_allclose([listed[slot] for slot in range(3)], expected, rtol=1e-4)
+
+
+def test_a_run_probes_its_mixture_and_never_lets_the_guarantee_rise(tmp_path, monkeypatch):
+    """A tiny K = 2 run whose meta-solver is made to mix every snapshot equally (a valid
+    meta-strategy, weaker than the LP's): each epoch with two snapshots measures the mixture,
+    the guarantee never rises and is at most every mixture's measured worst case."""
+    solve = meta.solve
+
+    def uniform_rows(payoff):
+        solution = solve(payoff)
+        rows = np.full(payoff.shape[0], 1 / payoff.shape[0])
+        return meta.MetaSolution(rows, solution.adversary, float(np.min(rows @ payoff)))
+
+    monkeypatch.setattr(meta, "solve", uniform_rows)
+    data = copy.deepcopy(TINY)
+    data["game"].update(steps=4, seed=1)
+    data["oracle"].update(
+        epoch_steps=1,
+        restarts=1,
+        adversary_steps=2,
+        adversary_batch=4,
+        chains=4,
+        candidates=4,
+        search_steps=3,
+    )
+    folder = tmp_path / "run"
+    train(configs.from_dict(data), folder)
+    rows = read_metrics(folder / "metrics.csv")
+    guarantees = [r["guarantee"] for r in rows]
+    assert np.all(np.diff(guarantees) <= 0)
+    probed = [r for r in rows if r["mixture_ratio"] is not None]
+    assert len(probed) == len(rows) - 1  # every epoch after the first has two snapshots
+    for r in probed:  # the mixture's worst found includes the whole archive (float32 payoffs)
+        assert r["mixture_exploitability"] >= -1e-6
+    assert guarantees[-1] <= min(r["mixture_ratio"] for r in probed)
