@@ -32,7 +32,9 @@ Writes OUT/from_scratch.{md,csv} and the run folders OUT/from_scratch/<config>-s
 whose folder already holds its result (``result.json``) is not trained again unless
 ``--fresh`` is given, so an interrupted sweep continues where it stopped. On 2 CPU cores,
 with 3 seeds: about 25 min per K = 1 config (4-9 min of training and 1-2 min of measuring a
-run), an hour for k2-u10-oracle and 55 min for k3-u10-oracle; about 5 hours in all.
+run); k2-u10-oracle and k3-u10-oracle, which also probe their equilibrium mixture every
+epoch, took 23-35 min of training per run with the two sweeps sharing the cores (plus 2-5
+min of measuring); about 7 hours in all.
 """
 
 from __future__ import annotations
