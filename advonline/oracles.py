@@ -69,6 +69,11 @@ class Found(NamedTuple):
     types: jax.Array  # [N, T] int32
     ratios: jax.Array  # [N] OPT / E[ALG]; inf where ALG earns nothing but OPT does
 
+    @staticmethod
+    def nothing(rounds: int, dtype) -> Found:
+        """No instance found (a search with no budget)."""
+        return Found(jnp.zeros((0, rounds), jnp.int32), jnp.zeros((0,), dtype))
+
     def best(self, count: int) -> Found:
         """The ``count`` highest ratios (duplicates included)."""
         order = jnp.argsort(-self.ratios)[:count]
@@ -270,7 +275,7 @@ def best_responses(
     split over ``mesh``'s devices where given."""
     key_adversary, key_random, key_search = jax.random.split(key, 3)
     vocabulary = model.buyer_types
-    found = Found(jnp.zeros((0, setting.rounds), jnp.int32), jnp.zeros((0,), dtype))
+    found = Found.nothing(setting.rounds, dtype)
     if budget.restarts and budget.adversary_steps:
         adversary_config = dataclasses.replace(config, batch=budget.adversary_batch)
         found, _ = adversary_oracle(
@@ -313,7 +318,7 @@ def mixture_search(
     sequences. The adversary network is not run: it writes instances along one algorithm's
     states, and a mixture visits each member's."""
     if not (budget.chains and budget.search_steps):
-        return Found(jnp.zeros((0, setting.rounds), jnp.int32), jnp.zeros((0,), dtype))
+        return Found.nothing(setting.rounds, dtype)
     key_random, key_search = jax.random.split(key)
     pool = [] if starts is None else [starts[: budget.chains]]
     return _search(
