@@ -174,6 +174,11 @@ class OracleConfig:
     probe_every: int = 1  # epochs between probes (the last epoch is always probed)
     mixtures: bool = True  # K >= 2: each probed epoch also probes the equilibrium mixture of
     # snapshots, and the run delivers it when its measured worst case is the lowest so far
+    closing_rounds: int = 0  # K >= 2: the last measurement probes the mixture up to this many
+    # more times, each probe's finds joining the archive and the restricted game solved again
+    # (the adversary's side of double oracle over the final snapshots), until the mixture's
+    # exploitability is at most closing_tolerance
+    closing_tolerance: float = 0.01
 
     def budget(self) -> OracleBudget:
         """The oracles' budget per epoch."""
@@ -198,6 +203,10 @@ class OracleConfig:
             problems.append("oracle.anchor must be a finite number >= 0")
         if not 0 <= self.worst_case_weight <= 1:
             problems.append("oracle.worst_case_weight must lie in [0, 1]")
+        if self.closing_rounds < 0:
+            problems.append("oracle.closing_rounds must be >= 0")
+        if not 0 <= self.closing_tolerance < float("inf"):
+            problems.append("oracle.closing_tolerance must be a finite number >= 0")
         return problems
 
 

@@ -27,7 +27,12 @@ finds what the live one lost. The oracle loop keeps everything instead. Each epo
    mixture of snapshots, chosen once per input (:mod:`advonline.mixture`), by local search
    on its weighted payoff; its measured worst case and its exploitability (that worst case
    over the restricted CR, minus 1) are logged, and it is kept, and delivered, when it
-   beats everything kept so far.
+   beats everything kept so far. The last measurement closes the gap
+   (``oracle.closing_rounds``): it probes the mixture again, after the restricted game is
+   solved with the previous probe's finds, until the exploitability is at most
+   ``oracle.closing_tolerance`` or the rounds are spent. With the snapshots fixed, this is
+   the adversary's half of double oracle; the best mixture any round measured is kept. The
+   snapshots' sale tables are built once each (:class:`MemberSales`).
 5. **Training.** ``epoch_steps`` per-round all-action updates of the pricing network
    (:func:`~advonline.game.per_round_update`, one jitted ``lax.scan``; for K >= 2 the exact
    gradient of the same weighted payoff through the product-grid induction of
@@ -345,7 +350,31 @@ def probes_mixture(game: Game, state: OracleState) -> bool:
     )
 
 
-def _mixture_probe(game: Game, state: OracleState, budget, key: jax.Array) -> tuple[float, Found]:
+class MemberSales:
+    """The per-type sale tables of the archive's snapshots, built once each: a snapshot never
+    changes once taken, so the table of the one taken at epoch ``e`` is kept under ``e``
+    until the snapshot leaves the archive. A host-side memo (not part of the checkpoint)."""
+
+    def __init__(self):
+        self._tables: dict[int, jax.Array] = {}
+
+    def stacked(self, game: Game, archive: archives.Archive, slots: np.ndarray) -> jax.Array:
+        """``[M, T, S, types]``: the tables of snapshot ``slots``."""
+        epochs = np.asarray(archive.snapshot_epoch)
+        live = {int(epochs[slot]) for slot in archives.snapshot_slots(archive)}
+        self._tables = {epoch: t for epoch, t in self._tables.items() if epoch in live}
+        for slot in slots:
+            if int(epochs[slot]) not in self._tables:
+                params = archives.snapshot_params(archive, int(slot))
+                table = algorithm_table(game.setting, game.policy(params), jnp.float32)
+                sale = game.adversary.type_sale_table(table, jnp.float32)
+                self._tables[int(epochs[slot])] = sale
+        return jnp.stack([self._tables[int(epochs[slot])] for slot in slots])
+
+
+def _mixture_probe(
+    game: Game, state: OracleState, budget, key: jax.Array, sales: MemberSales
+) -> tuple[float, Found]:
     """The measured worst case of the algorithm's equilibrium mixture (chosen once per input):
     the worst of its ratios on the archive and of a local search against it
     (:func:`~advonline.oracles.mixture_search`) started from the archived instances hardest
@@ -357,23 +386,10 @@ def _mixture_probe(game: Game, state: OracleState, budget, key: jax.Array) -> tu
     on_archive = np.where(np.asarray(archive.filled), mixed, 0.0)
     hardest = np.argsort(-on_archive, kind="stable")[: budget.chains // 2]
     starts = np.asarray(archive.types)[hardest[on_archive[hardest] > 0]]
-    sales = jnp.stack(
-        [
-            game.adversary.type_sale_table(
-                algorithm_table(
-                    game.setting,
-                    game.policy(archives.snapshot_params(archive, int(slot))),
-                    jnp.float32,
-                ),
-                jnp.float32,
-            )
-            for slot in slots
-        ]
-    )
     found = mixture_search(
         game.setting,
         game.adversary.buyer_types,
-        sales,
+        sales.stacked(game, archive, slots),
         jnp.asarray(member_weights, jnp.float32),
         budget,
         key,
@@ -411,8 +427,12 @@ def keep_best(
     return state
 
 
-def measure_epoch(game: Game, state: OracleState) -> tuple[OracleState, EpochRecord]:
-    """Steps 1-4 of an epoch (module docstring) for the current network."""
+def measure_epoch(
+    game: Game, state: OracleState, sales: MemberSales | None = None
+) -> tuple[OracleState, EpochRecord]:
+    """Steps 1-4 of an epoch (module docstring) for the current network; ``sales`` keeps the
+    snapshots' sale tables from one epoch to the next (a fresh memo when None)."""
+    sales = MemberSales() if sales is None else sales
     oracle = game.config.oracle
     epoch = int(state.epoch)
     keep = np.asarray(state.algorithm_mixture) > 0
@@ -424,7 +444,7 @@ def measure_epoch(game: Game, state: OracleState) -> tuple[OracleState, EpochRec
     archive_ratio = float(_current_ratios(state.archive, slot).max())
     last = int(state.step) >= game.config.game.steps
     probe_ratio = exploitability = mixture_ratio = mixture_exploitability = None
-    mixture = None  # (snapshots, weights) of the mixture measured this epoch
+    mixture = None  # ((snapshots, weights), measured worst case) of the best mixture measured
     if last or epoch % oracle.probe_every == 0:
         probe_budget = oracle.budget().scaled(oracle.probe_scale)
         probed = _oracle_search(game, state, slot, probe_budget, epoch_key(state, _PROBE))
@@ -432,14 +452,21 @@ def measure_epoch(game: Game, state: OracleState) -> tuple[OracleState, EpochRec
         exploitability = max(probe_ratio, archive_ratio) / solution.ratio - 1.0
         state = state.replace(archive=_archive_found(game, state, probed, slot, "probe"))
         state, solution = _solve(state)
-        if probes_mixture(game, state):
-            mixture = (state.archive.snapshots, state.algorithm_mixture)
-            key = epoch_key(state, _MIXTURE_PROBE)
-            mixture_ratio, against_mixture = _mixture_probe(game, state, probe_budget, key)
+        rounds = 1 + (oracle.closing_rounds if last else 0)
+        for round_ in range(rounds):
+            if not probes_mixture(game, state):
+                break
+            measured = (state.archive.snapshots, state.algorithm_mixture)
+            key = jax.random.fold_in(epoch_key(state, _MIXTURE_PROBE), round_)
+            mixture_ratio, against_mixture = _mixture_probe(game, state, probe_budget, key, sales)
             mixture_exploitability = mixture_ratio / solution.ratio - 1.0
+            if mixture is None or mixture_ratio < mixture[1]:
+                mixture = (measured, mixture_ratio)
             archive = _archive_found(game, state, against_mixture, slot, "probe")
             state = state.replace(archive=archive)
             state, solution = _solve(state)
+            if mixture_exploitability <= oracle.closing_tolerance:
+                break
     attained = max(archive_ratio, probe_ratio or 0.0)  # a lower bound on the CR
     bound = None
     one = game.setting.resources == 1
@@ -447,7 +474,7 @@ def measure_epoch(game: Game, state: OracleState) -> tuple[OracleState, EpochRec
         start = attained * (1 - _ROUNDING)  # below the float32 ratio's rounding
         bound = certify_dp(game.setting, game.policy(state.algorithm), start=start).ratio
     score = bound if one else attained  # K >= 2: no certificate; the worst case measured
-    state = keep_best(state, score, mixture, mixture_ratio)
+    state = keep_best(state, score, *(mixture or (None, None)))
     record = EpochRecord(
         restricted_ratio=solution.ratio,
         oracle_ratio=float(jnp.max(found.ratios)),

@@ -52,6 +52,7 @@ from advonline.game import (
     replay_instances,
 )
 from advonline.oracle_loop import (
+    MemberSales,
     OracleState,
     init_oracle_state,
     measure_epoch,
@@ -260,9 +261,10 @@ def _train_oracle_loop(
     metrics_path = folder / METRICS_NAME
     epochs = config.game.steps // config.oracle.epoch_steps
     started = time.perf_counter()
+    sales = MemberSales()
     while int(state.epoch) <= epochs:
         measured_at = int(state.step)
-        state, record = measure_epoch(game, state)
+        state, record = measure_epoch(game, state, sales)
         trained = time.perf_counter()
         training = int(state.step) < config.game.steps
         if training:

@@ -10,8 +10,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from advonline import configs, export, meta
-from advonline.archive import add_instances
+from advonline import configs, export, meta, oracle_loop
+from advonline.archive import add_instances, restricted_game
 from advonline.archive_view import archive_rows
 from advonline.configs import OracleBudget
 from advonline.evaluate import Budget, measure
@@ -302,3 +302,49 @@ def test_a_run_probes_its_mixture_and_never_lets_the_guarantee_rise(tmp_path, mo
     for r in probed:  # the mixture's worst found includes the whole archive (float32 payoffs)
         assert r["mixture_exploitability"] >= -1e-6
     assert guarantees[-1] <= min(r["mixture_ratio"] for r in probed)
+
+
+def test_the_last_measurement_probes_the_mixture_until_its_gap_closes(tmp_path, monkeypatch):
+    """``oracle.closing_rounds``: the last measurement probes the mixture again, each time
+    from a fresh key and after the restricted game is solved with the finds, until the gap is
+    at most ``closing_tolerance`` or the rounds are spent; it logs the last probe's gap and
+    keeps the best mixture any round measured. Earlier measurements probe it once."""
+    solve = meta.solve
+
+    def uniform_rows(payoff):
+        solution = solve(payoff)
+        rows = np.full(payoff.shape[0], 1 / payoff.shape[0])
+        return meta.MetaSolution(rows, solution.adversary, float(np.min(rows @ payoff)))
+
+    monkeypatch.setattr(meta, "solve", uniform_rows)
+    probe = oracle_loop._mixture_probe
+    calls = []
+
+    def spy(game, state, budget, key, sales):
+        ratio, found = probe(game, state, budget, key, sales)
+        restricted = meta.solve(restricted_game(state.archive)).ratio
+        calls.append((int(state.epoch), ratio, ratio / restricted - 1, jax.random.key_data(key)))
+        return ratio, found
+
+    monkeypatch.setattr(oracle_loop, "_mixture_probe", spy)
+    data = copy.deepcopy(TINY)
+    data["game"].update(steps=2, seed=2)
+    data["oracle"].update(
+        restarts=1, adversary_steps=2, adversary_batch=4, chains=4, candidates=8, search_steps=4
+    )
+    data["oracle"].update(closing_rounds=3, closing_tolerance=1e-4)
+    folder = tmp_path / "run"
+    train(configs.from_dict(data), folder)
+    rows = read_metrics(folder / "metrics.csv")
+    last_epoch = len(rows) - 1
+    earlier = [c for c in calls if c[0] < last_epoch]
+    closing = [c for c in calls if c[0] == last_epoch]
+    assert len(earlier) == len(rows) - 2  # once per earlier epoch with two snapshots
+    assert 1 <= len(closing) <= 4
+    assert all(gap > 1e-4 for _, _, gap, _ in closing[:-1])  # went on only while the gap was open
+    assert len(closing) == 4 or closing[-1][2] <= 1e-4
+    keys = {bytes(np.asarray(key)) for *_, key in calls}
+    assert len(keys) == len(calls)
+    np.testing.assert_allclose(rows[-1]["mixture_ratio"], closing[-1][1], rtol=1e-5)
+    np.testing.assert_allclose(rows[-1]["mixture_exploitability"], closing[-1][2], atol=1e-5)
+    assert rows[-1]["guarantee"] <= min(ratio for _, ratio, *_ in calls) * (1 + 1e-5)
