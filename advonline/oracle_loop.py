@@ -474,7 +474,8 @@ def measure_epoch(
         start = attained * (1 - _ROUNDING)  # below the float32 ratio's rounding
         bound = certify_dp(game.setting, game.policy(state.algorithm), start=start).ratio
     score = bound if one else attained  # K >= 2: no certificate; the worst case measured
-    state = keep_best(state, score, *(mixture or (None, None)))
+    best_mixture, best_mixture_ratio = mixture if mixture is not None else (None, None)
+    state = keep_best(state, score, best_mixture, best_mixture_ratio)
     record = EpochRecord(
         restricted_ratio=solution.ratio,
         oracle_ratio=float(jnp.max(found.ratios)),

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from advonline import configs, export, meta, oracle_loop
-from advonline.archive import add_instances, restricted_game
+from advonline.archive import add_instances, add_snapshot, empty_archive, restricted_game
 from advonline.archive_view import archive_rows
 from advonline.configs import OracleBudget
 from advonline.evaluate import Budget, measure
@@ -348,3 +348,35 @@ def test_the_last_measurement_probes_the_mixture_until_its_gap_closes(tmp_path, 
     np.testing.assert_allclose(rows[-1]["mixture_ratio"], closing[-1][1], rtol=1e-5)
     np.testing.assert_allclose(rows[-1]["mixture_exploitability"], closing[-1][2], atol=1e-5)
     assert rows[-1]["guarantee"] <= min(ratio for _, ratio, *_ in calls) * (1 + 1e-5)
+
+
+def test_member_sale_tables_are_built_once_per_snapshot(three_members, monkeypatch):
+    """The mixture probe's memo builds a snapshot's sale table once, gives the table a fresh
+    build gives, and builds again when a new snapshot takes the slot."""
+    game, _, params = three_members
+    archive = empty_archive(4, game.setting.rounds, 3, params[0])
+    for epoch, member in enumerate(params):
+        archive, _ = add_snapshot(archive, member, epoch, np.zeros(3, bool))
+    built = []
+    table_of = oracle_loop.algorithm_table
+
+    def counting(setting, policy, dtype):
+        built.append(1)
+        return table_of(setting, policy, dtype)
+
+    monkeypatch.setattr(oracle_loop, "algorithm_table", counting)
+
+    def fresh(member):
+        table = table_of(game.setting, game.policy(member), jnp.float32)
+        return game.adversary.type_sale_table(table, jnp.float32)
+
+    sales = oracle_loop.MemberSales()
+    sales.stacked(game, archive, np.array([0, 2]))
+    again = sales.stacked(game, archive, np.array([2, 1]))
+    assert len(built) == 3
+    np.testing.assert_array_equal(again, jnp.stack([fresh(params[2]), fresh(params[1])]))
+    newer = jax.tree.map(lambda leaf: -leaf, params[0])
+    archive, slot = add_snapshot(archive, newer, 3, np.zeros(3, bool))  # replaces epoch 0's
+    assert slot == 0
+    np.testing.assert_array_equal(sales.stacked(game, archive, np.array([0]))[0], fresh(newer))
+    assert len(built) == 4
