@@ -269,10 +269,10 @@ def test_a_delivered_mixture_is_listed_and_exported_as_one(three_members, tmp_pa
     np.testing.assert_allclose([listed[slot] for slot in range(3)], expected, rtol=1e-4)
 
 
-def test_a_run_probes_its_mixture_and_never_lets_the_guarantee_rise(tmp_path, monkeypatch):
-    """A tiny K = 2 run whose meta-solver is made to mix every snapshot equally (a valid
-    meta-strategy, weaker than the LP's): each epoch with two snapshots measures the mixture,
-    the guarantee never rises and is at most every mixture's measured worst case."""
+def _mix_every_snapshot_equally(monkeypatch) -> None:
+    """Make the meta-solver's algorithm mixture uniform over the snapshots (a valid
+    meta-strategy, weaker than the LP's), so that every run with two snapshots has a mixture;
+    the adversary's side and the value follow the LP's adversary mixture and uniform rows."""
     solve = meta.solve
 
     def uniform_rows(payoff):
@@ -281,6 +281,13 @@ def test_a_run_probes_its_mixture_and_never_lets_the_guarantee_rise(tmp_path, mo
         return meta.MetaSolution(rows, solution.adversary, float(np.min(rows @ payoff)))
 
     monkeypatch.setattr(meta, "solve", uniform_rows)
+
+
+def test_a_run_probes_its_mixture_and_never_lets_the_guarantee_rise(tmp_path, monkeypatch):
+    """A tiny K = 2 run whose meta-solver is made to mix every snapshot equally (a valid
+    meta-strategy, weaker than the LP's): each epoch with two snapshots measures the mixture,
+    the guarantee never rises and is at most every mixture's measured worst case."""
+    _mix_every_snapshot_equally(monkeypatch)
     data = copy.deepcopy(TINY)
     data["game"].update(steps=4, seed=1)
     data["oracle"].update(
@@ -309,14 +316,7 @@ def test_the_last_measurement_probes_the_mixture_until_its_gap_closes(tmp_path, 
     from a fresh key and after the restricted game is solved with the finds, until the gap is
     at most ``closing_tolerance`` or the rounds are spent; it logs the last probe's gap and
     keeps the best mixture any round measured. Earlier measurements probe it once."""
-    solve = meta.solve
-
-    def uniform_rows(payoff):
-        solution = solve(payoff)
-        rows = np.full(payoff.shape[0], 1 / payoff.shape[0])
-        return meta.MetaSolution(rows, solution.adversary, float(np.min(rows @ payoff)))
-
-    monkeypatch.setattr(meta, "solve", uniform_rows)
+    _mix_every_snapshot_equally(monkeypatch)
     probe = oracle_loop._mixture_probe
     calls = []
 
