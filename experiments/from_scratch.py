@@ -37,8 +37,8 @@ whose folder already holds its result (``result.json``) is not trained again unl
 ``--fresh`` is given, so an interrupted sweep continues where it stopped. On 2 CPU cores,
 with 3 seeds: about 25 min per K = 1 config (4-9 min of training and 1-2 min of measuring a
 run); k2-u10-oracle and k3-u10-oracle, which also probe their equilibrium mixture every
-epoch, took 23-35 min of training per run with the two sweeps sharing the cores (plus 2-5
-min of measuring); about 7 hours in all.
+epoch, take 13-20 min of training per run (plus 2-5 min of measuring), about an hour per
+config; about 4 hours in all.
 """
 
 from __future__ import annotations
