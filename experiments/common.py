@@ -75,7 +75,10 @@ def spread(values: list) -> str:
 
 
 def write_csv(rows: list[dict], path: Path) -> None:
+    """The rows as CSV; the columns are every key any row has (in order of appearance), blank
+    where a row lacks one (e.g. a result stored before a column existed)."""
+    columns = list(dict.fromkeys(key for row in rows for key in row))
     with open(path, "w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
+        writer = csv.DictWriter(handle, fieldnames=columns)
         writer.writeheader()
         writer.writerows(rows)
