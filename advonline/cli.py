@@ -223,6 +223,12 @@ def _budget_flags(parser: argparse.ArgumentParser) -> None:
         default=budget.adversary_steps,
         help="training steps of the fresh adversary source",
     )
+    parser.add_argument(
+        "--search-steps",
+        type=int,
+        default=budget.search_steps,
+        help="K = 1: hill-climbing steps of the adversary source's local search (0: none)",
+    )
 
 
 def _budget(args: argparse.Namespace) -> evaluation.Budget:
@@ -231,6 +237,8 @@ def _budget(args: argparse.Namespace) -> evaluation.Budget:
         raise UsageError(
             "--stopping-densities, --random-instances and --adversary-steps must be >= 1"
         )
+    if args.search_steps < 0:
+        raise UsageError(f"--search-steps must be >= 0, got {args.search_steps}")
     if not 0 <= args.seed < 2**63:
         raise UsageError(f"--seed must be a whole number in [0, 2**63), got {args.seed}")
     return evaluation.Budget(
@@ -238,6 +246,7 @@ def _budget(args: argparse.Namespace) -> evaluation.Budget:
         random_instances=args.random_instances,
         seed=args.seed,
         adversary_steps=args.adversary_steps,
+        search_steps=args.search_steps,
     )
 
 
@@ -611,8 +620,7 @@ def _table(setting: Setting, budget, reference, results) -> str:
         f"setting: posted-price K={setting.resources} L={setting.low:g} U={setting.high:g} "
         f"T={setting.rounds} max demand {setting.max_demand:g} "
         f"({setting.demand_levels} level{'s' * (setting.demand_levels > 1)}), {kind}",
-        f"budget: {budget.stopping_densities} stopping densities per family, "
-        f"{budget.random_instances} random instances (seed {budget.seed})",
+        f"budget: {budget.summary()}",
     ]
     if reference is not None:
         lines.append(f"reference: 1 + ln(U/L) = {reference:.4f} (optimal CR, small-demand limit)")

@@ -3,12 +3,14 @@ every algorithm.
 
 Sources: ``exact`` (the DP certificate for deterministic K = 1 policies, or the closed form
 in the small-demand limit; ``null`` for K >= 2, where no certificate exists), ``adversary`` (a
-fresh adversary network trained from scratch against the frozen policy), ``families`` (the
-known hard inputs on a fine grid of stopping densities) and ``random`` (a fixed seeded set of
-instances). For a randomised K = 1 policy the DP gives an ``upper_bound`` on its oblivious CR
-instead, reported beside the measured CR (which is the worst instance found) and not part of
-it: together they bracket the true CR. Every ratio is computed in
-float64; an algorithm that earns nothing where OPT earns something has ratio ``inf``.
+best response found from scratch against the frozen policy: for K = 1 the training loop's
+oracle, fresh adversary networks then local search in instance space, with a larger budget;
+for K >= 2 a fresh adversary network), ``families`` (the known hard inputs on a fine grid of
+stopping densities) and ``random`` (a fixed seeded set of instances). For a randomised K = 1
+policy the DP gives an ``upper_bound`` on its oblivious CR instead, reported beside the
+measured CR (which is the worst instance found) and not part of it: together they bracket the
+true CR. Every ratio is computed in float64; an algorithm that earns nothing where OPT earns
+something has ratio ``inf``.
 
 Welfare of a randomised policy on a fixed instance is its exact expectation (K = 1, backward
 induction) or a Monte Carlo mean (K >= 2). The adaptive ``ramp`` family is used for
@@ -28,7 +30,7 @@ from jax.sharding import Mesh
 
 from advonline import certify, parallel
 from advonline.adversary import AdversaryModel, fresh_best_response
-from advonline.configs import AdversaryConfig
+from advonline.configs import AdversaryConfig, OracleBudget
 from advonline.families import (
     FAMILY_NAMES,
     family_demand_pairs,
@@ -37,6 +39,8 @@ from advonline.families import (
     stopping_densities,
     write_out,
 )
+from advonline.oracles import best_responses, random_types
+from advonline.typed_payoffs import algorithm_table
 from problems.optimum import greedy_fill_optimum, lp_optimum, milp_optimum, offline_optimum
 from problems.posted_price import (
     BuyerSource,
@@ -70,14 +74,22 @@ class Budget:
     random_instances: int = 256  # size of the fixed random set
     seed: int = 0  # seed of the random set and of sampled prices
     samples: int = 32  # sampled runs per input for randomised policies (no exact expectation)
-    adversary_steps: int = 100  # REINFORCE steps of the fresh adversary (source "adversary")
+    adversary_steps: int = 100  # REINFORCE steps of each fresh adversary (source "adversary")
     adversary_batch: int = 64  # instances it writes per step
-    adversary_work_limit: float = 1e10  # largest T (G + 1) x batch x steps it attempts
+    adversary_work_limit: float = 1e10  # largest T (G + 1) x instances scored it attempts,
+    # for the networks and for the search alike
     # K = 1: the fresh adversary is conditioned on the algorithm's state as it writes (it
     # finds far worse inputs than the noise-conditioned one; advonline/adversary.py), with
     # this entropy bonus. K >= 2: the noise-conditioned adversary with its default entropy.
     adversary_conditioning: str = "state"
     adversary_entropy: float = 1.0
+    # K = 1: the source is the training loop's best-response oracle (advonline/oracles.py)
+    # with this budget: fresh networks, then local search in instance space whose chains start
+    # half from the networks' finds and half from random sequences.
+    adversary_restarts: int = 1  # fresh adversary networks
+    search_chains: int = 64  # independent local-search chains
+    search_candidates: int = 16  # mutations each chain tries per step
+    search_steps: int = 256  # hill-climbing steps
     exact_work_limit: float = (
         certify.DEFAULT_WORK_LIMIT
     )  # largest exact DP sweep attempted (state x candidate updates)
@@ -89,9 +101,22 @@ class Budget:
     def summary(self) -> str:
         """One line for a figure's title."""
         return (
-            f"fresh adversary {self.adversary_steps} steps x {self.adversary_batch}, "
+            f"fresh adversary {self.adversary_steps} steps x {self.adversary_batch} "
+            f"(K = 1: x {self.adversary_restarts}, then local search {self.search_chains} "
+            f"chains x {self.search_candidates} x {self.search_steps} steps), "
             f"{self.stopping_densities} stopping densities, {self.random_instances} random "
             f"instances, seed {self.seed}"
+        )
+
+    def oracle_budget(self) -> OracleBudget:
+        """The best-response oracle's budget (K = 1 source ``adversary``)."""
+        return OracleBudget(
+            restarts=self.adversary_restarts,
+            adversary_steps=self.adversary_steps,
+            adversary_batch=self.adversary_batch,
+            chains=self.search_chains,
+            candidates=self.search_candidates,
+            search_steps=self.search_steps,
         )
 
 
@@ -220,42 +245,84 @@ def _source_ratios(
 def adversary_source(
     setting: Setting, policy: Policy, budget: Budget, key: jax.Array
 ) -> SourceRatio:
-    """A fresh adversary network trained from scratch against the frozen policy (method.md §5,
-    source 1): same architecture, budget and seed for every algorithm; its ratio is the worst
-    instance it wrote, with E[ALG] exact (K = 1, and deterministic policies) or a mean of sampled
-    runs (randomised, K >= 2): an oblivious adversary."""
-    config = AdversaryConfig(batch=budget.adversary_batch)
+    """A best response computed from scratch against the frozen policy (method.md §5, source
+    1), with the same budget and seed for every algorithm; its ratio is the worst instance it
+    found, an input an oblivious adversary can write. K = 1: the training loop's own oracle
+    (:func:`oracle_source`). K >= 2: a fresh noise-conditioned adversary network, with E[ALG]
+    exact for deterministic policies and a mean of sampled runs for randomised ones."""
     if setting.resources == 1:
-        config = dataclasses.replace(
-            config, conditioning=budget.adversary_conditioning, entropy=budget.adversary_entropy
-        )
+        return oracle_source(setting, policy, budget, key)
+    config = AdversaryConfig(batch=budget.adversary_batch)
     model = AdversaryModel.build(setting, config)
     note = (
         f"fresh adversary ({config.conditioning}-conditioned), {budget.adversary_steps} steps "
         f"x {budget.adversary_batch} instances, seed {budget.seed}"
     )
-    if setting.resources != 1 and not policy.deterministic:
+    if not policy.deterministic:
         note += f"; E[ALG] of its worst instance from {8 * budget.samples} sampled runs"
-    if setting.resources == 1:
-        work = (
-            setting.rounds
-            * (setting.grid_size + 1)
-            * budget.adversary_batch
-            * budget.adversary_steps
-        )
-        if work > budget.adversary_work_limit:
-            return SourceRatio(
-                None,
-                f"fresh adversary needs {work:.1e} state updates, over the limit "
-                f"{budget.adversary_work_limit:.0e}",
-            )
     found = fresh_best_response(
         setting, model, policy, config, budget.adversary_steps, jnp.float64, key, budget.samples
     )
-    worst = {"values": np.asarray(found.worst_instance.values).round(6).tolist()}
-    if setting.resources != 1:
-        worst["demands"] = np.asarray(found.worst_instance.demands).round(6).tolist()
+    worst = {
+        "values": np.asarray(found.worst_instance.values).round(6).tolist(),
+        "demands": np.asarray(found.worst_instance.demands).round(6).tolist(),
+    }
     return SourceRatio(float(found.worst_ratio), note, worst)
+
+
+#: The oracle's finds re-scored through the simulator's exact expectation (the hardest few).
+RESCORED = 8
+
+
+def oracle_source(setting: Setting, policy: Policy, budget: Budget, key: jax.Array) -> SourceRatio:
+    """K = 1: :func:`~advonline.oracles.best_responses`, the oracle the training loop calls,
+    with the evaluator's budget and key: ``adversary_restarts`` fresh state-conditioned
+    networks, then local search whose chains start half from random sequences and half from
+    the networks' finds. Its hardest finds are scored again by the simulator's exact
+    expectation (:func:`expected_welfare`) and the offline optimum, the path every other
+    source takes; the worst of those is the figure."""
+    config = AdversaryConfig(
+        batch=budget.adversary_batch,
+        conditioning=budget.adversary_conditioning,
+        entropy=budget.adversary_entropy,
+    )
+    model = AdversaryModel.build(setting, config)
+    oracle_budget = budget.oracle_budget()
+    per_instance = setting.rounds * (setting.grid_size + 1)
+    network_work = per_instance * oracle_budget.restarts * budget.adversary_batch
+    network_work *= budget.adversary_steps
+    search_work = per_instance * budget.search_chains * budget.search_candidates
+    search_work *= budget.search_steps
+    if max(network_work, search_work) > budget.adversary_work_limit:
+        return SourceRatio(
+            None,
+            f"the oracle needs {max(network_work, search_work):.1e} state updates, over the "
+            f"limit {budget.adversary_work_limit:.0e}",
+        )
+    key_starts, key_oracle, key_rescore = jax.random.split(key, 3)
+    vocabulary = model.buyer_types
+    starts = random_types(vocabulary, key_starts, budget.search_chains // 2, setting.rounds)
+    table = algorithm_table(setting, policy, jnp.float64)
+    found = best_responses(
+        setting, model, config, table, oracle_budget, key_oracle, jnp.float64, starts
+    )
+    hardest = found.best(RESCORED)
+    instances = vocabulary.instances(hardest.types, jnp.float64)
+    rescored = ratios(
+        offline_optimum(setting, instances),
+        expected_welfare(setting, policy, instances, key_rescore, budget.samples),
+    )
+    index = int(np.argmax(rescored))
+    worst = jax.tree.map(lambda leaf: np.asarray(leaf[index]).round(6).tolist(), instances)
+    note = (
+        f"oracle: {oracle_budget.restarts} fresh {config.conditioning}-conditioned adversary "
+        f"network(s) x {budget.adversary_steps} steps x {budget.adversary_batch} instances, "
+        f"then local search {budget.search_chains} chains x {budget.search_candidates} "
+        f"candidates x {budget.search_steps} steps, seed {budget.seed}"
+    )
+    return SourceRatio(
+        float(rescored[index]), note, {"values": worst.values, "demands": worst.demands}
+    )
 
 
 def families_source(

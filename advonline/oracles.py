@@ -136,7 +136,7 @@ def mutate(vocabulary: BuyerTypes, key: jax.Array, types: jax.Array) -> jax.Arra
         return jnp.clip(density + shift, 0, levels - 1) * demands + demand
 
     def set_at(value):
-        return types.at[at].set(value)
+        return types.at[at].set(value.astype(types.dtype))
 
     def density_step():
         return set_at(moved_density(step)[at])
@@ -184,7 +184,9 @@ def mutate(vocabulary: BuyerTypes, key: jax.Array, types: jax.Array) -> jax.Arra
         delete,
     )
     kind = jax.random.randint(key_kind, (), 0, len(branches))
-    return jax.lax.switch(kind, branches).astype(types.dtype)
+    # every branch in the sequence's own dtype (under x64 some would widen to int64)
+    same_dtype = [lambda branch=branch: branch().astype(types.dtype) for branch in branches]
+    return jax.lax.switch(kind, same_dtype)
 
 
 def _proposal(vocabulary: BuyerTypes, key: jax.Array, types: jax.Array) -> jax.Array:

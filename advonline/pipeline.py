@@ -119,8 +119,10 @@ def stored_evaluation(run: TrainedRun) -> dict | None:
     path = run.folder / EVALUATION_NAME
     try:
         document = json.loads(path.read_text())
+        stored_budget = document["setting"]["budget"]
+        # a report from an older evaluator (a budget field it did not have) is not current
         current = document["setting"]["training_steps"] == run.steps
-        Budget(**document["setting"]["budget"])
+        current = current and Budget(**stored_budget).describe() == stored_budget
         for result in document["results"]:
             float(result["competitive_ratio"])
             str(result["algorithm"])

@@ -27,22 +27,43 @@ def train_and_measure(
     ``budget``. ``seed`` replaces the config's ``game.seed`` (the evaluator's seed is the
     budget's). Returns the config, the delivered parameters, the measurements and the
     training wall time in seconds."""
-    config = configs.load(CONFIGS / f"{name}.toml")
-    if seed is not None:
-        data = config.to_dict()
-        data["game"]["seed"] = seed
-        config = configs.from_dict(data, f"{name}.toml with game.seed = {seed}")
+    config = load_config(name, seed)
+    wall = train_afresh(config, folder)
+    params, measured = measure_trained(config, folder, budget, baselines)
+    return config, params, measured, wall
+
+
+def train_afresh(config: configs.RunConfig, folder: Path) -> float:
+    """Train ``config`` into ``folder`` (replaced: the script's own output); the wall time in
+    seconds."""
     shutil.rmtree(folder, ignore_errors=True)
     start = time.perf_counter()
     train(config, folder)
-    wall = time.perf_counter() - start
+    return time.perf_counter() - start
+
+
+def load_config(name: str, seed: int | None = None) -> configs.RunConfig:
+    """``experiments/configs/<name>.toml``, with ``game.seed`` replaced by ``seed`` if given."""
+    config = configs.load(CONFIGS / f"{name}.toml")
+    if seed is None:
+        return config
+    data = config.to_dict()
+    data["game"]["seed"] = seed
+    return configs.from_dict(data, f"{name}.toml with game.seed = {seed}")
+
+
+def measure_trained(
+    config: configs.RunConfig, folder: Path, budget: Budget, baselines=tuple(BASELINES)
+) -> tuple[dict, dict[str, Measurement]]:
+    """Measure what the run in ``folder`` delivers (``learned``, ``learned-deterministic``)
+    and ``baselines`` with ``budget``. Returns the delivered parameters and the
+    measurements."""
     state, _, _ = checkpoint.load(folder)
     game = Game.build(config)
     params = delivered_params(game, state)  # the network (a mixture's is in the policies)
     policies = delivered_policies(game, state)
     policies.update({n: make_baseline(n, config.setting) for n in baselines})
-    measured = {n: measure(config.setting, n, p, budget) for n, p in policies.items()}
-    return config, params, measured, wall
+    return params, {n: measure(config.setting, n, p, budget) for n, p in policies.items()}
 
 
 def measurement_columns(measured: dict[str, Measurement]) -> dict:

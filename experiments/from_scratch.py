@@ -34,7 +34,9 @@ each target met or not:
 Run: python experiments/from_scratch.py [--out results] [--seeds 3] [--only k1-u10-oracle]
 Writes OUT/from_scratch.{md,csv} and the run folders OUT/from_scratch/<config>-seed<n>/. A run
 whose folder already holds its result (``result.json``) is not trained again unless
-``--fresh`` is given, so an interrupted sweep continues where it stopped. On 2 CPU cores,
+``--fresh`` is given, so an interrupted sweep continues where it stopped; one measured with
+another budget than the evaluator's current default is measured again from its checkpoint
+(the budget is stored with the result). On 2 CPU cores,
 with 3 seeds: about 25 min per K = 1 config (4-9 min of training and 1-2 min of measuring a
 run); k2-u10-oracle and k3-u10-oracle, which also probe their equilibrium mixture every
 epoch, take 13-20 min of training per run (plus 2-5 min of measuring), about an hour per
@@ -49,7 +51,15 @@ import math
 import statistics
 from pathlib import Path
 
-from common import fmt, measurement_columns, spread, train_and_measure, write_csv
+from common import (
+    fmt,
+    load_config,
+    measure_trained,
+    measurement_columns,
+    spread,
+    train_afresh,
+    write_csv,
+)
 
 from advonline import plots
 from advonline.archive_view import archive_rows
@@ -91,11 +101,13 @@ def main() -> None:
     for name in args.only or list(TARGETS):
         for seed in range(args.seeds):
             folder = out / "from_scratch" / f"{name}-seed{seed}"
+            baselines = BASELINES if seed == 0 else ()
             row = None if args.fresh else _stored(folder)
             if row is None:
-                row = _train(name, seed, folder, budget, BASELINES if seed == 0 else ())
-            elif "archive_worst" not in row:  # stored before the column existed
-                row["archive_worst"] = archive_worst(folder)
+                row = _train(name, seed, folder, budget, baselines)
+            elif row.get("budget") != budget.describe():  # measured by an older evaluator
+                print(f"measuring {folder} again with the current budget", flush=True)
+                row = {**_training_columns(row), **_measure(name, seed, folder, budget, baselines)}
                 (folder / RESULT_NAME).write_text(json.dumps(row, indent=1))
             rows.append(row)
             print(row, flush=True)
@@ -112,8 +124,27 @@ def _stored(folder: Path) -> dict | None:
         return None
 
 
+#: A result's columns that come from training (the rest are measurements).
+TRAINING_COLUMNS = (
+    "config",
+    "seed",
+    "setting",
+    "train_seconds",
+    "epochs",
+    "final_exploitability",
+    "final_mixture_exploitability",
+    "guarantee_never_rose",
+    "final_guarantee",
+)
+
+
+def _training_columns(row: dict) -> dict:
+    return {column: row[column] for column in TRAINING_COLUMNS}
+
+
 def _train(name: str, seed: int, folder: Path, budget: Budget, baselines) -> dict:
-    config, _, measured, wall = train_and_measure(name, folder, budget, baselines, seed)
+    config = load_config(name, seed)
+    wall = train_afresh(config, folder)
     rows = plots.read_metrics(folder / "metrics.csv", ("mixture_exploitability",))
     guarantee = [r["guarantee"] for r in rows]
     row = {
@@ -126,11 +157,21 @@ def _train(name: str, seed: int, folder: Path, budget: Budget, baselines) -> dic
         "final_mixture_exploitability": rows[-1]["mixture_exploitability"],
         "guarantee_never_rose": all(b <= a for a, b in zip(guarantee, guarantee[1:], strict=False)),
         "final_guarantee": guarantee[-1],
-        "archive_worst": archive_worst(folder),
-        **measurement_columns(measured),
+        **_measure(name, seed, folder, budget, baselines),
     }
     (folder / RESULT_NAME).write_text(json.dumps(row, indent=1))
     return row
+
+
+def _measure(name: str, seed: int, folder: Path, budget: Budget, baselines) -> dict:
+    """The measurement columns of a trained run: the evaluator's (with ``budget``, which is
+    stored beside them), and the worst ratio of its archive against what it delivers."""
+    _, measured = measure_trained(load_config(name, seed), folder, budget, baselines)
+    return {
+        "archive_worst": archive_worst(folder),
+        **measurement_columns(measured),
+        "budget": budget.describe(),
+    }
 
 
 def archive_worst(folder: Path) -> float:

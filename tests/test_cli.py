@@ -20,6 +20,8 @@ TINY = [
     "8",
     "--adversary-steps",
     "5",
+    "--search-steps",
+    "8",
 ]
 
 
@@ -82,6 +84,7 @@ BAD = [
     (["evaluate", "--resources", "0"], "--resources must be >= 1"),
     (["evaluate", "--seed", str(2**70)], "--seed must be a whole number"),
     (["evaluate", "--seed", "-1"], "--seed must be a whole number"),
+    (["evaluate", "--search-steps", "-1"], "--search-steps must be >= 0"),
 ]
 
 

@@ -10,7 +10,7 @@ from problems.posted_price import Setting
 
 # the setting and budget of the CLI tests (tests/test_cli.py): programs compiled there are
 # reused here
-SMALL_BUDGET = Budget(stopping_densities=9, random_instances=8, adversary_steps=5)
+SMALL_BUDGET = Budget(stopping_densities=9, random_instances=8, adversary_steps=5, search_steps=8)
 
 
 @pytest.mark.parametrize("name", list(BASELINES))
@@ -33,6 +33,7 @@ def test_every_baseline_gets_every_source(name, setting):
     exact = found.sources["exact"].ratio
     assert found.sources["families"].ratio <= exact * (1 + 1e-9)
     assert found.sources["random"].ratio <= exact * (1 + 1e-9)
+    assert found.sources["adversary"].ratio <= exact * (1 + 1e-9)
 
 
 @pytest.mark.parametrize("high", [5.0, 10.0, 100.0])
@@ -51,3 +52,37 @@ def test_greedy_and_fixed_known_ratios():
     assert greedy.sources["families"].ratio == pytest.approx(10.0, rel=0.02)
     fixed = measure(setting, "fixed", make_baseline("fixed", setting), Budget())
     assert fixed.competitive_ratio == math.inf
+
+
+def test_k1_adversary_source_is_the_training_oracle(monkeypatch):
+    """For K = 1 the evaluator's fresh best response is the training loop's oracle with the
+    evaluator's budget, and the worst input it reports has the ratio it reports."""
+    import jax
+    import numpy as np
+
+    from advonline import evaluate, oracles
+    from problems.optimum import offline_optimum
+    from problems.posted_price import Instance
+
+    calls = []
+
+    def spy(*args, **kwargs):
+        calls.append(args[4])
+        return oracles.best_responses(*args, **kwargs)
+
+    monkeypatch.setattr(evaluate, "best_responses", spy)
+    setting = Setting(rounds=40, max_demand=0.05)
+    budget = Budget(stopping_densities=9, random_instances=8, adversary_steps=10, search_steps=256)
+    threshold = make_baseline("threshold", setting)
+    found = measure(setting, "threshold", threshold, budget)
+    assert calls == [budget.oracle_budget()]
+    source, exact = found.sources["adversary"], found.sources["exact"].ratio
+    # a real instance cannot beat the exact worst case; the search comes within 2% of it
+    assert exact * 0.98 <= source.ratio <= exact * (1 + 1e-9)
+    with jax.enable_x64(True):
+        worst = Instance(**{k: np.asarray(v)[None] for k, v in source.worst_input.items()})
+        again = evaluate.ratios(
+            offline_optimum(setting, worst),
+            evaluate.expected_welfare(setting, threshold, worst, jax.random.key(1), 1),
+        )
+    assert again[0] == pytest.approx(source.ratio, rel=1e-5)  # the input was rounded to 1e-6

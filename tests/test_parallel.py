@@ -51,7 +51,7 @@ def _environment(devices: int) -> dict:
     return environment
 
 
-EVALUATE = ["--algorithm", "threshold", "--json", "--adversary-steps", "2"]
+EVALUATE = ["--algorithm", "threshold", "--json", "--adversary-steps", "2", "--search-steps", "4"]
 EVALUATE += ["--stopping-densities", "8", "--random-instances", "8"]
 
 

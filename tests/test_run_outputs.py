@@ -23,6 +23,7 @@ from tests.test_train import TINY_TOML
 FIGURES = ("ratio", "exploitability", "price-curve")
 SHARED_FIGURES = ("learned-vs-baselines", "convergence")
 SMALL_BUDGET = ["--adversary-steps", "3", "--random-instances", "8", "--stopping-densities", "5"]
+SMALL_BUDGET += ["--search-steps", "4"]
 
 
 @pytest.fixture(scope="module")
@@ -306,6 +307,18 @@ def test_a_stored_evaluation_without_results_is_measured_again(finished, tmp_pat
         {**stored, "results": [{"algorithm": "learned"}]},
         {**stored, "results": "none"},
         {**stored, "setting": {**stored["setting"], "budget": {"unknown": 1}}},
+        # an older evaluator's report: a budget without the local search's fields
+        {
+            **stored,
+            "setting": {
+                **stored["setting"],
+                "budget": {
+                    key: value
+                    for key, value in stored["setting"]["budget"].items()
+                    if not key.startswith("search_")
+                },
+            },
+        },
     ):
         (run_folder / pipeline.EVALUATION_NAME).write_text(json.dumps(broken))
         assert pipeline.stored_evaluation(run) is None

@@ -150,6 +150,7 @@ def test_evaluate_checkpoint_measures_learned_beside_baselines(tmp_path, capsys)
     argv = ["evaluate", "--checkpoint", str(out), "--algorithm", "threshold", "--json"]
     # the budget of the main-job tests (tests/test_run_outputs.py): their programs are reused
     budget = ["--adversary-steps", "3", "--random-instances", "8", "--stopping-densities", "5"]
+    budget += ["--search-steps", "4"]
     assert main([*argv, *budget]) == 0
     report = json.loads(capsys.readouterr().out)
     assert report["setting"]["rounds"] == 8 and report["setting"]["high"] == 4.0
