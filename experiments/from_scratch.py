@@ -139,7 +139,7 @@ TRAINING_COLUMNS = (
 
 
 def _training_columns(row: dict) -> dict:
-    return {column: row[column] for column in TRAINING_COLUMNS}
+    return {column: row.get(column) for column in TRAINING_COLUMNS}  # None: not recorded then
 
 
 def _train(name: str, seed: int, folder: Path, budget: Budget, baselines) -> dict:

@@ -1,5 +1,6 @@
 """The evaluator: every baseline through one fixture, and the known ratios it must recover."""
 
+import dataclasses
 import math
 
 import pytest
@@ -86,3 +87,15 @@ def test_k1_adversary_source_is_the_training_oracle(monkeypatch):
             evaluate.expected_welfare(setting, threshold, worst, jax.random.key(1), 1),
         )
     assert again[0] == pytest.approx(source.ratio, rel=1e-5)  # the input was rounded to 1e-6
+
+
+def test_the_local_search_budget_is_for_one_resource_only():
+    """K >= 2 keeps the fresh adversary network: the local search's budget fields change no
+    figure there (so a report measured before they existed stands)."""
+    setting = Setting(resources=2, capacities=(1.0, 1.0), rounds=8, max_demand=0.5, demand_levels=2)
+    small = Budget(stopping_densities=5, random_instances=4, adversary_steps=3, samples=4)
+    other = dataclasses.replace(small, search_steps=1, search_chains=2, adversary_restarts=3)
+    threshold = make_baseline("threshold", setting)
+    found = [measure(setting, "threshold", threshold, budget) for budget in (small, other)]
+    assert found[0].sources == found[1].sources
+    assert found[0].competitive_ratio == found[1].competitive_ratio
