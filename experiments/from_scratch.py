@@ -37,10 +37,10 @@ whose folder already holds its result (``result.json``) is not trained again unl
 ``--fresh`` is given, so an interrupted sweep continues where it stopped; one measured with
 another budget than the evaluator's current default is measured again from its checkpoint
 (the budget is stored with the result). On 2 CPU cores,
-with 3 seeds: about 25 min per K = 1 config (4-9 min of training and 1-2 min of measuring a
-run); k2-u10-oracle and k3-u10-oracle, which also probe their equilibrium mixture every
+with 3 seeds: about 25 min per K = 1 config (3-8 min of training and 1.5-3 min of measuring
+a run); k2-u10-oracle and k3-u10-oracle, which also probe their equilibrium mixture every
 epoch, take 13-20 min of training per run (plus 2-5 min of measuring), about an hour per
-config; about 4 hours in all.
+config; about 5 hours in all.
 """
 
 from __future__ import annotations
