@@ -1,0 +1,246 @@
+"""A lower bound on the competitive ratio of every online algorithm in a finite one-resource
+setting: what no policy, learned or classic, randomised or not, can beat there.
+
+Yao's principle on a *stopping family*. Fix a master sequence ``S`` of ``T`` buyers; the
+adversary sends a prefix ``S_1 .. S_j`` (then nobody) for some ``j`` of its choosing. An
+online algorithm sees the same buyers whatever ``j`` is, until the sequence stops, so all it
+can choose is how much of each ``S_t`` to take (randomly, if it likes). Its best guarantee
+on the family is the linear programme
+
+    z* = max_x min_j ALG_j(x) / OPT_j        (x: what it takes of each buyer, x feasible)
+
+and ``1 / z*`` is a lower bound on its competitive ratio. Divisible buyers: ``x_t in [0, 1]``
+with ``sum_t d_t x_t <= C`` (a randomised algorithm takes the same in expectation).
+Indivisible buyers: a randomised algorithm is a flow over (round, units used) that accepts
+or rejects each buyer that fits. ``OPT_j`` is the exact offline optimum of the prefix.
+
+The figure reported is not the LP's own optimum, which carries the solver's tolerance, but a
+certificate: the LP's dual is the adversary's distribution ``p`` over stopping points, and
+against a fixed ``p`` the best any algorithm can do is an exact knapsack (each buyer worth
+``v_t sum_{j > t} p_j / OPT_j``; fractional or 0/1), solved in float64. ``1 / that`` is a
+lower bound on every algorithm's ratio whatever the LP's accuracy (``certified <= 1 / z*``).
+
+Which family is hardest is found by hill climbing on ``S`` (:func:`search_lower_bound`):
+mutate a buyer's density or demand, copy a neighbour, swap two rounds, shift a stretch up or
+down, repeat one buyer over a stretch (a flood), sort a stretch into a ramp, and keep what
+does not lower the bound. Everything here is NumPy and SciPy's HiGHS,
+outside ``jit``. The family is the adversary's side of a measurement, never training data.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import scipy.sparse
+from scipy.optimize import linprog
+
+from problems.posted_price import Setting, SettingError
+
+
+@dataclasses.dataclass(frozen=True)
+class LowerBound:
+    """The bound of one master sequence: ``ratio`` (certified, float64) <= ``lp_ratio``."""
+
+    ratio: float  # 1 / (the best response's payoff against the stopping distribution)
+    lp_ratio: float  # 1 / z*, the LP's optimum (solver tolerance)
+    demands: np.ndarray  # [T] the master sequence's demands, as fractions of capacity
+    densities: np.ndarray  # [T] value densities
+    stopping: np.ndarray  # [T] the adversary's distribution over prefixes 1 .. T
+
+    def describe(self) -> dict:
+        """JSON-ready: the figures and the family (buyer t: demand, value)."""
+        return {
+            "lower_bound": self.ratio,
+            "lp_ratio": self.lp_ratio,
+            "demands": self.demands.tolist(),
+            "densities": self.densities.tolist(),
+            "stopping": self.stopping.tolist(),
+        }
+
+
+def _capacity_units(setting: Setting) -> int:
+    if setting.resources != 1:
+        raise SettingError("the stopping-family lower bound is for one resource")
+    return round(setting.capacities[0] * setting.grid_size)
+
+
+def prefix_optima(setting: Setting, units: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """``[T]`` float64: the exact offline optimum of every prefix ``S_1 .. S_j``."""
+    capacity = _capacity_units(setting)
+    optima = np.empty(len(units))
+    if setting.divisible:
+        for j in range(len(units)):
+            optima[j] = _fractional_knapsack(values[: j + 1], units[: j + 1], capacity)
+        return optima
+    best = np.zeros(capacity + 1)  # best[c]: the most value within c units
+    for j, (value, weight) in enumerate(zip(values, units, strict=True)):
+        if weight <= capacity:
+            best[weight:] = np.maximum(best[weight:], best[: capacity + 1 - weight] + value)
+        optima[j] = best[-1]
+    return optima
+
+
+def _fractional_knapsack(values: np.ndarray, units: np.ndarray, capacity: int) -> float:
+    order = np.argsort(-(values / units), kind="stable")
+    taken_before = np.cumsum(units[order]) - units[order]
+    share = np.clip((capacity - taken_before) / units[order], 0.0, 1.0)
+    return float(np.sum(values[order] * share))
+
+
+def _knapsack(values: np.ndarray, units: np.ndarray, capacity: int) -> float:
+    best = np.zeros(capacity + 1)
+    for value, weight in zip(values, units, strict=True):
+        if weight <= capacity and value > 0:
+            best[weight:] = np.maximum(best[weight:], best[: capacity + 1 - weight] + value)
+    return float(best[-1])
+
+
+def best_response_payoff(
+    setting: Setting, units: np.ndarray, values: np.ndarray, stopping: np.ndarray
+) -> float:
+    """The most any online algorithm earns, ``sum_j p_j ALG_j / OPT_j``, when the sequence
+    stops after buyer ``j`` with probability ``p_j`` (exact, float64)."""
+    optima = prefix_optima(setting, units, values)
+    per_prefix = np.where(optima > 0, stopping / np.where(optima > 0, optima, 1.0), 0.0)
+    worth = values * np.cumsum(per_prefix[::-1])[::-1]  # buyer t counts in every prefix j > t
+    capacity = _capacity_units(setting)
+    if setting.divisible:
+        return _fractional_knapsack(worth, units, capacity)
+    return _knapsack(worth, units, capacity)
+
+
+def stopping_lower_bound(setting: Setting, units: np.ndarray, densities: np.ndarray) -> LowerBound:
+    """The certified lower bound of the master sequence (``units`` ``[T]`` int >= 1, value
+    densities ``[T]`` in [L, U]): module docstring."""
+    units = np.asarray(units, dtype=np.int64)
+    densities = np.asarray(densities, dtype=np.float64)
+    values = densities * units / setting.grid_size
+    optima = prefix_optima(setting, units, values)
+    z, duals = _maximin(setting, units, values, optima)
+    stopping = np.clip(duals, 0.0, None)
+    stopping = stopping / stopping.sum()
+    certified = 1.0 / best_response_payoff(setting, units, values, stopping)
+    return LowerBound(certified, 1.0 / z, units / setting.grid_size, densities, stopping)
+
+
+def _maximin(setting: Setting, units, values, optima) -> tuple[float, np.ndarray]:
+    """``z*`` and the duals of the prefix rows (the adversary's stopping distribution)."""
+    rounds = len(units)
+    capacity = _capacity_units(setting)
+    prefix = np.tril(np.ones((rounds, rounds)))  # row j sums buyers 0 .. j
+    if setting.divisible:  # variables: x_0 .. x_{T-1}, z
+        gains = prefix * values[None, :] / optima[:, None]
+        rows = np.hstack([-gains, np.ones((rounds, 1))])
+        budget = np.append(units, 0.0)[None, :]
+        result = linprog(
+            c=np.append(np.zeros(rounds), -1.0),
+            A_ub=np.vstack([rows, budget]),
+            b_ub=np.append(np.zeros(rounds), capacity),
+            bounds=[(0.0, 1.0)] * rounds + [(0.0, None)],
+            method="highs",
+        )
+        return _solved(result, rounds)
+    # indivisible: accept a[t, c] and reject r[t, c] flows over (round, units used), then z
+    states = capacity + 1
+    size = rounds * states
+    accept = np.arange(size).reshape(rounds, states)
+    reject = accept + size
+    z_column = 2 * size
+    rows, cols, data = [], [], []
+    equality_rhs = np.zeros(size)
+    equality_rhs[0] = 1.0  # the run starts at (round 0, nothing used)
+    for t in range(rounds):
+        for c in range(states):
+            row = t * states + c
+            rows += [row, row]
+            cols += [accept[t, c], reject[t, c]]
+            data += [1.0, 1.0]
+            if t > 0:  # inflow: rejected at (t-1, c), accepted at (t-1, c - u)
+                rows.append(row)
+                cols.append(reject[t - 1, c])
+                data.append(-1.0)
+                if c - units[t - 1] >= 0:
+                    rows.append(row)
+                    cols.append(accept[t - 1, c - units[t - 1]])
+                    data.append(-1.0)
+    equality = scipy.sparse.csr_array((data, (rows, cols)), shape=(size, 2 * size + 1))
+    gain_rows = []
+    for j in range(rounds):  # z - sum_{t <= j} v_t sum_c a[t, c] / OPT_j <= 0
+        row = np.zeros(2 * size + 1)
+        row[accept[: j + 1].ravel()] = -np.repeat(values[: j + 1], states) / optima[j]
+        row[z_column] = 1.0
+        gain_rows.append(row)
+    fits = (np.arange(states)[None, :] + units[:, None]) <= capacity  # [T, states]
+    upper = np.concatenate([np.where(fits, 1.0, 0.0).ravel(), np.ones(size), [np.inf]])
+    result = linprog(
+        c=np.append(np.zeros(2 * size), -1.0),
+        A_ub=np.array(gain_rows),
+        b_ub=np.zeros(rounds),
+        A_eq=equality,
+        b_eq=equality_rhs,
+        bounds=np.stack([np.zeros(2 * size + 1), upper], axis=1),
+        method="highs",
+    )
+    return _solved(result, rounds)
+
+
+def _solved(result, rounds: int) -> tuple[float, np.ndarray]:
+    if result.status != 0:
+        raise RuntimeError(f"the stopping-family LP failed: {result.message}")
+    return -float(result.fun), -np.asarray(result.ineqlin.marginals)[:rounds]
+
+
+def density_grid(setting: Setting, levels: int) -> np.ndarray:
+    """``levels`` value densities geometric in [L, U], both ends included."""
+    return setting.low * setting.theta ** (np.arange(levels) / (levels - 1))
+
+
+def search_lower_bound(
+    setting: Setting,
+    rng: np.random.Generator,
+    steps: int = 400,
+    levels: int = 64,
+) -> LowerBound:
+    """Hill climbing on the master sequence (module docstring) from a rising ramp of the
+    largest demands; ``steps`` mutations, each kept when the bound does not fall. Densities
+    live on ``levels`` geometric levels in [L, U]; demands on the setting's demand levels."""
+    grid = density_grid(setting, levels)
+    rounds, demand_levels = setting.rounds, setting.demand_levels
+    level = np.round(np.linspace(0, levels - 1, rounds)).astype(np.int64)
+    units = np.full(rounds, demand_levels, dtype=np.int64)
+    best = stopping_lower_bound(setting, units, grid[level])
+    for _ in range(steps):
+        trial_level, trial_units = _mutate(level, units, rng, levels, demand_levels)
+        found = stopping_lower_bound(setting, trial_units, grid[trial_level])
+        if found.ratio >= best.ratio:
+            best, level, units = found, trial_level, trial_units
+    return best
+
+
+def _mutate(level, units, rng: np.random.Generator, levels: int, demand_levels: int):
+    level, units = level.copy(), units.copy()
+    rounds = len(level)
+    t, s = rng.integers(rounds, size=2)
+    kind = rng.integers(8)
+    if kind == 0:  # a buyer's density anywhere
+        level[t] = rng.integers(levels)
+    elif kind == 1:  # a buyer's density a little up or down
+        level[t] = np.clip(level[t] + rng.choice([-3, -2, -1, 1, 2, 3]), 0, levels - 1)
+    elif kind == 2:  # a buyer's demand
+        units[t] = rng.integers(1, demand_levels + 1)
+    elif kind == 3:  # copy a neighbour
+        source = np.clip(t + rng.choice([-1, 1]), 0, rounds - 1)
+        level[t], units[t] = level[source], units[source]
+    elif kind == 4:  # swap two rounds
+        level[[t, s]], units[[t, s]] = level[[s, t]], units[[s, t]]
+    else:
+        low, high = min(t, s), max(t, s) + 1
+        if kind == 5:  # shift a stretch of densities up or down
+            level[low:high] = np.clip(level[low:high] + rng.choice([-1, 1]), 0, levels - 1)
+        elif kind == 6:  # one buyer repeated over a stretch (a flood)
+            level[low:high], units[low:high] = level[t], units[t]
+        else:  # a stretch sorted into a rising ramp
+            order = np.argsort(level[low:high], kind="stable")
+            level[low:high], units[low:high] = level[low:high][order], units[low:high][order]
+    return level, units

@@ -1,0 +1,79 @@
+"""The stopping-family lower bound: a hand-solved game, exact prefix optima, and a bound that
+no algorithm's exact ratio undercuts (were it wrong, an achievable ratio would lie below it)."""
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from advonline.certify import certify_dp
+from advonline.lower_bound import (
+    best_response_payoff,
+    prefix_optima,
+    search_lower_bound,
+    stopping_lower_bound,
+)
+from baselines import make_baseline
+from problems.optimum import greedy_fill_optimum, knapsack_optimum
+from problems.posted_price import Setting, SettingError
+
+
+@pytest.mark.parametrize("divisible", [True, False])
+def test_two_buyers_match_the_hand_solution(divisible):
+    """A whole capacity at L, then (maybe) a whole capacity at U. Taking a share x of the
+    first earns x L against OPT L if the sequence stops, x L + (1 - x) U against U if not;
+    the best x equalises the two: x = 1 / (2 - L/U), ratio 2 - L/U (1.75 for U/L = 4), and
+    the adversary's stopping distribution weighs both prefixes."""
+    setting = Setting(low=1.0, high=4.0, rounds=2, max_demand=1.0, divisible=divisible)
+    bound = stopping_lower_bound(setting, np.array([1, 1]), np.array([1.0, 4.0]))
+    assert bound.ratio == pytest.approx(1.75, rel=1e-9)
+    assert bound.lp_ratio == pytest.approx(1.75, rel=1e-9)
+    assert np.all(bound.stopping > 0) and bound.stopping.sum() == pytest.approx(1.0)
+    # against that stopping distribution, taking all or none of the first buyer earns the same
+    values = np.array([1.0, 4.0])
+    payoff = best_response_payoff(setting, np.array([1, 1]), values, bound.stopping)
+    assert 1.0 / payoff == pytest.approx(1.75, rel=1e-9)
+
+
+@pytest.mark.parametrize("divisible", [True, False])
+def test_prefix_optima_are_the_offline_optima_of_the_prefixes(divisible):
+    setting = Setting(rounds=12, max_demand=0.4, demand_levels=4, divisible=divisible)
+    rng = np.random.default_rng(3)
+    units = rng.integers(1, 5, size=12)
+    values = rng.uniform(1.0, 10.0, size=12) * units / setting.grid_size
+    optima = prefix_optima(setting, units, values)
+    for j in range(12):
+        if divisible:
+            demands = jnp.asarray(units[: j + 1] / setting.grid_size)
+            expected = greedy_fill_optimum(jnp.asarray(values[: j + 1]), demands, 1.0)
+        else:
+            expected = knapsack_optimum(
+                jnp.asarray(values[: j + 1]), jnp.asarray(units[: j + 1]), setting.grid_size
+            )
+        assert optima[j] == pytest.approx(float(expected), rel=1e-5)
+
+
+@pytest.mark.parametrize(
+    "setting",
+    [
+        Setting(low=1.0, high=10.0, rounds=40, max_demand=0.05),
+        Setting(low=1.0, high=10.0, rounds=12, max_demand=0.25, demand_levels=2, divisible=False),
+    ],
+    ids=["divisible", "indivisible"],
+)
+def test_no_algorithm_beats_the_searched_bound(setting):
+    """The search only ever raises the bound, the certificate never exceeds the LP's own
+    optimum, and every baseline's exact ratio on the same setting lies above the bound."""
+    start = search_lower_bound(setting, np.random.default_rng(0), steps=0)
+    searched = search_lower_bound(setting, np.random.default_rng(0), steps=60)
+    assert 1.0 < start.ratio <= searched.ratio
+    assert searched.ratio <= searched.lp_ratio * (1 + 1e-7)
+    assert np.all(searched.densities >= setting.low) and np.all(searched.densities <= setting.high)
+    for name in ("threshold", "exponential", "greedy"):
+        exact = certify_dp(setting, make_baseline(name, setting)).ratio
+        assert searched.ratio <= exact * (1 + 1e-9), name
+
+
+def test_several_resources_are_refused():
+    setting = Setting(resources=2, capacities=(1.0, 1.0), rounds=4)
+    with pytest.raises(SettingError, match="one resource"):
+        stopping_lower_bound(setting, np.array([1, 1, 1, 1]), np.ones(4))
