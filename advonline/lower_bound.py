@@ -49,7 +49,7 @@ class LowerBound:
     stopping: np.ndarray  # [T] the adversary's distribution over prefixes 1 .. T
 
     def describe(self) -> dict:
-        """JSON-ready: the figures and the family (buyer t: demand, value)."""
+        """JSON-ready: the figures and the family (buyer t: its demand and value density)."""
         return {
             "lower_bound": self.ratio,
             "lp_ratio": self.lp_ratio,

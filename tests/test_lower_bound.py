@@ -1,6 +1,7 @@
 """The stopping-family lower bound: a hand-solved game, exact prefix optima, and a bound that
 no algorithm's exact ratio undercuts (were it wrong, an achievable ratio would lie below it)."""
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -41,15 +42,18 @@ def test_prefix_optima_are_the_offline_optima_of_the_prefixes(divisible):
     units = rng.integers(1, 5, size=12)
     values = rng.uniform(1.0, 10.0, size=12) * units / setting.grid_size
     optima = prefix_optima(setting, units, values)
-    for j in range(12):
-        if divisible:
-            demands = jnp.asarray(units[: j + 1] / setting.grid_size)
-            expected = greedy_fill_optimum(jnp.asarray(values[: j + 1]), demands, 1.0)
-        else:
-            expected = knapsack_optimum(
-                jnp.asarray(values[: j + 1]), jnp.asarray(units[: j + 1]), setting.grid_size
-            )
-        assert optima[j] == pytest.approx(float(expected), rel=1e-5)
+    # every prefix at once: the buyers after it are blanked out (no demand, no value)
+    after = np.arange(12)[None, :] > np.arange(12)[:, None]  # [prefix, buyer]
+    blank_values = jnp.asarray(np.where(after, 0.0, values[None, :]))
+    blank_units = jnp.asarray(np.where(after, 0, units[None, :]))
+    if divisible:
+        demands = blank_units / setting.grid_size
+        expected = jax.vmap(lambda v, d: greedy_fill_optimum(v, d, 1.0))(blank_values, demands)
+    else:
+        expected = jax.vmap(lambda v, u: knapsack_optimum(v, u, setting.grid_size))(
+            blank_values, blank_units
+        )
+    np.testing.assert_allclose(optima, np.asarray(expected), rtol=1e-5)
 
 
 @pytest.mark.parametrize(
