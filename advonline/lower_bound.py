@@ -35,6 +35,7 @@ import numpy as np
 import scipy.sparse
 from scipy.optimize import linprog
 
+from advonline.learned import price_atoms
 from problems.posted_price import Setting, SettingError
 
 
@@ -75,10 +76,16 @@ def prefix_optima(setting: Setting, units: np.ndarray, values: np.ndarray) -> np
         return optima
     best = np.zeros(capacity + 1)  # best[c]: the most value within c units
     for j, (value, weight) in enumerate(zip(values, units, strict=True)):
-        if weight <= capacity:
-            best[weight:] = np.maximum(best[weight:], best[: capacity + 1 - weight] + value)
+        _add_item(best, value, weight)
         optima[j] = best[-1]
     return optima
+
+
+def _add_item(best: np.ndarray, value: float, weight: int) -> None:
+    """One 0/1 knapsack step in place: ``best[c]``, the most value within ``c`` units, now
+    with the item of ``value`` and ``weight`` units available."""
+    if weight < len(best):
+        best[weight:] = np.maximum(best[weight:], best[: len(best) - weight] + value)
 
 
 def _fractional_knapsack(values: np.ndarray, units: np.ndarray, capacity: int) -> float:
@@ -91,8 +98,8 @@ def _fractional_knapsack(values: np.ndarray, units: np.ndarray, capacity: int) -
 def _knapsack(values: np.ndarray, units: np.ndarray, capacity: int) -> float:
     best = np.zeros(capacity + 1)
     for value, weight in zip(values, units, strict=True):
-        if weight <= capacity and value > 0:
-            best[weight:] = np.maximum(best[weight:], best[: capacity + 1 - weight] + value)
+        if value > 0:
+            _add_item(best, value, weight)
     return float(best[-1])
 
 
@@ -101,7 +108,11 @@ def best_response_payoff(
 ) -> float:
     """The most any online algorithm earns, ``sum_j p_j ALG_j / OPT_j``, when the sequence
     stops after buyer ``j`` with probability ``p_j`` (exact, float64)."""
-    optima = prefix_optima(setting, units, values)
+    return _best_response(setting, units, values, prefix_optima(setting, units, values), stopping)
+
+
+def _best_response(setting: Setting, units, values, optima, stopping) -> float:
+    """:func:`best_response_payoff` given the prefix optima ``[T]``."""
     per_prefix = np.where(optima > 0, stopping / np.where(optima > 0, optima, 1.0), 0.0)
     worth = values * np.cumsum(per_prefix[::-1])[::-1]  # buyer t counts in every prefix j > t
     capacity = _capacity_units(setting)
@@ -120,7 +131,7 @@ def stopping_lower_bound(setting: Setting, units: np.ndarray, densities: np.ndar
     z, duals = _maximin(setting, units, values, optima)
     stopping = np.clip(duals, 0.0, None)
     stopping = stopping / stopping.sum()
-    certified = 1.0 / best_response_payoff(setting, units, values, stopping)
+    certified = 1.0 / _best_response(setting, units, values, optima, stopping)
     return LowerBound(certified, 1.0 / z, units / setting.grid_size, densities, stopping)
 
 
@@ -128,8 +139,8 @@ def _maximin(setting: Setting, units, values, optima) -> tuple[float, np.ndarray
     """``z*`` and the duals of the prefix rows (the adversary's stopping distribution)."""
     rounds = len(units)
     capacity = _capacity_units(setting)
-    prefix = np.tril(np.ones((rounds, rounds)))  # row j sums buyers 0 .. j
     if setting.divisible:  # variables: x_0 .. x_{T-1}, z
+        prefix = np.tril(np.ones((rounds, rounds)))  # row j sums buyers 0 .. j
         gains = prefix * values[None, :] / optima[:, None]
         rows = np.hstack([-gains, np.ones((rounds, 1))])
         budget = np.append(units, 0.0)[None, :]
@@ -191,11 +202,6 @@ def _solved(result, rounds: int) -> tuple[float, np.ndarray]:
     return -float(result.fun), -np.asarray(result.ineqlin.marginals)[:rounds]
 
 
-def density_grid(setting: Setting, levels: int) -> np.ndarray:
-    """``levels`` value densities geometric in [L, U], both ends included."""
-    return setting.low * setting.theta ** (np.arange(levels) / (levels - 1))
-
-
 def search_lower_bound(
     setting: Setting,
     rng: np.random.Generator,
@@ -205,7 +211,7 @@ def search_lower_bound(
     """Hill climbing on the master sequence (module docstring) from a rising ramp of the
     largest demands; ``steps`` mutations, each kept when the bound does not fall. Densities
     live on ``levels`` geometric levels in [L, U]; demands on the setting's demand levels."""
-    grid = density_grid(setting, levels)
+    grid = np.asarray(price_atoms(setting, levels))  # geometric in [L, U], both ends exact
     rounds, demand_levels = setting.rounds, setting.demand_levels
     level = np.round(np.linspace(0, levels - 1, rounds)).astype(np.int64)
     units = np.full(rounds, demand_levels, dtype=np.int64)
