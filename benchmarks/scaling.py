@@ -86,10 +86,10 @@ def main() -> None:
         f"XLA_FLAGS={os.environ.get('XLA_FLAGS', '')!r}; {os.cpu_count()} CPU cores"
     )
     counts = [count for count in args.devices if count <= len(available)]
-    k2 = configs.load("experiments/configs/k2-u10.toml")
+    k2 = configs.load("experiments/configs/k2-u10-families-simultaneous.toml")
     on_device = dataclasses.replace(k2, game=dataclasses.replace(k2.game, optimum="device"))
     cases = {
-        "k1-u10 (K = 1)": configs.load("experiments/configs/k1-u10.toml"),
+        "k1-u10 (K = 1)": configs.load("experiments/configs/k1-u10-simultaneous.toml"),
         "k2-u10, OPT from HiGHS": k2,
         "k2-u10, OPT on the device": on_device,
     }

@@ -1,6 +1,7 @@
 """Training throughput of the per-round update: JAX (jit, vmap) beside a plain NumPy loop.
 
-Run: python benchmarks/training_throughput.py [CONFIG]   (default experiments/configs/k1-u10.toml)
+Run: python benchmarks/training_throughput.py [CONFIG]
+(default experiments/configs/k1-u10-simultaneous.toml)
 
 Both compute the same per-round update on the same batch of instances (as many as one
 algorithm update trains on in the config: the adversary's batch plus a full replay, written by
@@ -98,7 +99,7 @@ def median_seconds(call, count: int) -> float:
 
 
 def main() -> None:
-    path = sys.argv[1] if len(sys.argv) > 1 else "experiments/configs/k1-u10.toml"
+    path = sys.argv[1] if len(sys.argv) > 1 else "experiments/configs/k1-u10-simultaneous.toml"
     config = configs.load(path)
     game = Game.build(config)
     setting = game.setting

@@ -1,8 +1,9 @@
 """Claim: the game learns a pricing policy for one resource from scratch, and the evaluator
 measures it beside the classic baselines with the same sources and budget.
 
-For U/L in {5, 10, 100}, trains experiments/configs/k1-u{H}.toml (from scratch: no known hard
-family in training) and k1-u{H}-families.toml (the fallback: the staircase family mixed in),
+For U/L in {5, 10, 100}, trains with the simultaneous loop (the paper's method, which does not
+converge: docs/method.md) experiments/configs/k1-u{H}-simultaneous.toml (from scratch: no known
+hard family in training) and k1-u{H}-families-simultaneous.toml (the staircase family mixed in),
 then measures `learned` (the randomised policy), `learned-deterministic` (its median-price
 read-out) and every baseline (`threshold`, `exponential`, `greedy`, `fixed`) with the default
 budget (exact DP bound, fresh adversary, families, random instances; for the randomised policy
@@ -10,7 +11,7 @@ the DP's upper bound on its oblivious CR beside it). Also reports the read-out's
 relative gap to the threshold price phi(y) over the utilisation grid (first round) and the
 training wall time.
 
-Run: python experiments/learned_k1.py [--out results] [--only k1-u10]
+Run: python experiments/learned_k1.py [--out results] [--only k1-u10-simultaneous]
 Writes OUT/learned_k1.{md,csv}, OUT/learned_k1.{png,pdf} (grouped bars),
 OUT/<config>-exploitability.{png,pdf}, run folders in
 OUT/learned_k1/ (replaced on each run of this script), and prints the Markdown table.
@@ -36,7 +37,7 @@ from baselines import BASELINES
 from baselines.threshold import threshold_price
 from problems.posted_price import price_table
 
-NAMES = [f"k1-u{h}{variant}" for h in (5, 10, 100) for variant in ("", "-families")]
+NAMES = [f"k1-u{h}{variant}-simultaneous" for h in (5, 10, 100) for variant in ("", "-families")]
 
 
 def readout_gap(config, params) -> float:

@@ -11,7 +11,7 @@ from advonline import folders, preflight
 from advonline.cli import main
 from advonline.configs import RunConfig
 
-DEFAULT_CONFIG = "experiments/configs/k1-u10.toml"
+DEFAULT_CONFIG = "experiments/configs/k1-u10-oracle.toml"  # what `make run` trains
 
 
 def tree_digest(root: Path) -> dict[str, str]:

@@ -102,7 +102,7 @@ def test_several_resources_draw_one_shared_quantile():
 
 
 def test_the_k1_u10_network_file_is_under_one_megabyte():
-    game = Game.build(configs.load(CONFIGS / "k1-u10.toml"))
+    game = Game.build(configs.load(CONFIGS / "k1-u10-simultaneous.toml"))
     params = game.pricing.init(jax.random.key(0), jnp.zeros(1), jnp.zeros(()))
     params = jax.tree.map(
         lambda leaf: leaf + 0.1234567 * jnp.ones_like(leaf), params
