@@ -37,6 +37,14 @@ def _delivered_ratios(game: Game, state: OracleState) -> np.ndarray:
     return payoff_ratios(np.asarray(mixture.weights, np.float64) @ np.asarray(payoffs))
 
 
+def worst_delivered(game: Game, state: OracleState) -> float:
+    """The worst exact ratio, against what the run delivers, of any archived instance (0 for
+    an empty archive): a ratio a real instance attains, so a lower bound on the delivered
+    policy's CR."""
+    slots = archives.instance_slots(state.archive)
+    return float(_delivered_ratios(game, state)[slots].max()) if len(slots) else 0.0
+
+
 def archive_rows(game: Game, state: OracleState) -> list[dict]:
     """One dict per archived instance, hardest against what the run delivers first."""
     archive = state.archive

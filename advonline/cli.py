@@ -308,11 +308,8 @@ def run_evaluate(args: argparse.Namespace) -> int:
                 "evaluates on its own setting"
             )
     if args.checkpoint:
-        run = pipeline.open_run(args.checkpoint)
-        setting = run.setting
-        policies.update(run.policies())
-        source = {"checkpoint": str(args.checkpoint)}
-    elif args.policy:
+        return _evaluate_checkpoint(args, names, budget)
+    if args.policy:
         loaded = policy_file.load(args.policy)
         setting, tabulated = from_file(loaded)
         name = loaded.provenance.get("algorithm", "policy")
@@ -345,6 +342,23 @@ def run_evaluate(args: argparse.Namespace) -> int:
         print(json.dumps(evaluation.report(setting, budget, results, **source)))
     else:
         print(_table(setting, budget, evaluation.reference_ratio(setting), results))
+    return 0
+
+
+def _evaluate_checkpoint(args: argparse.Namespace, names: tuple[str, ...], budget) -> int:
+    """``evaluate --checkpoint DIR``: the run's delivered policies (with its own archive as a
+    source) beside ``names``, stored as the run's ``evaluation.json`` for ``plot`` to reuse."""
+    run = pipeline.open_run(args.checkpoint)
+    preflight.check(preflight.evaluation_needs(run.setting, budget))
+    mesh = parallel.batch_mesh(_given(args.devices, 0))
+    document, results = pipeline.evaluate_run(run, budget, names, mesh)
+    if args.json:
+        print(json.dumps(document))
+        return 0
+    print(_table(run.setting, budget, evaluation.reference_ratio(run.setting), results))
+    if "verdict" in document:
+        print(document["verdict"])
+    print(f"measured ratios stored in {run.folder / pipeline.EVALUATION_NAME}")
     return 0
 
 
@@ -539,6 +553,7 @@ def run_main_job(args: argparse.Namespace) -> int:
     result = pipeline.finish_run(folder, budget, say, baselines, mesh)
     setting = result.run.setting
     print(_table(setting, budget, evaluation.reference_ratio(setting), result.results))
+    print(result.report["verdict"])
     print(
         f"trained {result.run.steps} steps in {result.run.wall_seconds:.0f} s; run folder {folder}"
     )
@@ -625,6 +640,8 @@ def _table(setting: Setting, budget, reference, results) -> str:
     if reference is not None:
         lines.append(f"reference: 1 + ln(U/L) = {reference:.4f} (optimal CR, small-demand limit)")
     columns = evaluation.SOURCE_NAMES
+    if any(evaluation.ARCHIVE_SOURCE in r.sources for r in results):
+        columns += (evaluation.ARCHIVE_SOURCE,)
     width = max([12] + [len(r.algorithm) + 2 for r in results])
     lines.append(
         f"{'algorithm':<{width}}{'CR':>10}  {'worst':<10}"
@@ -632,14 +649,16 @@ def _table(setting: Setting, budget, reference, results) -> str:
         + f"{'bound':>10}"
     )
     for r in results:
-        cells = "".join(f"{_fmt(r.sources[c].ratio):>10}" for c in columns)
+        cells = "".join(
+            f"{_fmt(r.sources[c].ratio if c in r.sources else None):>10}" for c in columns
+        )
         lines.append(
             f"{r.algorithm:<{width}}{_fmt(r.competitive_ratio):>10}  {r.worst_source:<10}{cells}"
             f"{_fmt(r.upper_bound.ratio):>10}"
         )
     for r in results:
         for c in columns:
-            if r.sources[c].ratio is None:
+            if c in r.sources and r.sources[c].ratio is None:
                 lines.append(f"note: {r.algorithm} {c}: {r.sources[c].note}")
         if r.upper_bound.ratio is not None:
             lines.append(f"note: {r.algorithm} bound: {r.upper_bound.note}")

@@ -3,9 +3,9 @@ every algorithm.
 
 Sources: ``exact`` (the DP certificate for deterministic K = 1 policies, or the closed form
 in the small-demand limit; ``null`` for K >= 2, where no certificate exists), ``adversary`` (a
-best response found from scratch against the frozen policy: for K = 1 the training loop's
-oracle, fresh adversary networks then local search in instance space, with a larger budget;
-for K >= 2 a fresh adversary network), ``families`` (the known hard inputs on a fine grid of
+best response found from scratch against the frozen policy: the training loop's oracle, fresh
+state-conditioned adversary networks then local search in instance space, with a larger
+budget, for every K), ``families`` (the known hard inputs on a fine grid of
 stopping densities) and ``random`` (a fixed seeded set of instances). For a randomised K = 1
 policy the DP gives an ``upper_bound`` on its oblivious CR instead, reported beside the
 measured CR (which is the worst instance found) and not part of it: together they bracket the
@@ -28,8 +28,8 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh
 
-from advonline import certify, parallel
-from advonline.adversary import AdversaryModel, fresh_best_response
+from advonline import certify, environment, parallel
+from advonline.adversary import AdversaryModel
 from advonline.configs import AdversaryConfig, OracleBudget
 from advonline.families import (
     FAMILY_NAMES,
@@ -39,8 +39,9 @@ from advonline.families import (
     stopping_densities,
     write_out,
 )
-from advonline.oracles import best_responses, random_types
-from advonline.typed_payoffs import algorithm_table
+from advonline.mixture import SnapshotMixture
+from advonline.oracles import best_responses, mixture_search, random_types
+from advonline.typed_payoffs import algorithm_table, typed_payoffs
 from problems.optimum import greedy_fill_optimum, lp_optimum, milp_optimum, offline_optimum
 from problems.posted_price import (
     BuyerSource,
@@ -54,6 +55,9 @@ from problems.posted_price import (
 )
 
 SOURCE_NAMES = ("exact", "adversary", "families", "random")
+#: A trained run's own source (advonline/pipeline.py): the instances its oracle loop archived,
+#: re-scored exactly against the policy it delivers. Only a run's learned policy has one.
+ARCHIVE_SOURCE = "archive"
 
 #: Folded into the budget's seed: the evaluator's keys form a stream of their own, apart from
 #: every training run's (whose root key is ``jax.random.key(game.seed)``), so no probe of the
@@ -76,16 +80,16 @@ class Budget:
     samples: int = 32  # sampled runs per input for randomised policies (no exact expectation)
     adversary_steps: int = 100  # REINFORCE steps of each fresh adversary (source "adversary")
     adversary_batch: int = 64  # instances it writes per step
-    adversary_work_limit: float = 1e10  # largest T (G + 1) x instances scored it attempts,
-    # for the networks and for the search alike
-    # K = 1: the fresh adversary is conditioned on the algorithm's state as it writes (it
-    # finds far worse inputs than the noise-conditioned one; advonline/adversary.py), with
-    # this entropy bonus. K >= 2: the noise-conditioned adversary with its default entropy.
+    adversary_work_limit: float = 1e10  # largest T x states x instances scored it attempts
+    # (states: the utilisation grid, (G + 1)^K), for the networks and for the search alike
+    # The fresh adversary networks are conditioned on the algorithm's state as they write
+    # (they find far worse inputs than noise-conditioned ones; advonline/adversary.py), with
+    # this entropy bonus.
     adversary_conditioning: str = "state"
     adversary_entropy: float = 1.0
-    # K = 1: the source is the training loop's best-response oracle (advonline/oracles.py)
-    # with this budget: fresh networks, then local search in instance space whose chains start
-    # half from the networks' finds and half from random sequences.
+    # The source is the training loop's best-response oracle (advonline/oracles.py) with this
+    # budget: fresh networks, then local search in instance space whose chains start half
+    # from the networks' finds and half from random sequences.
     adversary_restarts: int = 1  # fresh adversary networks
     search_chains: int = 64  # independent local-search chains
     search_candidates: int = 16  # mutations each chain tries per step
@@ -102,14 +106,14 @@ class Budget:
         """One line for a figure's title."""
         return (
             f"fresh adversary {self.adversary_steps} steps x {self.adversary_batch} "
-            f"(K = 1: x {self.adversary_restarts}, then local search {self.search_chains} "
-            f"chains x {self.search_candidates} x {self.search_steps} steps), "
+            f"x {self.adversary_restarts}, then local search {self.search_chains} "
+            f"chains x {self.search_candidates} x {self.search_steps} steps, "
             f"{self.stopping_densities} stopping densities, {self.random_instances} random "
             f"instances, seed {self.seed}"
         )
 
     def oracle_budget(self) -> OracleBudget:
-        """The best-response oracle's budget (K = 1 source ``adversary``)."""
+        """The best-response oracle's budget (source ``adversary``)."""
         return OracleBudget(
             restarts=self.adversary_restarts,
             adversary_steps=self.adversary_steps,
@@ -246,41 +250,15 @@ def adversary_source(
     setting: Setting, policy: Policy, budget: Budget, key: jax.Array
 ) -> SourceRatio:
     """A best response computed from scratch against the frozen policy (method.md §5, source
-    1), with the same budget and seed for every algorithm; its ratio is the worst instance it
-    found, an input an oblivious adversary can write. K = 1: the training loop's own oracle
-    (:func:`oracle_source`). K >= 2: a fresh noise-conditioned adversary network, with E[ALG]
-    exact for deterministic policies and a mean of sampled runs for randomised ones."""
-    if setting.resources == 1:
-        return oracle_source(setting, policy, budget, key)
-    config = AdversaryConfig(batch=budget.adversary_batch)
-    model = AdversaryModel.build(setting, config)
-    note = (
-        f"fresh adversary ({config.conditioning}-conditioned), {budget.adversary_steps} steps "
-        f"x {budget.adversary_batch} instances, seed {budget.seed}"
-    )
-    if not policy.deterministic:
-        note += f"; E[ALG] of its worst instance from {8 * budget.samples} sampled runs"
-    found = fresh_best_response(
-        setting, model, policy, config, budget.adversary_steps, jnp.float64, key, budget.samples
-    )
-    worst = {
-        "values": np.asarray(found.worst_instance.values).round(6).tolist(),
-        "demands": np.asarray(found.worst_instance.demands).round(6).tolist(),
-    }
-    return SourceRatio(float(found.worst_ratio), note, worst)
-
-
-#: The oracle's finds re-scored through the simulator's exact expectation (the hardest few).
-RESCORED = 8
-
-
-def oracle_source(setting: Setting, policy: Policy, budget: Budget, key: jax.Array) -> SourceRatio:
-    """K = 1: :func:`~advonline.oracles.best_responses`, the oracle the training loop calls,
-    with the evaluator's budget and key: ``adversary_restarts`` fresh state-conditioned
-    networks, then local search whose chains start half from random sequences and half from
-    the networks' finds. Its hardest finds are scored again by the simulator's exact
-    expectation (:func:`expected_welfare`) and the offline optimum, the path every other
-    source takes; the worst of those is the figure."""
+    1), with the same budget and seed for every algorithm: the training loop's own oracle
+    (:func:`~advonline.oracles.best_responses`) with the evaluator's budget and key, for every
+    K. ``adversary_restarts`` fresh state-conditioned networks, then local search whose chains
+    start half from random sequences and half from the networks' finds; against a mixture of
+    networks chosen once per input (advonline/mixture.py) the local search alone, on the
+    mixture's weighted payoff. Its hardest finds are scored again and the worst of those is the
+    figure, the ratio of an input an oblivious adversary can write: K = 1 through the
+    simulator's exact expectation (:func:`expected_welfare`), the path every other source
+    takes; K >= 2 by exact backward induction on the product grid against HiGHS's exact OPT."""
     config = AdversaryConfig(
         batch=budget.adversary_batch,
         conditioning=budget.adversary_conditioning,
@@ -288,41 +266,81 @@ def oracle_source(setting: Setting, policy: Policy, budget: Budget, key: jax.Arr
     )
     model = AdversaryModel.build(setting, config)
     oracle_budget = budget.oracle_budget()
-    per_instance = setting.rounds * (setting.grid_size + 1)
-    network_work = per_instance * oracle_budget.restarts * budget.adversary_batch
-    network_work *= budget.adversary_steps
+    mixture = isinstance(policy, SnapshotMixture)
+    per_instance = setting.rounds * (setting.grid_size + 1) ** setting.resources
+    network_work = 0 if mixture else per_instance * oracle_budget.restarts * budget.adversary_steps
+    network_work *= budget.adversary_batch
     search_work = per_instance * budget.search_chains * budget.search_candidates
-    search_work *= budget.search_steps
-    if max(network_work, search_work) > budget.adversary_work_limit:
+    search_work *= budget.search_steps * (policy.size if mixture else 1)
+    if network_work > budget.adversary_work_limit:
         return SourceRatio(
             None,
-            f"the oracle needs {max(network_work, search_work):.1e} state updates, over the "
-            f"limit {budget.adversary_work_limit:.0e}",
+            f"the oracle's networks need {network_work:.1e} state updates, over the limit "
+            f"{budget.adversary_work_limit:.0e}",
         )
+    fewer = ""
+    if search_work > budget.adversary_work_limit:  # a large grid: fewer steps, said in the note
+        steps = int(budget.search_steps * budget.adversary_work_limit / search_work)
+        if steps < 1:
+            return SourceRatio(
+                None,
+                f"one local-search step needs {search_work / budget.search_steps:.1e} state "
+                f"updates, over the limit {budget.adversary_work_limit:.0e}",
+            )
+        oracle_budget = dataclasses.replace(oracle_budget, search_steps=steps)
+        fewer = f" (of {budget.search_steps}: the work limit {budget.adversary_work_limit:.0e})"
     key_starts, key_oracle, key_rescore = jax.random.split(key, 3)
     vocabulary = model.buyer_types
     starts = random_types(vocabulary, key_starts, budget.search_chains // 2, setting.rounds)
-    table = algorithm_table(setting, policy, jnp.float64)
-    found = best_responses(
-        setting, model, config, table, oracle_budget, key_oracle, jnp.float64, starts
+    search = (
+        f"local search {budget.search_chains} chains x {budget.search_candidates} candidates "
+        f"x {oracle_budget.search_steps} steps{fewer}, seed {budget.seed}"
     )
+    if mixture:
+        members = [policy.member(m) for m in range(policy.size)]
+        sales = jnp.stack([_sale_table(setting, model, member) for member in members])
+        weights = jnp.asarray(policy.weights, jnp.float64)
+        found = mixture_search(
+            setting, vocabulary, sales, weights, oracle_budget, key_oracle, jnp.float64, starts
+        )
+        note = f"oracle against the mixture of {policy.size} networks: {search}"
+    else:
+        table = algorithm_table(setting, policy, jnp.float64)
+        found = best_responses(
+            setting, model, config, table, oracle_budget, key_oracle, jnp.float64, starts
+        )
+        note = (
+            f"oracle: {oracle_budget.restarts} fresh {config.conditioning}-conditioned "
+            f"adversary network(s) x {budget.adversary_steps} steps x {budget.adversary_batch} "
+            f"instances, then {search}"
+        )
     hardest = found.best(RESCORED)
     instances = vocabulary.instances(hardest.types, jnp.float64)
-    rescored = ratios(
-        offline_optimum(setting, instances),
-        expected_welfare(setting, policy, instances, key_rescore, budget.samples),
-    )
+    optimum = offline_optimum(setting, instances)
+    if setting.resources == 1:
+        welfare = expected_welfare(setting, policy, instances, key_rescore, budget.samples)
+    else:  # E[ALG] = OPT x the exact payoff E[ALG] / OPT, per member, weighted
+        if not mixture:
+            sales, weights = _sale_table(setting, model, policy)[None], jnp.ones(1, jnp.float64)
+        payoffs = jnp.stack(
+            [typed_payoffs(setting, vocabulary, sale, hardest.types, optimum) for sale in sales]
+        )
+        welfare = np.asarray(optimum) * np.asarray(weights @ payoffs)
+    rescored = ratios(optimum, welfare)
     index = int(np.argmax(rescored))
     worst = jax.tree.map(lambda leaf: np.asarray(leaf[index]).round(6).tolist(), instances)
-    note = (
-        f"oracle: {oracle_budget.restarts} fresh {config.conditioning}-conditioned adversary "
-        f"network(s) x {budget.adversary_steps} steps x {budget.adversary_batch} instances, "
-        f"then local search {budget.search_chains} chains x {budget.search_candidates} "
-        f"candidates x {budget.search_steps} steps, seed {budget.seed}"
-    )
     return SourceRatio(
         float(rescored[index]), note, {"values": worst.values, "demands": worst.demands}
     )
+
+
+def _sale_table(setting: Setting, model: AdversaryModel, policy: Policy) -> jax.Array:
+    """``[T, S, types]``: the chance each of the model's buyer types buys in each state."""
+    return model.type_sale_table(algorithm_table(setting, policy, jnp.float64), jnp.float64)
+
+
+#: The oracle's finds re-scored exactly (the hardest few).
+RESCORED = 8
 
 
 def families_source(
@@ -399,13 +417,51 @@ def measure(
             "random": random_source(setting, policy, budget, key_random, mesh),
         }
         bound = upper_bound(setting, policy, budget)
-    measured = {name: s.ratio for name, s in sources.items() if s.ratio is not None}
+    return from_sources(name, sources, bound)
+
+
+def from_sources(name: str, sources: dict[str, SourceRatio], bound: SourceRatio) -> Measurement:
+    """The measurement whose CR is the worst of ``sources`` that have a ratio. Ties within
+    float noise go to the first source in ``sources``' order (``exact`` first)."""
+    measured = {source: s.ratio for source, s in sources.items() if s.ratio is not None}
     worst = max(measured.values())
-    # Ties within float noise go to the first source in SOURCE_NAMES order (exact first).
-    worst_source = next(
-        n for n in SOURCE_NAMES if n in measured and measured[n] >= worst * (1 - 1e-12)
-    )
+    worst_source = next(n for n, ratio in measured.items() if ratio >= worst * (1 - 1e-12))
     return Measurement(name, worst, worst_source, sources, bound)
+
+
+def with_source(measurement: Measurement, name: str, source: SourceRatio) -> Measurement:
+    """``measurement`` with one more source (e.g. :data:`ARCHIVE_SOURCE`), its CR the worst of
+    all of them again."""
+    sources = {**measurement.sources, name: source}
+    return from_sources(measurement.algorithm, sources, measurement.upper_bound)
+
+
+def verdict(results: list[Measurement], learned: str, baselines: tuple[str, ...]) -> str:
+    """One line saying whether the ``learned`` policy beats the best of the ``baselines`` (by
+    measured CR). The learned policy is judged by its guarantee where it has one (the DP's
+    upper bound, or the exact CR of a deterministic policy), else by the worst ratio found;
+    a loss is a line starting with ``WARNING``, never handed over quietly."""
+    by_name = {m.algorithm: m for m in results}
+    mine = by_name[learned]
+    best = min((by_name[name] for name in baselines), key=lambda m: m.competitive_ratio)
+    certified = mine.upper_bound.ratio
+    if certified is None and mine.worst_source == "exact":
+        certified = mine.competitive_ratio  # deterministic: the exact CR
+    figure = mine.competitive_ratio if certified is None else certified
+    described = f"{learned} {_short(mine.competitive_ratio)} " + (
+        "(worst found; no certificate here)"
+        if certified is None
+        else f"(certified <= {_short(certified)})"
+    )
+    versus = f"{best.algorithm} {_short(best.competitive_ratio)}"
+    if figure < best.competitive_ratio:
+        return f"verdict: {described} beats {versus}: {figure / best.competitive_ratio:.2f}x"
+    factor = "inf" if math.isinf(figure) else f"{figure / best.competitive_ratio:.3g}x"
+    return f"WARNING: {described} loses to {versus}: {factor}; do not use this policy"
+
+
+def _short(ratio: float) -> str:
+    return "inf" if math.isinf(ratio) else f"{ratio:.4g}" if ratio >= 1e5 else f"{ratio:.3f}"
 
 
 def reference_ratio(setting: Setting) -> float | None:
@@ -416,6 +472,7 @@ def reference_ratio(setting: Setting) -> float | None:
 def report(setting: Setting, budget: Budget, results: list[Measurement], **extra) -> dict:
     """The JSON of ``advonline evaluate --json``: the setting and budget beside every figure."""
     header = {**setting.describe(), "budget": budget.describe(), **extra}
+    header["environment"] = environment.describe()
     if (reference := reference_ratio(setting)) is not None:
         header["optimal_ratio_small_demand_limit"] = reference
     return {"setting": header, "results": [r.to_json() for r in results]}

@@ -19,8 +19,18 @@ import numpy as np
 from jax.sharding import Mesh
 
 from advonline import checkpoint, export, folders, plots
+from advonline.archive_view import worst_delivered
 from advonline.configs import RunConfig
-from advonline.evaluate import Budget, Measurement, measure, report
+from advonline.evaluate import (
+    ARCHIVE_SOURCE,
+    Budget,
+    Measurement,
+    SourceRatio,
+    measure,
+    report,
+    verdict,
+    with_source,
+)
 from advonline.game import Game, GameState, delivered_params
 from advonline.learned import LearnedPriceCurve, learned_policies
 from advonline.mixture import SnapshotMixture
@@ -32,6 +42,13 @@ from baselines import BASELINES, make_baseline
 from baselines.threshold import threshold_price
 from problems.posted_price import Observation, Setting, price_table
 
+#: The metrics column a run's convergence figure draws, by training loop, and its axis label:
+#: the oracle loop's guarantee is the best DP bound so far (K = 1) or the lowest worst case
+#: its searches measured (K >= 2).
+CONVERGENCE_CURVES = {
+    "oracle": ("guarantee", "guarantee (best so far)"),
+    "simultaneous": ("pool_ratio", "worst ratio in the training pool"),
+}
 EVALUATION_NAME = "evaluation.json"  # the run's measured ratios beside the baselines
 POLICY_NAMES = {"learned": "policy.json", "learned-deterministic": "policy-readout.json"}
 
@@ -67,6 +84,14 @@ class TrainedRun:
         (:func:`delivered_policies`)."""
         return delivered_policies(Game.build(self.config), self.state)
 
+    def archive_source(self) -> SourceRatio | None:
+        """The run's own archive (an oracle-loop run), re-scored exactly against what it
+        delivers: the worst ratio found there, or None for a run without an archive."""
+        if self.config.game.loop != "oracle":
+            return None
+        worst = worst_delivered(Game.build(self.config), self.state)
+        return SourceRatio(worst, "the run's archive, re-scored exactly against the policy")
+
     def mixture(self) -> SnapshotMixture | None:
         """The delivered mixture of snapshots, if the run delivers one (K >= 2)."""
         return delivered_mixture(Game.build(self.config), self.state)
@@ -100,15 +125,25 @@ def evaluate_run(
 ) -> tuple[dict, list[Measurement]]:
     """Measure the learned policies and ``baselines`` on the run's setting with one budget (the
     instance batches split over ``mesh``'s devices, if given), and store the report as
-    ``EVALUATION_NAME`` in the run folder (derived data, replaced)."""
+    ``EVALUATION_NAME`` in the run folder (derived data, replaced). The delivered policy
+    (``learned``) of an oracle-loop run also has its own archive as a source: a worst case is
+    a claim about every input, so an archived instance the evaluator's search did not match
+    still counts."""
     policies = run.policies()
     policies.update({name: make_baseline(name, run.setting) for name in baselines})
     results = [
         measure(run.setting, name, policy, budget, mesh) for name, policy in policies.items()
     ]
+    if (archived := run.archive_source()) is not None:
+        results = [
+            with_source(m, ARCHIVE_SOURCE, archived) if m.algorithm == "learned" else m
+            for m in results
+        ]
     document = report(
         run.setting, budget, results, checkpoint=str(run.folder), training_steps=run.steps
     )
+    if baselines:
+        document["verdict"] = verdict(results, "learned", tuple(baselines))
     checkpoint.atomic_write(run.folder / EVALUATION_NAME, json.dumps(document, indent=1).encode())
     return document, results
 
@@ -371,7 +406,9 @@ def plot_runs(
         results = evaluation["results"]
         bars.append((label, {r["algorithm"]: r["competitive_ratio"] for r in results}))
         bounds.append({r["algorithm"]: r["upper_bound"] for r in results})
-        convergence[f"{name} ({run.config.algorithm.update})"] = rows
+        convergence.setdefault(run.config.game.loop, {})[
+            f"{name} ({run.config.algorithm.update})"
+        ] = rows
         updates.add(run.config.algorithm.update)
         budgets.add(Budget(**setting["budget"]).summary())
     budget_text = budgets.pop() if len(budgets) == 1 else "budgets differ between runs"
@@ -387,5 +424,10 @@ def plot_runs(
         if updates == {"per-round", "reinforce"}
         else f"Training convergence ({', '.join(sorted(updates))} update)"
     )
-    written += plots.convergence_figure(convergence, out, "convergence", title)
+    for loop, runs_of_loop in convergence.items():
+        column, label = CONVERGENCE_CURVES[loop]
+        stem = "convergence" if len(convergence) == 1 else f"convergence-{loop}"
+        written += plots.convergence_figure(
+            runs_of_loop, out, stem, f"{title}, {loop} loop", column=column, label=label
+        )
     return written

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import csv
 import math
+import textwrap
 from pathlib import Path
 
 import matplotlib
@@ -271,13 +272,15 @@ def bars_figure(
     top = max(finite) * 3 if finite else 10.0
     width = 0.8 / max(len(algorithms), 1)
     bound_drawn = False
-    figure, axis = plt.subplots(figsize=(max(6, 1.6 * len(rows) + 3), 4.5))
+    figure_width = max(6, 1.6 * len(rows) + 3)
+    figure, axis = plt.subplots(figsize=(figure_width, 4.5))
     for j, algorithm in enumerate(algorithms):
         xs = np.arange(len(rows)) + (j - (len(algorithms) - 1) / 2) * width
         values = [ratios.get(algorithm) for _, ratios in rows]
         heights = [v if _finite(v) else (top if v is not None else 0) for v in values]
         bars = axis.bar(xs, heights, width, label=algorithm)
-        for x, row_bounds in zip(xs, bounds or [], strict=False):
+        marked = [None] * len(rows)  # where a bound's marker stands above each bar
+        for index, (x, row_bounds) in enumerate(zip(xs, bounds or [], strict=False)):
             bound = row_bounds.get(algorithm)
             if bound is None:
                 continue
@@ -290,6 +293,7 @@ def bars_figure(
                 label="DP upper bound (randomised)" if not bound_drawn else None,
             )
             bound_drawn = True
+            marked[index] = shown
             if bound > top:
                 axis.annotate(
                     f"bound {bound:.2g}",
@@ -300,7 +304,7 @@ def bars_figure(
                     xytext=(0, -6),
                     textcoords="offset points",
                 )
-        for bar, value in zip(bars, values, strict=True):
+        for bar, value, marker in zip(bars, values, marked, strict=True):
             if value is not None and not _finite(value):
                 bar.set_hatch("//")
                 axis.annotate(
@@ -311,20 +315,28 @@ def bars_figure(
                     fontsize=7,
                 )
             elif value is not None:
-                axis.annotate(
+                axis.annotate(  # above the bar, or above its bound's marker
                     f"{value:.3g}",
-                    (bar.get_x() + bar.get_width() / 2, value),
+                    (bar.get_x() + bar.get_width() / 2, max(value, marker or value)),
                     ha="center",
                     va="bottom",
                     fontsize=6,
+                    xytext=(0, 1 if marker is None else 5),
+                    textcoords="offset points",
                 )
     axis.set_xticks(np.arange(len(rows)), [label for label, _ in rows], fontsize=7)
     axis.set_yscale("log")
     axis.set_ylim(bottom=1.0, top=top * 2)
     axis.set_ylabel(f"measured {RATIO_LABEL}")
-    axis.set_title(title, fontsize=9)
+    axis.set_title(_wrapped(title, figure_width), fontsize=9)
     axis.legend(fontsize=7)
     return save(figure, out, stem)
+
+
+def _wrapped(title: str, figure_width: float) -> str:
+    """``title`` with each line wrapped to fit a figure ``figure_width`` inches wide."""
+    characters = int(figure_width * 13)  # about 13 characters of 9-point text per inch
+    return "\n".join(textwrap.fill(line, characters) for line in title.split("\n"))
 
 
 def convergence_figure(
@@ -350,5 +362,5 @@ def convergence_figure(
     _ratio_scale(axes[0], [r.get(column) for rows in runs.values() for r in rows])
     axes[0].set_ylabel(label)
     axes[0].legend(fontsize=8)
-    figure.suptitle(title, fontsize=9)
+    figure.suptitle(_wrapped(title, 10), fontsize=9)
     return save(figure, out, stem)

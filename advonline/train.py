@@ -38,7 +38,7 @@ from pathlib import Path
 import jax
 import jax.numpy as jnp
 
-from advonline import checkpoint, folders, parallel
+from advonline import checkpoint, environment, folders, parallel
 from advonline.adversary import BestResponse, adversary_optimizer, fresh_best_response
 from advonline.certify import certify_dp
 from advonline.configs import RunConfig
@@ -166,6 +166,7 @@ def prepare_folder(
         "made_by": "advonline train",
         "setting": config.setting.describe(),
         "seed": config.game.seed,
+        "environment": environment.describe(),  # the versions and device it trained with
     }
     folders.claim(folder, "run", about)
     checkpoint.atomic_write(

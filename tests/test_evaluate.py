@@ -1,6 +1,5 @@
 """The evaluator: every baseline through one fixture, and the known ratios it must recover."""
 
-import dataclasses
 import math
 
 import pytest
@@ -89,13 +88,37 @@ def test_k1_adversary_source_is_the_training_oracle(monkeypatch):
     assert again[0] == pytest.approx(source.ratio, rel=1e-5)  # the input was rounded to 1e-6
 
 
-def test_the_local_search_budget_is_for_one_resource_only():
-    """K >= 2 keeps the fresh adversary network: the local search's budget fields change no
-    figure there (so a report measured before they existed stands)."""
+def test_several_resources_adversary_source_is_the_training_oracle(monkeypatch):
+    """For K >= 2 too the fresh best response is the training loop's oracle (state-conditioned
+    network, then local search) with the evaluator's budget, and the worst input it reports
+    has the ratio it reports: the simulator's welfare against HiGHS's OPT."""
+    import jax
+    import numpy as np
+
+    from advonline import evaluate, oracles
+    from problems.optimum import offline_optimum
+    from problems.posted_price import Instance
+
+    calls = []
+
+    def spy(*args, **kwargs):
+        calls.append(args[4])
+        return oracles.best_responses(*args, **kwargs)
+
+    monkeypatch.setattr(evaluate, "best_responses", spy)
     setting = Setting(resources=2, capacities=(1.0, 1.0), rounds=8, max_demand=0.5, demand_levels=2)
-    small = Budget(stopping_densities=5, random_instances=4, adversary_steps=3, samples=4)
-    other = dataclasses.replace(small, search_steps=1, search_chains=2, adversary_restarts=3)
+    budget = Budget(
+        stopping_densities=5, random_instances=4, adversary_steps=3, samples=4, search_steps=8
+    )
     threshold = make_baseline("threshold", setting)
-    found = [measure(setting, "threshold", threshold, budget) for budget in (small, other)]
-    assert found[0].sources == found[1].sources
-    assert found[0].competitive_ratio == found[1].competitive_ratio
+    source = measure(setting, "threshold", threshold, budget).sources["adversary"]
+    assert calls == [budget.oracle_budget()]
+    assert "state-conditioned" in source.note and "local search" in source.note
+    with jax.enable_x64(True):
+        worst = Instance(**{k: np.asarray(v)[None] for k, v in source.worst_input.items()})
+        again = evaluate.ratios(
+            offline_optimum(setting, worst),
+            evaluate.expected_welfare(setting, threshold, worst, jax.random.key(1), 1),
+        )
+    assert source.ratio >= 1
+    assert again[0] == pytest.approx(source.ratio, rel=1e-5)  # the input was rounded to 1e-6

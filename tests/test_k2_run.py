@@ -49,6 +49,7 @@ checkpoint_every = 2
 
 
 SMALL_BUDGET = ["--adversary-steps", "2", "--stopping-densities", "3", "--random-instances", "8"]
+SMALL_BUDGET += ["--search-steps", "3"]
 
 
 @pytest.fixture(scope="module")
@@ -101,7 +102,7 @@ def test_a_two_resource_policy_file_loads_without_jax_and_measures_as_the_run(
     )
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
     assert done.returncode == 0 and done.stdout.startswith("ok"), done.stderr
-    budget = ["--adversary-steps", "2", "--stopping-densities", "3", "--random-instances", "8"]
+    budget = SMALL_BUDGET
     assert (
         main(["evaluate", "--policy", str(policy), "--algorithm", "greedy", *budget, "--json"]) == 0
     )

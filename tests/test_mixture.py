@@ -174,7 +174,13 @@ def test_a_mixture_file_reads_back_to_the_same_mixture_and_measure(three_members
     _assert_same_params(policy.members.params, mixture.members.params)
     np.testing.assert_array_equal(policy.weights, mixture.weights)
     budget = Budget(
-        stopping_densities=4, random_instances=8, samples=4, adversary_steps=3, adversary_batch=4
+        stopping_densities=4,
+        random_instances=8,
+        samples=4,
+        adversary_steps=3,
+        adversary_batch=4,
+        search_steps=3,
+        search_chains=4,
     )
     assert measure(setting, "m", policy, budget).competitive_ratio == pytest.approx(
         measure(game.setting, "m", mixture, budget).competitive_ratio, rel=1e-12

@@ -1,0 +1,41 @@
+"""What a figure was measured with: the versions of the numerical stack and the device.
+
+Recorded in every report (``evaluation.json``, ``advonline evaluate --json``) and in a run
+folder's marker, so a figure can be traced to the install and the machine that produced it.
+"""
+
+from __future__ import annotations
+
+import platform
+from importlib import metadata
+
+import jax
+
+from advonline import __version__
+
+#: The distributions whose versions can change a figure.
+PACKAGES = ("jax", "jaxlib", "flax", "optax", "numpy", "scipy")
+
+
+def _version(package: str) -> str | None:
+    try:
+        return metadata.version(package)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def describe() -> dict:
+    """JSON-ready: advonline's, Python's and each of :data:`PACKAGES`' versions, and the
+    devices JAX computes on (platform, kind, count)."""
+    devices = jax.devices()
+    return {
+        "advonline": __version__,
+        "python": platform.python_version(),
+        **{package: _version(package) for package in PACKAGES},
+        "device": {
+            "platform": devices[0].platform,
+            "kind": devices[0].device_kind,
+            "count": len(devices),
+        },
+        "machine": platform.machine(),
+    }
