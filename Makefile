@@ -1,20 +1,31 @@
-# Two entry points for a fresh machine (README): `make run` and `make test`.
+# Two entry points for a fresh machine (README): `make run` and `make test`. Both install the
+# locked dependency tree (requirements.lock: every package pinned, with hashes) into .venv.
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
+LOCK := requirements.lock
 
-.PHONY: run test lint bench
+.PHONY: run quickstart test lint bench lock
 
-$(BIN)/advonline: pyproject.toml
+$(BIN)/advonline: pyproject.toml $(LOCK)
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	$(BIN)/python -m pip install --quiet --require-hashes --no-deps -r $(LOCK)
+	$(BIN)/python -m pip install --quiet --no-deps --no-build-isolation -e .
 	touch $@
 
-# The main job on the default config: train, measure beside the baselines, export the policy,
-# draw the figures, print where they are (a new folder runs/k1-u10-<UTC time> each time).
+# The main job on the default config: train with the oracle loop, measure beside the
+# baselines, export the policy, draw the figures, print the table and the verdict (a new
+# folder runs/k1-u10-oracle-<UTC time> each time).
 run: $(BIN)/advonline
-	$(BIN)/advonline run experiments/configs/k1-u10.toml
+	$(BIN)/advonline run experiments/configs/k1-u10-oracle.toml
+
+# The same job in miniature, in under a minute: 40 buyers, learned beside threshold, a smaller
+# evaluator budget (printed with the table), and XLA's optimisation passes mostly skipped (the
+# programs are tiny, so compiling dominates; the figures are the same).
+QUICK_BUDGET := --adversary-steps 20 --search-steps 32 --random-instances 64 --stopping-densities 33
+quickstart: $(BIN)/advonline
+	JAX_DISABLE_MOST_OPTIMIZATIONS=1 $(BIN)/advonline run experiments/configs/quickstart.toml \
+		--algorithm threshold $(QUICK_BUDGET)
 
 # The test suite on every core, one file per worker at a time (long runs are marked `slow` and
 # excluded; `pytest -m slow` runs them).
@@ -26,3 +37,12 @@ lint: $(BIN)/advonline
 
 bench: $(BIN)/advonline
 	$(BIN)/python benchmarks/certify_speed.py
+
+# Pin the whole tree again from pyproject.toml's ranges (needs the package index; uv runs from
+# a throwaway environment). Commit the new lock with the figures measured on it.
+lock:
+	$(PYTHON) -m venv .lock-venv
+	.lock-venv/bin/python -m pip install --quiet uv
+	.lock-venv/bin/uv pip compile pyproject.toml --extra dev --generate-hashes \
+		--python-version 3.11 --python-platform x86_64-manylinux_2_28 -o $(LOCK)
+	rm -rf .lock-venv

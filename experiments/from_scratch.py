@@ -62,7 +62,7 @@ from common import (
 )
 
 from advonline import plots
-from advonline.archive_view import archive_rows
+from advonline.archive_view import worst_delivered
 from advonline.evaluate import Budget
 from advonline.game import Game
 from advonline.huge_pages import relaunch_with_huge_pages
@@ -95,14 +95,25 @@ def main() -> None:
     if args.seeds < 1:
         parser.error("--seeds must be at least 1")
     out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
     budget = Budget()
+    rows = sweep(args.only or list(TARGETS), args.seeds, out, budget, args.fresh)
+    write_csv(rows, out / "from_scratch.csv")
+    markdown = table(rows, budget)
+    (out / "from_scratch.md").write_text(markdown)
+    print(markdown)
+
+
+def sweep(names: list[str], seeds: int, out: Path, budget: Budget, fresh: bool = False) -> list:
+    """One result row per config in ``names`` and game seed 0 .. ``seeds`` - 1, each trained
+    into ``out/from_scratch/<config>-seed<n>`` unless that folder already holds its result
+    (``fresh`` retrains); a result measured with another budget is measured again."""
+    out.mkdir(parents=True, exist_ok=True)
     rows = []
-    for name in args.only or list(TARGETS):
-        for seed in range(args.seeds):
+    for name in names:
+        for seed in range(seeds):
             folder = out / "from_scratch" / f"{name}-seed{seed}"
             baselines = BASELINES if seed == 0 else ()
-            row = None if args.fresh else _stored(folder)
+            row = None if fresh else _stored(folder)
             if row is None:
                 row = _train(name, seed, folder, budget, baselines)
             elif row.get("budget") != budget.describe():  # measured by an older evaluator
@@ -111,10 +122,7 @@ def main() -> None:
                 (folder / RESULT_NAME).write_text(json.dumps(row, indent=1))
             rows.append(row)
             print(row, flush=True)
-    write_csv(rows, out / "from_scratch.csv")
-    markdown = table(rows, budget)
-    (out / "from_scratch.md").write_text(markdown)
-    print(markdown)
+    return rows
 
 
 def _stored(folder: Path) -> dict | None:
@@ -167,19 +175,12 @@ def _measure(name: str, seed: int, folder: Path, budget: Budget, baselines) -> d
     """The measurement columns of a trained run: the evaluator's (with ``budget``, which is
     stored beside them), and the worst ratio of its archive against what it delivers."""
     _, measured = measure_trained(load_config(name, seed), folder, budget, baselines)
+    run = open_run(folder)
     return {
-        "archive_worst": archive_worst(folder),
+        "archive_worst": worst_delivered(Game.build(run.config), run.state),
         **measurement_columns(measured),
         "budget": budget.describe(),
     }
-
-
-def archive_worst(folder: Path) -> float:
-    """The worst exact ratio, against the policy the run in ``folder`` delivers, of any
-    instance in its archive (``advonline archive``'s ``ratio_delivered``)."""
-    run = open_run(folder)
-    rows = archive_rows(Game.build(run.config), run.state)
-    return max((row["ratio_delivered"] for row in rows), default=0.0)
 
 
 def learned_figure(row: dict) -> float:
