@@ -122,3 +122,35 @@ def test_several_resources_adversary_source_is_the_training_oracle(monkeypatch):
         )
     assert source.ratio >= 1
     assert again[0] == pytest.approx(source.ratio, rel=1e-5)  # the input was rounded to 1e-6
+
+
+def _measured(name: str, ratio: float, bound: float | None, worst: str = "adversary"):
+    from advonline.evaluate import Measurement, SourceRatio
+
+    sources = {worst: SourceRatio(ratio, "given")}
+    return Measurement(name, ratio, worst, sources, SourceRatio(bound, "given"))
+
+
+def test_the_verdict_judges_the_learned_guarantee_against_the_best_baseline():
+    from advonline.evaluate import verdict
+
+    baselines = [_measured("threshold", 3.352, None, "exact"), _measured("greedy", 10.0, None)]
+    beats = verdict([_measured("learned", 2.081, 2.158), *baselines], "learned", ("threshold",))
+    assert beats == "verdict: learned 2.081 (certified <= 2.158) beats threshold 3.352: 0.64x"
+    # the certificate decides, not the (lower) worst ratio found
+    loose = [_measured("learned", 2.0, 3.5), *baselines]
+    assert verdict(loose, "learned", ("threshold", "greedy")).startswith(
+        "WARNING: learned 2.000 (certified <= 3.500) loses to threshold 3.352"
+    )
+    # no certificate (several resources): the worst ratio found is the figure
+    found = verdict([_measured("learned", 5.1, None), *baselines], "learned", ("greedy",))
+    assert (
+        found
+        == "verdict: learned 5.100 (worst found; no certificate here) beats greedy 10.000: 0.51x"
+    )
+    # a deterministic policy's exact CR is its certificate; a catastrophe is never quiet
+    lost = verdict(
+        [_measured("learned", 1734.3, None, "exact"), *baselines], "learned", ("threshold",)
+    )
+    assert lost.startswith("WARNING: learned 1734.300 (certified <= 1734.300) loses to threshold")
+    assert "517x" in lost

@@ -15,8 +15,10 @@ import jax
 import numpy as np
 import pytest
 
-from advonline import checkpoint, cli, configs, evaluate, families
+from advonline import checkpoint, cli, configs, evaluate, families, pipeline
 from advonline.archive import instance_slots
+from advonline.archive_view import worst_delivered
+from advonline.evaluate import Budget
 from advonline.game import Game
 from advonline.oracle_loop import archive_payoffs, train_against
 from advonline.train import train
@@ -110,6 +112,24 @@ def test_the_delivered_network_is_the_one_with_the_best_guarantee(straight_run):
     assert 0 < len(slots) <= 24
     assert np.all(np.asarray(archive.optimum)[slots] > 0)
     assert int(np.asarray(archive.snapshot_filled).sum()) == 3  # bounded
+
+
+def test_a_measured_run_counts_its_own_archive_and_stores_its_verdict(straight_run):
+    """``run`` and ``evaluate --checkpoint`` measure the delivered policy on its own archive
+    too: the learned CR is at least the worst archived ratio, and the report keeps it."""
+    folder, _ = straight_run
+    run = pipeline.open_run(folder)
+    budget = Budget(stopping_densities=5, random_instances=8, adversary_steps=3, search_steps=4)
+    document, results = pipeline.evaluate_run(run, budget, ("threshold",))
+    learned = next(m for m in results if m.algorithm == "learned")
+    worst = worst_delivered(Game.build(run.config), run.state)
+    assert learned.sources["archive"].ratio == worst >= 1.0
+    assert learned.competitive_ratio >= worst
+    assert "archive" not in next(m for m in results if m.algorithm == "threshold").sources
+    stored = json.loads((folder / pipeline.EVALUATION_NAME).read_text())
+    assert stored["verdict"] == document["verdict"]
+    assert stored["verdict"].startswith(("verdict: learned", "WARNING: learned"))
+    assert stored["setting"]["environment"]["jax"] == jax.__version__
 
 
 def test_the_archive_command_lists_and_writes_what_the_run_archived(straight_run, capsys):
