@@ -298,7 +298,8 @@ def adversary_source(
     )
     if mixture:
         members = [policy.member(m) for m in range(policy.size)]
-        sales = jnp.stack([_sale_table(setting, model, member) for member in members])
+        tables = [algorithm_table(setting, member, jnp.float64) for member in members]
+        sales = jnp.stack([model.type_sale_table(table, jnp.float64) for table in tables])
         weights = jnp.asarray(policy.weights, jnp.float64)
         found = mixture_search(
             setting, vocabulary, sales, weights, oracle_budget, key_oracle, jnp.float64, starts
@@ -320,8 +321,9 @@ def adversary_source(
     if setting.resources == 1:
         welfare = expected_welfare(setting, policy, instances, key_rescore, budget.samples)
     else:  # E[ALG] = OPT x the exact payoff E[ALG] / OPT, per member, weighted
-        if not mixture:
-            sales, weights = _sale_table(setting, model, policy)[None], jnp.ones(1, jnp.float64)
+        if not mixture:  # the table the oracle searched against, as a one-member mixture
+            sales = model.type_sale_table(table, jnp.float64)[None]
+            weights = jnp.ones(1, jnp.float64)
         payoffs = jnp.stack(
             [typed_payoffs(setting, vocabulary, sale, hardest.types, optimum) for sale in sales]
         )
@@ -332,11 +334,6 @@ def adversary_source(
     return SourceRatio(
         float(rescored[index]), note, {"values": worst.values, "demands": worst.demands}
     )
-
-
-def _sale_table(setting: Setting, model: AdversaryModel, policy: Policy) -> jax.Array:
-    """``[T, S, types]``: the chance each of the model's buyer types buys in each state."""
-    return model.type_sale_table(algorithm_table(setting, policy, jnp.float64), jnp.float64)
 
 
 #: The oracle's finds re-scored exactly (the hardest few).
