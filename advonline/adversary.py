@@ -27,8 +27,8 @@ Two conditionings (``adversary.conditioning``):
 The adversary minimises the game payoff ``u = E_I E[ALG(I)] / OPT(I)``. In
 :func:`best_response` each instance's ``E[ALG]`` is exact (backward induction over the
 algorithm's state: the utilisation grid for K = 1, the product grid of
-:mod:`problems.product_grid` for K >= 2 with state conditioning) and OPT is computed in
-``jit`` (:func:`~problems.optimum.device_optimum`), so the only noise in its REINFORCE
+:mod:`posted_price.product_grid` for K >= 2 with state conditioning) and OPT is computed in
+``jit`` (:func:`~posted_price.optimum.device_optimum`), so the only noise in its REINFORCE
 gradient is which instances were drawn; the whole best response is one jitted ``lax.scan``.
 :func:`best_response_sampled` (the noise-conditioned K >= 2 adversary) takes ``E[ALG]`` as the
 mean of sampled runs of the one simulator and OPT from SciPy's HiGHS, so each step is a
@@ -46,17 +46,10 @@ import jax.numpy as jnp
 import optax
 from flax import struct
 
-from advonline.buyer_types import BuyerTypes
 from advonline.configs import AdversaryConfig
 from advonline.networks import AdversaryNetwork, StateAdversaryNetwork
-from advonline.typed_payoffs import (
-    payoffs_given_sales,
-    type_sale_table,
-    typed_payoffs,
-    welfare_ratio,
-)
-from problems.optimum import device_optimum, offline_optimum
-from problems.posted_price import (
+from advonline.problems.posted_price.buyer_types import BuyerTypes
+from advonline.problems.posted_price.model import (
     AdversaryView,
     Buyer,
     Instance,
@@ -70,7 +63,14 @@ from problems.posted_price import (
     rollout,
     sell_probability,
 )
-from problems.product_grid import GridTablePolicy, state_index
+from advonline.problems.posted_price.optimum import device_optimum, offline_optimum
+from advonline.problems.posted_price.product_grid import GridTablePolicy, state_index
+from advonline.problems.posted_price.typed_payoffs import (
+    payoffs_given_sales,
+    type_sale_table,
+    typed_payoffs,
+    welfare_ratio,
+)
 
 
 class Written(NamedTuple):
@@ -112,7 +112,7 @@ class AdversaryModel:
 
     @property
     def buyer_types(self) -> BuyerTypes:
-        """The type vocabulary it writes in (:mod:`advonline.buyer_types`)."""
+        """The type vocabulary it writes in (:mod:`posted_price.buyer_types`)."""
         return BuyerTypes(self.densities, self.demands)
 
     @property
@@ -216,7 +216,7 @@ class AdversaryModel:
         return Written(instances, noise, chosen, state, sale[rounds, index])
 
     def type_sale_table(self, table: PriceDistribution, dtype) -> jax.Array:
-        """``[T, S, types]``: :func:`~advonline.typed_payoffs.type_sale_table` of its types."""
+        """``[T, S, types]``: :func:`~posted_price.typed_payoffs.type_sale_table` of its types."""
         return type_sale_table(self.buyer_types, table, dtype)
 
     def type_buyers(self, dtype) -> tuple[jax.Array, jax.Array]:
@@ -250,7 +250,7 @@ def scaled_state(setting: Setting, round_index: jax.Array, units: jax.Array) -> 
 
 @struct.dataclass
 class StateWriter:
-    """A :class:`~problems.posted_price.BuyerSource` that writes buyer t from the state the
+    """A :class:`~posted_price.model.BuyerSource` that writes buyer t from the state the
     algorithm reached (round, units sold; not the price it is about to draw): the
     state-conditioned network's type, drawn with the Gumbel-max trick from ``gumbel``."""
 
@@ -317,7 +317,7 @@ def best_response(
     key: jax.Array,
 ) -> BestResponse:
     """Train a fresh adversary from scratch for ``steps`` REINFORCE steps against the frozen
-    algorithm given by its price ``table`` (:func:`~advonline.typed_payoffs.algorithm_table`;
+    algorithm given by its price ``table`` (:func:`~posted_price.typed_payoffs.algorithm_table`;
     K >= 2 needs state conditioning and divisible buyers: OPT in ``jit``, a primal-feasible
     lower bound); keep the worst instance of everything written."""
     key_init, key_steps = jax.random.split(key)

@@ -1,7 +1,7 @@
 """The archive of hard instances and the algorithm's snapshots: the restricted game's two
 strategy sets, with its payoff matrix, kept in the checkpoint.
 
-- **Instances** are buyer type sequences ``[N, T]`` (:mod:`advonline.buyer_types`) with their
+- **Instances** are buyer type sequences ``[N, T]`` (:mod:`posted_price.buyer_types`) with their
   offline optimum, the epoch each was found and by which oracle. The archive is bounded: a
   new instance replaces the least useful one, i.e. one outside the adversary's equilibrium
   mixture with the lowest ratio against the current algorithm. An instance already held is

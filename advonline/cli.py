@@ -14,8 +14,10 @@ import sys
 import jax
 from tqdm import tqdm
 
-from advonline import archive_view, configs, parallel, pipeline, policy_file, preflight
+from advonline import archive_view, configs, parallel, pipeline, preflight
 from advonline import evaluate as evaluation
+from advonline import problems as registry
+from advonline.baselines.posted_price import BASELINES, make_baseline
 from advonline.checkpoint import CheckpointError
 from advonline.configs import ConfigError
 from advonline.export import ExportError, check_target
@@ -23,14 +25,13 @@ from advonline.folders import FolderError, check_path
 from advonline.game import Game
 from advonline.parallel import DevicesError
 from advonline.pipeline import RunError
-from advonline.policy_file import PolicyFileError
 from advonline.preflight import PreflightError
-from advonline.tabulated import from_file
-from advonline.traces import TraceError, check_buyers, load_trace
+from advonline.problems.posted_price import policy_file
+from advonline.problems.posted_price.model import Instance, Setting, SettingError
+from advonline.problems.posted_price.policy_file import PolicyFileError
+from advonline.problems.posted_price.tabulated import from_file
+from advonline.problems.posted_price.traces import TraceError, check_buyers, load_trace
 from advonline.train import TrainError, check_folder, check_processes, train
-from baselines import BASELINES, make_baseline
-from problems import PROBLEMS
-from problems.posted_price import Instance, Setting, SettingError
 
 EXIT_BAD_INPUT = 2
 EXIT_OUT_OF_MEMORY = 3  # a command that ran out of memory part way (after its checks passed)
@@ -288,8 +289,8 @@ SETTING_FLAGS = ("resources", "low", "high", "rounds", "max_demand", "demand_lev
 
 def run_evaluate(args: argparse.Namespace) -> int:
     """``advonline evaluate``: a table (or JSON) of measured ratios."""
-    if args.problem not in PROBLEMS:
-        raise UsageError(f"unknown problem {args.problem!r}; known: {', '.join(PROBLEMS)}")
+    if args.problem not in registry.names():
+        raise UsageError(f"unknown problem {args.problem!r}; known: {', '.join(registry.names())}")
     names = _baseline_names(
         args.algorithm or ([] if args.checkpoint or args.policy else list(BASELINES))
     )

@@ -1,7 +1,7 @@
 """Training configurations: data in ``experiments/configs/*.toml``, validated here.
 
 A config has six tables, each optional (defaults below): ``[setting]`` (the problem, the
-fields of :class:`~problems.posted_price.Setting`), ``[algorithm]``, ``[adversary]``,
+fields of :class:`~posted_price.model.Setting`), ``[algorithm]``, ``[adversary]``,
 ``[game]``, ``[oracle]`` (the oracle loop) and ``[log]``. Unknown tables or keys, wrong
 types and invalid values are refused with one :class:`ConfigError` line naming the key.
 """
@@ -14,7 +14,7 @@ import tomllib
 import typing
 from pathlib import Path
 
-from problems.posted_price import Setting, SettingError
+from advonline.problems.posted_price.model import Setting, SettingError
 
 UPDATES = ("per-round", "reinforce")
 CONDITIONINGS = ("noise", "state")

@@ -28,10 +28,13 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh
 
-from advonline import certify, environment, parallel
+from advonline import environment, parallel
 from advonline.adversary import AdversaryModel
 from advonline.configs import AdversaryConfig, OracleBudget
-from advonline.families import (
+from advonline.mixture import SnapshotMixture
+from advonline.oracles import best_responses, mixture_search, random_types
+from advonline.problems.posted_price import certify
+from advonline.problems.posted_price.families import (
     FAMILY_NAMES,
     family_demand_pairs,
     make_family,
@@ -39,11 +42,7 @@ from advonline.families import (
     stopping_densities,
     write_out,
 )
-from advonline.mixture import SnapshotMixture
-from advonline.oracles import best_responses, mixture_search, random_types
-from advonline.typed_payoffs import algorithm_table, typed_payoffs
-from problems.optimum import greedy_fill_optimum, lp_optimum, milp_optimum, offline_optimum
-from problems.posted_price import (
+from advonline.problems.posted_price.model import (
     BuyerSource,
     Instance,
     Policy,
@@ -53,6 +52,13 @@ from problems.posted_price import (
     repeat_each,
     simulate,
 )
+from advonline.problems.posted_price.optimum import (
+    greedy_fill_optimum,
+    lp_optimum,
+    milp_optimum,
+    offline_optimum,
+)
+from advonline.problems.posted_price.typed_payoffs import algorithm_table, typed_payoffs
 
 SOURCE_NAMES = ("exact", "adversary", "families", "random")
 #: A trained run's own source (advonline/pipeline.py): the instances its oracle loop archived,

@@ -1,5 +1,5 @@
 """``advonline export``: a trained policy as an ``advonline.pricing-policy`` JSON document
-(format in :mod:`advonline.policy_file`).
+(format in :mod:`posted_price.policy_file`).
 
 - Version 2 (the default, any K) stores the pricing network: its layer weights, written as the
   shortest decimals that read back to the same float32 values, so a file loaded for evaluation
@@ -26,8 +26,8 @@ from advonline.configs import RunConfig
 from advonline.folders import check_path
 from advonline.mixture import SnapshotMixture
 from advonline.networks import PricingNetwork
-from advonline.policy_file import FORMAT
-from problems.posted_price import Policy, Setting, price_table
+from advonline.problems.posted_price.model import Policy, Setting, price_table
+from advonline.problems.posted_price.policy_file import FORMAT
 
 SIGNIFICANT_DIGITS = 9  # probabilities keep 9 significant digits (above float32's ~7)
 

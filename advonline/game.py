@@ -11,7 +11,7 @@ value of *every* action in every state is ``Q_t(u, a) = V_{t+1}(u) + accept_t(a)
 (``G_t(u)``: what a sale adds). The update is the all-action gradient
 ``sum_{t,u} P(s_t = u) sum_a grad pi(a | t, u) Q_t(u, a) / OPT``, with the exact probability
 of reaching each state (a forward pass, the transpose of the backward one:
-:func:`~problems.posted_price.welfare_and_sale_weight`), i.e. the expectation over rollouts of
+:func:`~posted_price.model.welfare_and_sale_weight`), i.e. the expectation over rollouts of
 the paper's along-the-rollout sum: zero variance. Because ``sum_a grad pi = 0`` the
 ``V_{t+1}`` term drops out and the gradient is two matrix products over the batch
 (``tests/test_game.py`` checks it equals the gradient of the exact expected payoff).
@@ -40,7 +40,6 @@ import optax
 from flax import struct
 from jax.sharding import Mesh
 
-from advonline import families
 from advonline.adversary import (
     AdversaryModel,
     adversary_loss,
@@ -49,11 +48,11 @@ from advonline.adversary import (
     welfare_ratio,
 )
 from advonline.configs import RunConfig
-from advonline.learned import LearnedPolicy, price_atoms
 from advonline.networks import PricingNetwork
 from advonline.parallel import shard_batch
-from problems.optimum import offline_optimum
-from problems.posted_price import (
+from advonline.problems.posted_price import families
+from advonline.problems.posted_price.learned import LearnedPolicy, price_atoms
+from advonline.problems.posted_price.model import (
     Buyer,
     Instance,
     Setting,
@@ -63,6 +62,7 @@ from problems.posted_price import (
     simulate,
     welfare_and_sale_weight,
 )
+from advonline.problems.posted_price.optimum import offline_optimum
 
 
 @dataclasses.dataclass(frozen=True)

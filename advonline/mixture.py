@@ -7,7 +7,7 @@ welfare on a fixed input is therefore ``sum_m weights[m] E[ALG_m]``, which is wh
 restricted game's value promises for the archived instances. It is not a per-state policy:
 the same state reached under two members gets two different distributions, so the mixture
 does not reduce to ``policy(observation)``. The one simulator
-(:func:`problems.posted_price.rollout`) asks a policy with a ``draw_member`` method for its
+(:func:`posted_price.model.rollout`) asks a policy with a ``draw_member`` method for its
 member once per episode, from its own key, and then plays that member.
 
 The oracle loop delivers a mixture for K >= 2 only, where every candidate it compares is
@@ -22,8 +22,8 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
-from advonline.learned import LearnedPolicy
 from advonline.networks import PricingNetwork
+from advonline.problems.posted_price.learned import LearnedPolicy
 
 
 @struct.dataclass

@@ -36,7 +36,7 @@ finds what the live one lost. The oracle loop keeps everything instead. Each epo
 5. **Training.** ``epoch_steps`` per-round all-action updates of the pricing network
    (:func:`~advonline.game.per_round_update`, one jitted ``lax.scan``; for K >= 2 the exact
    gradient of the same weighted payoff through the product-grid induction of
-   :mod:`problems.product_grid`, which is what the all-action update computes) against the
+   :mod:`posted_price.product_grid`, which is what the all-action update computes) against the
    archive,
    weighted by ``(1 - w) q + w softmin(current payoffs)`` with ``w = worst_case_weight``:
    the equilibrium mixture keeps the weights stable across epochs, the softmin keeps the one
@@ -62,7 +62,6 @@ from flax import struct
 
 from advonline import archive as archives
 from advonline import meta
-from advonline.certify import certify_dp
 from advonline.game import (
     Game,
     _softmin_weights,
@@ -73,8 +72,13 @@ from advonline.game import (
 )
 from advonline.mixture import SnapshotMixture, snapshot_mixture
 from advonline.oracles import Found, best_responses, mixture_search
-from advonline.typed_payoffs import algorithm_table, type_sale_table, typed_payoffs
-from problems.optimum import offline_optimum
+from advonline.problems.posted_price.certify import certify_dp
+from advonline.problems.posted_price.optimum import offline_optimum
+from advonline.problems.posted_price.typed_payoffs import (
+    algorithm_table,
+    type_sale_table,
+    typed_payoffs,
+)
 
 #: Relative rounding of a ratio computed in float32, with room to spare.
 _ROUNDING = 1e-4
@@ -152,7 +156,7 @@ def archive_payoffs(game: Game, params: dict, types: jax.Array, optimum: jax.Arr
     """Exact payoffs ``E[ALG(I_j)] / OPT(I_j)`` ``[N]`` of the pricing network ``params`` on
     instances given as types ``[N, T]``: over the utilisation grid for K = 1
     (:func:`~advonline.game.game_payoffs`), over the product grid for K >= 2
-    (:func:`~advonline.typed_payoffs.typed_payoffs`). Differentiable in ``params``."""
+    (:func:`~posted_price.typed_payoffs.typed_payoffs`). Differentiable in ``params``."""
     if game.setting.resources == 1:
         instances = game.adversary.instances(types, jnp.float32)
         return game_payoffs(game, params, instances, optimum)

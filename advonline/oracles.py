@@ -1,9 +1,9 @@
 """Best-response oracles: given a frozen algorithm and a budget, find hard instances.
 
 Every oracle takes the algorithm as its table over every state
-(:func:`~advonline.typed_payoffs.algorithm_table`: ``[T, G + 1, A]`` for K = 1,
+(:func:`~posted_price.typed_payoffs.algorithm_table`: ``[T, G + 1, A]`` for K = 1,
 ``[T, S, K, A]`` on the product grid for K >= 2) and returns :class:`Found`: instances as buyer
-type sequences (:mod:`advonline.buyer_types`) with their ratios ``OPT / E[ALG]``, each the
+type sequences (:mod:`posted_price.buyer_types`) with their ratios ``OPT / E[ALG]``, each the
 ratio of a fixed input (oblivious; ``E[ALG]`` exact by backward induction; OPT exact for K = 1
 and a primal-feasible lower bound for K >= 2, so a ratio is never inflated). Two oracles,
 each with independent restarts vmapped in one jitted call:
@@ -26,9 +26,9 @@ devices: each is computed whole on one device, with no sum across them, so the f
 one device's.
 
 The ratio of a typed instance is cheap: the chance that each buyer type buys in each state is
-tabled once per algorithm (:func:`~advonline.typed_payoffs.type_sale_table`), so an
+tabled once per algorithm (:func:`~posted_price.typed_payoffs.type_sale_table`), so an
 instance's sale probabilities are a gather and its ``E[ALG]`` one backward induction
-(:func:`~advonline.typed_payoffs.typed_payoffs`).
+(:func:`~posted_price.typed_payoffs.typed_payoffs`).
 """
 
 from __future__ import annotations
@@ -42,12 +42,12 @@ import jax.numpy as jnp
 from jax.sharding import Mesh
 
 from advonline.adversary import AdversaryModel, best_response
-from advonline.buyer_types import BuyerTypes
 from advonline.configs import AdversaryConfig, OracleBudget
 from advonline.parallel import shard_batch, spread
-from advonline.typed_payoffs import typed_payoffs
-from problems.optimum import device_optimum
-from problems.posted_price import PriceDistribution, Setting
+from advonline.problems.posted_price.buyer_types import BuyerTypes
+from advonline.problems.posted_price.model import PriceDistribution, Setting
+from advonline.problems.posted_price.optimum import device_optimum
+from advonline.problems.posted_price.typed_payoffs import typed_payoffs
 
 #: Mutation kinds of the local search (names for documentation and tests).
 MUTATIONS = (

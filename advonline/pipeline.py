@@ -20,6 +20,8 @@ from jax.sharding import Mesh
 
 from advonline import checkpoint, export, folders, plots
 from advonline.archive_view import worst_delivered
+from advonline.baselines.posted_price import BASELINES, make_baseline
+from advonline.baselines.posted_price.threshold import threshold_price
 from advonline.configs import RunConfig
 from advonline.evaluate import (
     ARCHIVE_SOURCE,
@@ -32,15 +34,13 @@ from advonline.evaluate import (
     with_source,
 )
 from advonline.game import Game, GameState, delivered_params
-from advonline.learned import LearnedPriceCurve, learned_policies
 from advonline.mixture import SnapshotMixture
 from advonline.oracle_loop import delivered_mixture
-from advonline.policy_file import parse
-from advonline.tabulated import from_file
+from advonline.problems.posted_price.learned import LearnedPriceCurve, learned_policies
+from advonline.problems.posted_price.model import Observation, Setting, price_table
+from advonline.problems.posted_price.policy_file import parse
+from advonline.problems.posted_price.tabulated import from_file
 from advonline.train import METRIC_FIELDS, METRICS_NAME
-from baselines import BASELINES, make_baseline
-from baselines.threshold import threshold_price
-from problems.posted_price import Observation, Setting, price_table
 
 #: The metrics column a run's convergence figure draws, by training loop, and its axis label:
 #: the oracle loop's guarantee is the best DP bound so far (K = 1) or the lowest worst case

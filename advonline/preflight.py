@@ -18,7 +18,7 @@ import os
 import jax
 
 from advonline.configs import AdversaryConfig, AlgorithmConfig, RunConfig
-from problems.posted_price import Setting
+from advonline.problems.posted_price.model import Setting
 
 WORKING_COPIES = 4  # the largest array, its gradient or result, and XLA's temporaries
 FLOAT64, FLOAT32 = 8, 4
@@ -39,7 +39,7 @@ class Need:
 
 def demand_vector_count(setting: Setting) -> int:
     """How many demand vectors the buyer types and the hard families use
-    (:func:`advonline.buyer_types.demand_vectors`), counted without building them."""
+    (:func:`posted_price.buyer_types.demand_vectors`), counted without building them."""
     return setting.demand_levels * (1 if setting.resources == 1 else setting.resources + 1)
 
 

@@ -11,7 +11,7 @@ action ``a`` is ``Q_t(a) = V_{t+1}(s_t) + accept_t(a) G_t`` with ``G_t = b_t x_t
 V_{t+1}(s_t + x_t d_t) - V_{t+1}(s_t)`` (what a sale adds). The two continuations are two more
 runs from round ``t + 1``, one from each state, with the same random numbers (so ``G_t`` has
 little variance). The pricing network posts one distribution per resource, and the K prices
-are drawn with one shared quantile (:func:`~problems.posted_price.sample_prices`). The update
+are drawn with one shared quantile (:func:`~posted_price.model.sample_prices`). The update
 is the all-action gradient of each resource's distribution with the other resources' prices
 as drawn in the run: ``sum_k sum_a grad pi_k(a | s_t) accept_t(a, p_{-k}) G_t / OPT``, scaled
 by ``T / rollout_rounds``. For one resource this is an unbiased estimate of the gradient of
@@ -24,7 +24,7 @@ are means of ``payoff_runs`` sampled runs. **OPT** comes by default (``game.opti
 "highs"``) from SciPy's HiGHS (one block-diagonal LP or MILP per batch, exact) *outside*
 ``jit``, between three jitted pieces (the adversary writes; the adversary updates; the
 algorithm updates). With ``"device"`` (divisible buyers) it comes from the JAX dual LP
-(:func:`~problems.optimum.device_optimum`) and the whole step is one jitted program with no
+(:func:`~posted_price.optimum.device_optimum`) and the whole step is one jitted program with no
 host round trip. That value is primal-feasible, so a ratio built on it is never inflated, but
 on the near-tied instances an adversary writes the dual method can stall short of OPT
 (``tests/test_optimum.py`` measures how often and how far). The replay stores each
@@ -51,8 +51,8 @@ from advonline.game import (
     step_metrics,
     training_pool,
 )
-from problems.optimum import device_optimum, offline_optimum
-from problems.posted_price import Buyer, Instance, purchase, rollout
+from advonline.problems.posted_price.model import Buyer, Instance, purchase, rollout
+from advonline.problems.posted_price.optimum import device_optimum, offline_optimum
 
 
 class SaleGains(NamedTuple):

@@ -40,7 +40,6 @@ import jax.numpy as jnp
 
 from advonline import checkpoint, environment, folders, parallel
 from advonline.adversary import BestResponse, adversary_optimizer, fresh_best_response
-from advonline.certify import certify_dp
 from advonline.configs import RunConfig
 from advonline.game import (
     Game,
@@ -59,6 +58,7 @@ from advonline.oracle_loop import (
     record_row,
     train_epoch,
 )
+from advonline.problems.posted_price.certify import certify_dp
 from advonline.sampled_game import on_device, sampled_game_step
 
 METRIC_FIELDS = (

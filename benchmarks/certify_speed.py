@@ -11,9 +11,9 @@ os.environ["XLA_FLAGS"] = "--xla_cpu_multi_thread_eigen=false intra_op_paralleli
 
 import time  # noqa: E402
 
-from advonline.certify import certify_dp, dp_work  # noqa: E402
-from baselines import make_baseline  # noqa: E402
-from problems.posted_price import Setting  # noqa: E402
+from advonline.baselines.posted_price import make_baseline  # noqa: E402
+from advonline.problems.posted_price.certify import certify_dp, dp_work  # noqa: E402
+from advonline.problems.posted_price.model import Setting  # noqa: E402
 
 
 def main() -> None:

@@ -41,8 +41,8 @@ from advonline.game import (
     sale_probabilities,
 )
 from advonline.huge_pages import huge_pages_on, relaunch_with_huge_pages
-from problems.optimum import offline_optimum
-from problems.posted_price import price_table
+from advonline.problems.posted_price.model import price_table
+from advonline.problems.posted_price.optimum import offline_optimum
 
 
 def numpy_action_weights(setting, probs, instances, optimum, weights, atoms) -> np.ndarray:

@@ -10,11 +10,11 @@ import time
 from pathlib import Path
 
 from advonline import checkpoint, configs
+from advonline.baselines.posted_price import BASELINES, make_baseline
 from advonline.evaluate import Budget, Measurement, measure
 from advonline.game import Game, delivered_params
 from advonline.pipeline import delivered_policies
 from advonline.train import train
-from baselines import BASELINES, make_baseline
 
 CONFIGS = Path(__file__).parent / "configs"
 

@@ -28,9 +28,9 @@ import numpy as np
 from common import fmt, load_config, write_csv
 
 from advonline import plots
-from advonline.certify import certify_dp
-from advonline.lower_bound import search_lower_bound
-from baselines import make_baseline
+from advonline.baselines.posted_price import make_baseline
+from advonline.problems.posted_price.certify import certify_dp
+from advonline.problems.posted_price.lower_bound import search_lower_bound
 
 #: config whose setting is bounded -> the other configs with the same setting
 SETTINGS = {

@@ -12,10 +12,10 @@ import math
 import time
 from pathlib import Path
 
+from advonline.baselines.posted_price import make_baseline
 from advonline.evaluate import Budget, measure, reference_ratio
 from advonline.huge_pages import relaunch_with_huge_pages
-from baselines import make_baseline
-from problems.posted_price import Setting
+from advonline.problems.posted_price.model import Setting
 
 # (max demand, demand levels, rounds): rounds >= 2 / max demand leave room for the hard ramp.
 DEMANDS = [

@@ -6,7 +6,7 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
-from problems.posted_price import Observation, PriceDistribution
+from advonline.problems.posted_price.model import Observation, PriceDistribution
 
 
 def _cell(observation: Observation, rounds: int, grid: int) -> tuple[jax.Array, jax.Array]:

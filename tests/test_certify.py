@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 from policies import RandomTablePolicy, TablePolicy
 
-from advonline.certify import _sweep, certify_closed_form, certify_dp
-from baselines import make_baseline
-from problems.posted_price import (
+from advonline.baselines.posted_price import make_baseline
+from advonline.problems.posted_price.certify import _sweep, certify_closed_form, certify_dp
+from advonline.problems.posted_price.model import (
     Instance,
     Setting,
     expected_welfare_exact,

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from advonline.cli import main
-from problems.optimum import lp_optimum, milp_optimum
+from advonline.problems.posted_price.optimum import lp_optimum, milp_optimum
 
 TINY = [
     "--rounds",

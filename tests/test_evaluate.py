@@ -4,9 +4,9 @@ import math
 
 import pytest
 
+from advonline.baselines.posted_price import BASELINES, make_baseline
 from advonline.evaluate import SOURCE_NAMES, Budget, measure
-from baselines import BASELINES, make_baseline
-from problems.posted_price import Setting
+from advonline.problems.posted_price.model import Setting
 
 # the setting and budget of the CLI tests (tests/test_cli.py): programs compiled there are
 # reused here
@@ -61,8 +61,8 @@ def test_k1_adversary_source_is_the_training_oracle(monkeypatch):
     import numpy as np
 
     from advonline import evaluate, oracles
-    from problems.optimum import offline_optimum
-    from problems.posted_price import Instance
+    from advonline.problems.posted_price.model import Instance
+    from advonline.problems.posted_price.optimum import offline_optimum
 
     calls = []
 
@@ -96,8 +96,8 @@ def test_several_resources_adversary_source_is_the_training_oracle(monkeypatch):
     import numpy as np
 
     from advonline import evaluate, oracles
-    from problems.optimum import offline_optimum
-    from problems.posted_price import Instance
+    from advonline.problems.posted_price.model import Instance
+    from advonline.problems.posted_price.optimum import offline_optimum
 
     calls = []
 

@@ -17,8 +17,8 @@ from advonline.game import (
     per_round_gradient,
     reinforce_gradient,
 )
-from problems.optimum import offline_optimum
-from problems.posted_price import Instance, expected_welfare_exact
+from advonline.problems.posted_price.model import Instance, expected_welfare_exact
+from advonline.problems.posted_price.optimum import offline_optimum
 
 TINY = {
     "setting": {"low": 1.0, "high": 4.0, "rounds": 6, "max_demand": 0.25},
@@ -141,8 +141,8 @@ def test_bad_configs_are_refused_with_the_key_named(data, message):
 def test_fresh_adversary_reports_a_real_instance():
     """The fresh adversary's figure is the ratio of an instance it wrote, recomputed here."""
     from advonline.adversary import AdversaryModel, best_response
-    from baselines import make_baseline
-    from problems.posted_price import price_table
+    from advonline.baselines.posted_price import make_baseline
+    from advonline.problems.posted_price.model import price_table
 
     config = configs.from_dict(TINY)
     setting = config.setting

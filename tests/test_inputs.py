@@ -170,8 +170,8 @@ def test_the_shipped_configs_pass_the_memory_check():
 
 @pytest.mark.parametrize("resources", [1, 2, 3])
 def test_the_estimate_counts_the_buyer_types_the_adversary_builds(resources):
-    from advonline.buyer_types import BuyerTypes
-    from problems.posted_price import Setting
+    from advonline.problems.posted_price.buyer_types import BuyerTypes
+    from advonline.problems.posted_price.model import Setting
 
     setting = Setting(
         resources=resources, capacities=(1.0,) * resources, demand_levels=3, max_demand=0.03

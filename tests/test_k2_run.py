@@ -94,7 +94,7 @@ def test_a_two_resource_policy_file_loads_without_jax_and_measures_as_the_run(
     policy = two_resource_run / "policy.json"
     script = (
         "import sys, numpy as np\n"
-        "from advonline.policy_file import load\n"
+        "from advonline.problems.posted_price.policy_file import load\n"
         f"prices = load({str(policy)!r}).prices(np.array([0.2, 0.7]), round=0)\n"
         "assert prices.shape == (2,) and np.all(np.isfinite(prices)), prices\n"
         "assert 'jax' not in sys.modules and 'jaxlib' not in sys.modules, 'jax was imported'\n"

@@ -6,16 +6,16 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from advonline.certify import certify_dp
-from advonline.lower_bound import (
+from advonline.baselines.posted_price import make_baseline
+from advonline.problems.posted_price.certify import certify_dp
+from advonline.problems.posted_price.lower_bound import (
     best_response_payoff,
     prefix_optima,
     search_lower_bound,
     stopping_lower_bound,
 )
-from baselines import make_baseline
-from problems.optimum import greedy_fill_optimum, knapsack_optimum
-from problems.posted_price import Setting, SettingError
+from advonline.problems.posted_price.model import Setting, SettingError
+from advonline.problems.posted_price.optimum import greedy_fill_optimum, knapsack_optimum
 
 
 @pytest.mark.parametrize("divisible", [True, False])

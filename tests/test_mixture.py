@@ -21,12 +21,12 @@ from advonline.oracle_loop import delivered_mixture, init_oracle_state, keep_bes
 from advonline.oracles import local_search_oracle, mixture_search, random_types, typed_ratios
 from advonline.pipeline import TrainedRun, delivered_policies, export_run
 from advonline.plots import read_metrics
-from advonline.policy_file import MixturePolicy, PolicyFileError, parse
-from advonline.tabulated import from_file
+from advonline.problems.posted_price.model import Instance, rollout, simulate
+from advonline.problems.posted_price.optimum import device_optimum, offline_optimum
+from advonline.problems.posted_price.policy_file import MixturePolicy, PolicyFileError, parse
+from advonline.problems.posted_price.tabulated import from_file
+from advonline.problems.posted_price.typed_payoffs import algorithm_table
 from advonline.train import train
-from advonline.typed_payoffs import algorithm_table
-from problems.optimum import device_optimum, offline_optimum
-from problems.posted_price import Instance, rollout, simulate
 
 TINY = {
     "setting": {

@@ -10,14 +10,12 @@ import numpy as np
 import pytest
 
 from advonline import configs
-from advonline.families import family_demand_pairs, make_family, write_out
+from advonline.baselines.posted_price import make_baseline
+from advonline.baselines.posted_price.exponential import exponential_price
 from advonline.game import Game, known_family_pool, per_round_gradient
 from advonline.networks import PricingNetwork
-from advonline.sampled_game import rollout_gradient
-from baselines import make_baseline
-from baselines.exponential import exponential_price
-from problems.optimum import offline_optimum
-from problems.posted_price import (
+from advonline.problems.posted_price.families import family_demand_pairs, make_family, write_out
+from advonline.problems.posted_price.model import (
     Instance,
     PriceDistribution,
     Setting,
@@ -25,6 +23,8 @@ from problems.posted_price import (
     sample_prices,
     simulate,
 )
+from advonline.problems.posted_price.optimum import offline_optimum
+from advonline.sampled_game import rollout_gradient
 
 TWO = Setting(resources=2, capacities=(1.0, 1.0), rounds=12, max_demand=0.5, demand_levels=2)
 

@@ -7,8 +7,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from advonline.buyer_types import BuyerTypes
-from problems.optimum import (
+from advonline.problems.posted_price.buyer_types import BuyerTypes
+from advonline.problems.posted_price.model import Instance, Setting, SettingError
+from advonline.problems.posted_price.optimum import (
     batch_optimum,
     device_optimum,
     dual_lp_optimum,
@@ -18,7 +19,6 @@ from problems.optimum import (
     milp_optimum,
     offline_optimum,
 )
-from problems.posted_price import Instance, Setting, SettingError
 
 
 def test_greedy_fill_hand_case():

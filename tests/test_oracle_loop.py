@@ -15,12 +15,13 @@ import jax
 import numpy as np
 import pytest
 
-from advonline import checkpoint, cli, configs, evaluate, families, pipeline
+from advonline import checkpoint, cli, configs, evaluate, pipeline
 from advonline.archive import instance_slots
 from advonline.archive_view import worst_delivered
 from advonline.evaluate import Budget
 from advonline.game import Game
 from advonline.oracle_loop import archive_payoffs, train_against
+from advonline.problems.posted_price import families
 from advonline.train import train
 
 TINY_ORACLE_TOML = """

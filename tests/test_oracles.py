@@ -7,12 +7,12 @@ import numpy as np
 import pytest
 
 from advonline.adversary import AdversaryModel
-from advonline.certify import certify_dp
+from advonline.baselines.posted_price import make_baseline
 from advonline.configs import AdversaryConfig
 from advonline.oracles import local_search_oracle, mutate, random_types, typed_ratios
-from baselines import make_baseline
-from problems.optimum import offline_optimum
-from problems.posted_price import Setting, mean_welfare, price_table
+from advonline.problems.posted_price.certify import certify_dp
+from advonline.problems.posted_price.model import Setting, mean_welfare, price_table
+from advonline.problems.posted_price.optimum import offline_optimum
 
 SMALL = Setting(low=1.0, high=10.0, rounds=12, max_demand=0.2)
 

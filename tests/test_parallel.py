@@ -180,8 +180,8 @@ from advonline.adversary import AdversaryModel
 from advonline.configs import AdversaryConfig, OracleBudget
 from advonline.oracles import best_responses, local_search_oracle, random_types
 from advonline.parallel import batch_mesh
-from baselines import make_baseline
-from problems.posted_price import Setting, price_table
+from advonline.baselines.posted_price import make_baseline
+from advonline.problems.posted_price.model import Setting, price_table
 
 setting = Setting(low=1.0, high=10.0, rounds=12, max_demand=0.2)
 config = AdversaryConfig(density_levels=16, conditioning="state")

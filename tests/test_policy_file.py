@@ -12,11 +12,11 @@ import pytest
 
 from advonline import configs, export
 from advonline.game import Game
-from advonline.learned import LearnedPolicy, LearnedPriceCurve
 from advonline.networks import PricingNetwork
-from advonline.policy_file import NetworkPolicy, PolicyFileError, parse
-from advonline.tabulated import from_file, network_policy
-from problems.posted_price import Observation, Setting
+from advonline.problems.posted_price.learned import LearnedPolicy, LearnedPriceCurve
+from advonline.problems.posted_price.model import Observation, Setting
+from advonline.problems.posted_price.policy_file import NetworkPolicy, PolicyFileError, parse
+from advonline.problems.posted_price.tabulated import from_file, network_policy
 
 CONFIGS = Path(__file__).resolve().parents[1] / "experiments" / "configs"
 

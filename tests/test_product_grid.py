@@ -5,11 +5,21 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from advonline.learned import LearnedPolicy, price_atoms
+from advonline.baselines.posted_price import make_baseline
 from advonline.networks import PricingNetwork
-from baselines import make_baseline
-from problems.posted_price import Instance, Setting, expected_welfare_exact, simulate
-from problems.product_grid import expected_welfare_grid, grid_units, state_count, state_index
+from advonline.problems.posted_price.learned import LearnedPolicy, price_atoms
+from advonline.problems.posted_price.model import (
+    Instance,
+    Setting,
+    expected_welfare_exact,
+    simulate,
+)
+from advonline.problems.posted_price.product_grid import (
+    expected_welfare_grid,
+    grid_units,
+    state_count,
+    state_index,
+)
 
 TWO = Setting(resources=2, capacities=(1.0, 1.0), rounds=10, max_demand=0.5, demand_levels=2)
 

@@ -22,9 +22,9 @@ from hypothesis import strategies as st
 from advonline import configs, export
 from advonline.cli import main
 from advonline.networks import PricingNetwork
-from advonline.policy_file import PolicyFileError, load
-from advonline.tabulated import from_file
-from problems.posted_price import Setting, SettingError
+from advonline.problems.posted_price.model import Setting, SettingError
+from advonline.problems.posted_price.policy_file import PolicyFileError, load
+from advonline.problems.posted_price.tabulated import from_file
 from tests.test_inputs import tree_digest
 
 QUICK = settings(max_examples=20, deadline=None, suppress_health_check=list(HealthCheck))

@@ -12,10 +12,11 @@ from pathlib import Path
 import jax
 import pytest
 
-from advonline import certify, configs
+from advonline import configs
+from advonline.baselines.posted_price import make_baseline
 from advonline.pipeline import open_run
+from advonline.problems.posted_price import certify
 from advonline.train import train
-from baselines import make_baseline
 
 QUICKSTART = Path(__file__).parent.parent / "experiments" / "configs" / "quickstart.toml"
 

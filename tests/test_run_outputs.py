@@ -16,8 +16,8 @@ import pytest
 
 from advonline import pipeline
 from advonline.cli import main
-from advonline.policy_file import PolicyFileError, load
-from problems.posted_price import price_table
+from advonline.problems.posted_price.model import price_table
+from advonline.problems.posted_price.policy_file import PolicyFileError, load
 from tests.test_train import TINY_TOML
 
 FIGURES = ("ratio", "exploitability", "price-curve")
@@ -76,7 +76,7 @@ def test_main_job_leaves_measurement_policies_and_figures(finished, capsys):
 def test_loader_runs_without_jax(finished):
     script = (
         "import sys, numpy as np\n"
-        "from advonline.policy_file import load\n"
+        "from advonline.problems.posted_price.policy_file import load\n"
         f"policy = load({str(finished / 'policy.json')!r})\n"
         "y = np.array([[0.0], [0.3], [1.0]])\n"
         "prices = policy.prices(y, round=2)\n"

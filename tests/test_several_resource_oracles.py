@@ -12,16 +12,16 @@ import pytest
 from advonline import checkpoint, configs
 from advonline.adversary import AdversaryModel
 from advonline.archive import instance_slots, snapshot_slots
+from advonline.baselines.posted_price import make_baseline
 from advonline.configs import AdversaryConfig
 from advonline.game import Game
 from advonline.oracle_loop import payoff_matrix
 from advonline.oracles import local_search_oracle, random_types, typed_ratios
+from advonline.problems.posted_price.model import Buyer, Setting, mean_welfare
+from advonline.problems.posted_price.optimum import batch_optimum
+from advonline.problems.posted_price.product_grid import acceptance, grid_units, quantile_intervals
+from advonline.problems.posted_price.typed_payoffs import algorithm_table
 from advonline.train import train
-from advonline.typed_payoffs import algorithm_table
-from baselines import make_baseline
-from problems.optimum import batch_optimum
-from problems.posted_price import Buyer, Setting, mean_welfare
-from problems.product_grid import acceptance, grid_units, quantile_intervals
 
 TWO = Setting(resources=2, capacities=(1.0, 1.0), rounds=10, max_demand=0.5, demand_levels=2)
 

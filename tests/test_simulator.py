@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 from policies import RandomTablePolicy
 
-from baselines import make_baseline
-from baselines.threshold import threshold_price
-from problems.posted_price import (
+from advonline.baselines.posted_price import make_baseline
+from advonline.baselines.posted_price.threshold import threshold_price
+from advonline.problems.posted_price.model import (
     Instance,
     Setting,
     _simulate_jit,

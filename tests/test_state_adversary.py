@@ -9,10 +9,10 @@ import pytest
 
 from advonline import configs
 from advonline.adversary import AdversaryModel, best_response, scaled_state
-from advonline.certify import certify_dp
+from advonline.baselines.posted_price import make_baseline
 from advonline.game import Game, game_step, init_state, known_family_pool
-from baselines import make_baseline
-from problems.posted_price import (
+from advonline.problems.posted_price.certify import certify_dp
+from advonline.problems.posted_price.model import (
     Buyer,
     PriceDistribution,
     TablePolicy,

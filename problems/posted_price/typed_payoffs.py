@@ -4,9 +4,9 @@ The oracles score many instances against one frozen algorithm, so the chance tha
 type buys in each state is tabled once per algorithm (:func:`type_sale_table`,
 ``[T, S, types]``); an instance's sale probabilities are then a gather, and its ``E[ALG]`` one
 backward induction: over the K = 1 utilisation grid
-(:func:`~problems.posted_price.continuation`) or, for K >= 2, the product grid
-(:func:`~problems.product_grid.grid_welfare`). OPT comes from
-:func:`~problems.optimum.device_optimum` inside ``jit`` (exact for K = 1, a primal-feasible
+(:func:`~posted_price.model.continuation`) or, for K >= 2, the product grid
+(:func:`~posted_price.product_grid.grid_welfare`). OPT comes from
+:func:`~posted_price.optimum.device_optimum` inside ``jit`` (exact for K = 1, a primal-feasible
 lower bound for divisible K >= 2, so a ratio is never inflated).
 """
 
@@ -16,8 +16,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from advonline.buyer_types import BuyerTypes
-from problems.posted_price import (
+from advonline.problems.posted_price.buyer_types import BuyerTypes
+from advonline.problems.posted_price.model import (
     Instance,
     Policy,
     PriceDistribution,
@@ -25,7 +25,7 @@ from problems.posted_price import (
     continuation,
     price_table,
 )
-from problems.product_grid import (
+from advonline.problems.posted_price.product_grid import (
     grid_price_table,
     grid_transitions,
     grid_welfare,
@@ -53,8 +53,8 @@ def payoffs_given_sales(
 
 def algorithm_table(setting: Setting, policy: Policy, dtype) -> PriceDistribution:
     """The policy in every state: ``[T, G + 1, A]`` for K = 1
-    (:func:`~problems.posted_price.price_table`), ``[T, S, K, A]`` for K >= 2
-    (:func:`~problems.product_grid.grid_price_table`)."""
+    (:func:`~posted_price.model.price_table`), ``[T, S, K, A]`` for K >= 2
+    (:func:`~posted_price.product_grid.grid_price_table`)."""
     if setting.resources == 1:
         return price_table(setting, policy, dtype)
     return grid_price_table(setting, policy, dtype)
@@ -65,7 +65,7 @@ def type_sale_table(vocabulary: BuyerTypes, table: PriceDistribution, dtype) -> 
     each state of ``table`` (:func:`algorithm_table`; 0 for the nobody type).
 
     Exactly ``sum_i widths[i] [value >= prices_i . demand]`` over the shared quantile's
-    intervals (:func:`~problems.product_grid.quantile_intervals`; for K = 1 the atoms),
+    intervals (:func:`~posted_price.product_grid.quantile_intervals`; for K = 1 the atoms),
     without comparing every type with every interval in every state (84M comparisons for 129
     types, 64 atoms and 20k states; most of a K = 1 training step on a CPU). Within one demand
     vector the values rise with the density, so the types that accept an interval are those

@@ -1,7 +1,7 @@
 """Known hard inputs (docs/method.md §2, and §5 source `families`) and the seeded random
 instances (source `random`).
 
-Each family is a :class:`~problems.posted_price.BuyerSource` parameterised by a stopping
+Each family is a :class:`~posted_price.model.BuyerSource` parameterised by a stopping
 density ``v``; the evaluator sweeps ``v`` over a fine geometric grid of [L, U] and runs every
 member through the one simulator, which records the buyers actually written.
 
@@ -32,8 +32,8 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
-from advonline.buyer_types import demand_vectors
-from problems.posted_price import (
+from advonline.problems.posted_price.buyer_types import demand_vectors
+from advonline.problems.posted_price.model import (
     AdversaryView,
     Buyer,
     BuyerSource,
@@ -106,7 +106,7 @@ def stopping_densities(setting: Setting, levels: int, dtype) -> jax.Array:
 
 def family_demand_pairs(setting: Setting, dtype) -> tuple[jax.Array, jax.Array]:
     """Every (rising demand, final demand) pair of the demand vectors
-    (:func:`~advonline.buyer_types.demand_vectors`), ``[P, K]`` each."""
+    (:func:`~posted_price.buyer_types.demand_vectors`), ``[P, K]`` each."""
     demands = demand_vectors(setting, dtype)
     count = demands.shape[0]
     return jnp.repeat(demands, count, axis=0), jnp.tile(demands, (count, 1))

@@ -13,7 +13,7 @@ with several resources, every level on one resource alone. Type ``i`` is density
 
 Every instance an oracle writes or an archive holds is a sequence of type indices ``[T]``:
 mutations are integer moves, and :meth:`BuyerTypes.instances` turns them into values and
-demands. The evaluator's hard families (:mod:`advonline.families`) use the same demand
+demands. The evaluator's hard families (:mod:`posted_price.families`) use the same demand
 vectors; this module is independent of them, so training never needs to import them.
 """
 
@@ -24,8 +24,8 @@ import dataclasses
 import jax
 import jax.numpy as jnp
 
-from advonline.learned import price_atoms
-from problems.posted_price import Instance, Setting
+from advonline.problems.posted_price.learned import price_atoms
+from advonline.problems.posted_price.model import Instance, Setting
 
 JUST_BELOW = 1e-4  # relative gap of the "just below a grid price" densities
 

@@ -35,8 +35,8 @@ import numpy as np
 import scipy.sparse
 from scipy.optimize import linprog
 
-from advonline.learned import price_atoms
-from problems.posted_price import Setting, SettingError
+from advonline.problems.posted_price.learned import price_atoms
+from advonline.problems.posted_price.model import Setting, SettingError
 
 
 @dataclasses.dataclass(frozen=True)

@@ -7,7 +7,7 @@ else.
 - A mixture (version 2, kind ``mixture``) becomes the :class:`~advonline.mixture.
   SnapshotMixture` of its member networks, drawn once per input with the file's weights.
 - Version 1 (a table) posts exactly what the file says on its utilisation grid, and between
-  grid points interpolates linearly, as the NumPy loader (:mod:`advonline.policy_file`) does.
+  grid points interpolates linearly, as the NumPy loader (:mod:`posted_price.policy_file`) does.
 """
 
 from __future__ import annotations
@@ -19,22 +19,22 @@ import jax.numpy as jnp
 import numpy as np
 from flax import struct
 
-from advonline.learned import LearnedPolicy, LearnedPriceCurve
 from advonline.mixture import SnapshotMixture
 from advonline.networks import PricingNetwork
-from advonline.policy_file import (
-    MixturePolicy,
-    NetworkPolicy,
-    PolicyFileError,
-    PricingPolicy,
-    TablePolicy,
-)
-from problems.posted_price import (
+from advonline.problems.posted_price.learned import LearnedPolicy, LearnedPriceCurve
+from advonline.problems.posted_price.model import (
     Observation,
     Policy,
     PriceDistribution,
     Setting,
     SettingError,
+)
+from advonline.problems.posted_price.policy_file import (
+    MixturePolicy,
+    NetworkPolicy,
+    PolicyFileError,
+    PricingPolicy,
+    TablePolicy,
 )
 
 

@@ -37,7 +37,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from problems.posted_price import Observation, Policy, Setting, price_table
+from advonline.problems.posted_price.model import Observation, Policy, Setting, price_table
 
 #: Work limit of one DP sweep, in (state x candidate) updates; beyond it the DP is skipped.
 DEFAULT_WORK_LIMIT = 1e9

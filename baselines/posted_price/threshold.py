@@ -18,7 +18,7 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
-from problems.posted_price import Observation, PriceDistribution, Setting
+from advonline.problems.posted_price.model import Observation, PriceDistribution, Setting
 
 
 def threshold_price(utilisation: jax.Array, low: float, high: float) -> jax.Array:

@@ -18,7 +18,7 @@ import jax.numpy as jnp
 from flax import struct
 
 from advonline.networks import PricingNetwork
-from problems.posted_price import Observation, PriceDistribution, Setting
+from advonline.problems.posted_price.model import Observation, PriceDistribution, Setting
 
 
 def price_atoms(setting: Setting, count: int) -> tuple[float, ...]:

@@ -4,18 +4,18 @@ With K resources the algorithm's state before buyer t is the round and what it h
 each resource. When every demand is a multiple of ``capacity / G`` on each resource and a
 partly served buyer (divisible) takes the same whole number of units on every resource it
 asks for (a balanced bundle, or one resource alone: the demand vectors the adversaries
-write, :mod:`advonline.buyer_types`), what has been sold stays on the grid ``{0, ..., G}^K``:
+write, :mod:`posted_price.buyer_types`), what has been sold stays on the grid ``{0, ..., G}^K``:
 ``S = (G + 1)^K`` states (441 for K = 2 and G = 20). The expected welfare of a randomised
 policy on a fixed instance is then exact by backward induction over (round, state), as for
-K = 1 (:func:`~problems.posted_price.continuation`, which this generalises):
+K = 1 (:func:`~posted_price.model.continuation`, which this generalises):
 
 ``V_T = 0``, ``V_t(s) = V_{t+1}(s) + p_t(s) [b_t x_t(s) + V_{t+1}(s'_t(s)) - V_{t+1}(s)]``
 
-with ``x_t(s)`` and ``s'_t(s)`` the sale of :func:`~problems.posted_price.purchase` in state
+with ``x_t(s)`` and ``s'_t(s)`` the sale of :func:`~posted_price.model.purchase` in state
 ``s`` and ``p_t(s)`` the chance that buyer t accepts the prices posted there.
 
 **Prices drawn by one shared quantile.** The K prices are the inverse CDFs of the K
-distributions at one uniform draw ``q`` (:func:`~problems.posted_price.sample_prices`). The
+distributions at one uniform draw ``q`` (:func:`~posted_price.model.sample_prices`). The
 cumulative probabilities of all K distributions cut ``[0, 1)`` into at most ``K A``
 intervals (:func:`quantile_intervals`); on each the K atoms are fixed, so the bundle price is
 too, and ``p_t(s)`` is the total width of the intervals where the buyer accepts. The widths
@@ -33,7 +33,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import struct
 
-from problems.posted_price import (
+from advonline.problems.posted_price.model import (
     Buyer,
     Observation,
     Policy,
@@ -89,7 +89,7 @@ class QuantileIntervals(NamedTuple):
 def quantile_intervals(table: PriceDistribution) -> QuantileIntervals:
     """:class:`QuantileIntervals` of distributions ``[..., K, A]``: for K = 1 the atoms
     themselves (``I = A``); otherwise ``I = K A`` intervals between the sorted cumulative
-    probabilities, each priced at the atoms :func:`~problems.posted_price.price_quantiles`
+    probabilities, each priced at the atoms :func:`~posted_price.model.price_quantiles`
     picks at its left end (some intervals are empty: width 0)."""
     probs, prices = table.probs, table.prices
     resources, atoms = probs.shape[-2:]
@@ -106,7 +106,7 @@ def quantile_intervals(table: PriceDistribution) -> QuantileIntervals:
 
 def acceptance(intervals: QuantileIntervals, buyer: Buyer) -> jax.Array:
     """The chance ``[...]`` that ``buyer`` accepts the prices the shared quantile draws
-    (the rule of :func:`~problems.posted_price.purchase`: ``value >= prices . demand``)."""
+    (the rule of :func:`~posted_price.model.purchase`: ``value >= prices . demand``)."""
     bundle = intervals.prices @ buyer.demand.astype(intervals.prices.dtype)  # [..., I]
     accepted = (buyer.value >= bundle) & (buyer.demand.sum() > 0)
     return jnp.sum(jnp.where(accepted, intervals.widths, 0), -1)
@@ -121,7 +121,7 @@ class Transitions(NamedTuple):
 
 def grid_transitions(setting: Setting, demands: jax.Array) -> Transitions:
     """:class:`Transitions` of demand vectors ``[J, K]`` (on the grid; a zero vector is
-    nobody: it buys nothing), from :func:`~problems.posted_price.purchase` at price zero."""
+    nobody: it buys nothing), from :func:`~posted_price.model.purchase` at price zero."""
     dtype = demands.dtype
     units = jnp.asarray(grid_units(setting))  # [S, K]
     used = units.astype(dtype) * jnp.asarray(setting.capacities, dtype)[None] / setting.grid_size

@@ -17,7 +17,7 @@ import numpy as np
 import scipy.sparse
 from scipy.optimize import Bounds, LinearConstraint, linprog, milp
 
-from problems.posted_price import Instance, Setting, SettingError, demand_units
+from advonline.problems.posted_price.model import Instance, Setting, SettingError, demand_units
 
 
 def greedy_fill_optimum(values: jax.Array, demands: jax.Array, capacity: float) -> jax.Array:

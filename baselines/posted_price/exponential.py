@@ -24,7 +24,7 @@ from __future__ import annotations
 import jax
 from flax import struct
 
-from problems.posted_price import Observation, PriceDistribution, Setting
+from advonline.problems.posted_price.model import Observation, PriceDistribution, Setting
 
 
 def exponential_price(utilisation: jax.Array, low: float, high: float, resources: int):

@@ -12,7 +12,7 @@ import math
 import jax.numpy as jnp
 from flax import struct
 
-from problems.posted_price import Observation, PriceDistribution, Setting
+from advonline.problems.posted_price.model import Observation, PriceDistribution, Setting
 
 
 @struct.dataclass
