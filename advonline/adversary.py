@@ -46,6 +46,7 @@ import jax.numpy as jnp
 import optax
 from flax import struct
 
+from advonline import ratio
 from advonline.configs import AdversaryConfig
 from advonline.networks import AdversaryNetwork, StateAdversaryNetwork
 from advonline.problems.posted_price.buyer_types import BuyerTypes
@@ -69,7 +70,6 @@ from advonline.problems.posted_price.typed_payoffs import (
     payoffs_given_sales,
     type_sale_table,
     typed_payoffs,
-    welfare_ratio,
 )
 
 
@@ -339,10 +339,10 @@ def best_response(
         )
         updates, opt_state = optimizer.update(grads, opt_state, params)
         params = optax.apply_updates(params, updates)
-        ratio = 1.0 / payoff
-        index = jnp.argmax(ratio)
+        step_ratios = 1.0 / payoff
+        index = jnp.argmax(step_ratios)
         step_worst = jax.tree.map(lambda leaf: leaf[index], written.instances)
-        return (params, opt_state), (ratio[index], step_worst, written.chosen[index])
+        return (params, opt_state), (step_ratios[index], step_worst, written.chosen[index])
 
     (params, _), (by_step, worst_by_step, types_by_step) = jax.lax.scan(
         step, (params, optimizer.init(params)), jax.random.split(key_steps, steps)
@@ -390,7 +390,7 @@ def sampled_payoffs(
     """``E[ALG(I)] / OPT(I)`` ``[B]`` with ``E[ALG]`` the mean welfare of ``samples`` runs of
     the simulator (one run for a deterministic policy: then it is exact)."""
     welfare = mean_welfare(setting, policy, instances, key, samples, optimum.dtype)
-    return welfare_ratio(welfare, optimum)
+    return ratio.payoff(welfare, optimum)
 
 
 def best_response_sampled(

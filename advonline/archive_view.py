@@ -19,12 +19,13 @@ import numpy as np
 
 from advonline import archive as archives
 from advonline.game import Game
-from advonline.oracle_loop import OracleState, delivered_mixture, payoff_matrix, payoff_ratios
+from advonline.oracle_loop import OracleState, delivered_mixture, payoff_matrix
+from advonline.ratio import ratios_of_payoffs
 
 
 def _ratios(game: Game, params: dict, archive: archives.Archive) -> np.ndarray:
     stacked = jax.tree.map(lambda leaf: leaf[None], params)
-    return payoff_ratios(payoff_matrix(game, stacked, archive.types, archive.optimum)[0])
+    return ratios_of_payoffs(payoff_matrix(game, stacked, archive.types, archive.optimum)[0])
 
 
 def _delivered_ratios(game: Game, state: OracleState) -> np.ndarray:
@@ -34,7 +35,7 @@ def _delivered_ratios(game: Game, state: OracleState) -> np.ndarray:
     if mixture is None:
         return _ratios(game, state.best_algorithm, archive)
     payoffs = payoff_matrix(game, mixture.members.params, archive.types, archive.optimum)
-    return payoff_ratios(np.asarray(mixture.weights, np.float64) @ np.asarray(payoffs))
+    return ratios_of_payoffs(np.asarray(mixture.weights, np.float64) @ np.asarray(payoffs))
 
 
 def worst_delivered(game: Game, state: OracleState) -> float:

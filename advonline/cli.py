@@ -10,11 +10,12 @@ import functools
 import json
 import math
 import sys
+from pathlib import Path
 
 import jax
 from tqdm import tqdm
 
-from advonline import archive_view, configs, parallel, pipeline, preflight
+from advonline import archive_view, configs, parallel, pipeline, preflight, problem_run
 from advonline import evaluate as evaluation
 from advonline import problems as registry
 from advonline.baselines.posted_price import BASELINES, make_baseline
@@ -269,6 +270,7 @@ def main(argv: list[str] | None = None) -> int:
         FolderError,
         PreflightError,
         DevicesError,
+        problem_run.ProblemConfigError,
     ) as error:
         print(f"advonline: error: {error}", file=sys.stderr)
         return EXIT_BAD_INPUT
@@ -532,6 +534,8 @@ def run_archive(args: argparse.Namespace) -> int:
 
 def run_main_job(args: argparse.Namespace) -> int:
     """``advonline run CONFIG``: train, measure beside the baselines, export, plot, summarise."""
+    if problem_run.problem_name(problem_run.load(args.config)) not in (None, "posted-price"):
+        return _problem_job(args)
     run_config = _run_config(args)
     budget = _budget(args)
     baselines = _baseline_names(args.algorithm or list(BASELINES))
@@ -561,6 +565,22 @@ def run_main_job(args: argparse.Namespace) -> int:
     print(f"measured ratios: {folder}/{pipeline.EVALUATION_NAME}")
     print("exported policies: " + ", ".join(str(path) for path in result.policies))
     print(f"figures: {folder}/figures/ ({len(result.figures)} files, PNG and PDF)")
+    return 0
+
+
+def _problem_job(args: argparse.Namespace) -> int:
+    """``advonline run`` for a problem that provides the whole problem interface."""
+    folder = Path(args.out) if args.out else pipeline.default_run_folder(args.config)
+    budget = problem_run.Budget(
+        search_steps=args.search_steps, random_instances=args.random_instances, seed=args.seed
+    )
+    say = functools.partial(print, file=sys.stderr)
+    config = problem_run.read_config(args.config)
+    report = problem_run.main_job(config, args.config, folder, budget, say=say)
+    print(problem_run.table(report))
+    print(report["verdict"])
+    print(f"trained in {report['training']['seconds']:.0f} s; run folder {folder}")
+    print(f"exported policy: {folder / problem_run.POLICY_NAME}")
     return 0
 
 

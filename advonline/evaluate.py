@@ -59,6 +59,7 @@ from advonline.problems.posted_price.optimum import (
     offline_optimum,
 )
 from advonline.problems.posted_price.typed_payoffs import algorithm_table, typed_payoffs
+from advonline.ratio import ratios
 
 SOURCE_NAMES = ("exact", "adversary", "families", "random")
 #: A trained run's own source (advonline/pipeline.py): the instances its oracle loop archived,
@@ -165,13 +166,6 @@ class Measurement:
             "upper_bound": self.upper_bound.ratio,
             "upper_bound_note": self.upper_bound.note,
         }
-
-
-def ratios(opt: np.ndarray, welfare: np.ndarray) -> np.ndarray:
-    """OPT / ALG elementwise: ``inf`` where ALG earns nothing but OPT does, 1 where both 0."""
-    opt, welfare = np.asarray(opt, np.float64), np.asarray(welfare, np.float64)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return np.where(welfare > 0, opt / welfare, np.where(opt > 0, np.inf, 1.0))
 
 
 def small_demand_regime(setting: Setting) -> bool:

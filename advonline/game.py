@@ -40,12 +40,12 @@ import optax
 from flax import struct
 from jax.sharding import Mesh
 
+from advonline import ratio
 from advonline.adversary import (
     AdversaryModel,
     adversary_loss,
     adversary_optimizer,
     payoffs_given_sales,
-    welfare_ratio,
 )
 from advonline.configs import RunConfig
 from advonline.networks import PricingNetwork
@@ -250,7 +250,7 @@ def payoffs_and_gains(game: Game, sell: jax.Array, instances: Instance, optimum:
         game.setting, sell, instances
     )
     safe = jnp.where(optimum > 0, optimum, 1)
-    return welfare_ratio(welfare, optimum), sale_weight / safe[None, :, None]
+    return ratio.payoff(welfare, optimum), sale_weight / safe[None, :, None]
 
 
 def game_payoffs(game: Game, params: dict, instances: Instance, optimum: jax.Array):

@@ -79,6 +79,7 @@ from advonline.problems.posted_price.typed_payoffs import (
     type_sale_table,
     typed_payoffs,
 )
+from advonline.ratio import ratios_of_payoffs
 
 #: Relative rounding of a ratio computed in float32, with room to spare.
 _ROUNDING = 1e-4
@@ -270,17 +271,9 @@ def _score_columns(game: Game, archive: archives.Archive, written: np.ndarray) -
     return archives.set_payoffs(archive, rows, written, np.asarray(values)[:, : written.size])
 
 
-def payoff_ratios(payoff) -> np.ndarray:
-    """Ratios ``OPT / E[ALG]`` (float64) from payoffs ``E[ALG] / OPT``; inf where ALG earns
-    nothing."""
-    payoff = np.asarray(payoff, np.float64)
-    with np.errstate(divide="ignore"):
-        return np.where(payoff > 0, 1.0 / np.maximum(payoff, 1e-300), np.inf)
-
-
 def _current_ratios(archive: archives.Archive, slot: int) -> np.ndarray:
     """``[N]`` ratios of every archived instance against snapshot ``slot`` (0 where empty)."""
-    ratios = payoff_ratios(archive.payoffs[slot])
+    ratios = ratios_of_payoffs(archive.payoffs[slot])
     return np.where(np.asarray(archive.filled), ratios, 0.0)
 
 
@@ -386,7 +379,7 @@ def _mixture_probe(
     archive, weights = state.archive, np.asarray(state.algorithm_mixture)
     slots = np.flatnonzero(weights > 0)
     member_weights = weights[slots] / weights[slots].sum()
-    mixed = payoff_ratios(member_weights @ np.asarray(archive.payoffs, np.float64)[slots])
+    mixed = ratios_of_payoffs(member_weights @ np.asarray(archive.payoffs, np.float64)[slots])
     on_archive = np.where(np.asarray(archive.filled), mixed, 0.0)
     hardest = np.argsort(-on_archive, kind="stable")[: budget.chains // 2]
     starts = np.asarray(archive.types)[hardest[on_archive[hardest] > 0]]

@@ -48,6 +48,7 @@ from advonline.problems.posted_price.buyer_types import BuyerTypes
 from advonline.problems.posted_price.model import PriceDistribution, Setting
 from advonline.problems.posted_price.optimum import device_optimum
 from advonline.problems.posted_price.typed_payoffs import typed_payoffs
+from advonline.ratio import ratio_of_payoff
 
 #: Mutation kinds of the local search (names for documentation and tests).
 MUTATIONS = (
@@ -108,7 +109,7 @@ def typed_ratios(
         payoff = payoff_of(sale)
     else:
         payoff = weights.astype(dtype) @ jax.lax.map(payoff_of, sale)
-    return jnp.where(payoff > 0, 1.0 / jnp.where(payoff > 0, payoff, 1), jnp.inf)
+    return ratio_of_payoff(payoff)
 
 
 def random_types(vocabulary: BuyerTypes, key: jax.Array, count: int, rounds: int) -> jax.Array:

@@ -11,7 +11,8 @@ from __future__ import annotations
 import importlib
 
 _MODULES: dict[str, str] = {
-    "posted-price": "advonline.problems.posted_price",
+    "posted-price": "advonline.problems.posted_price.problem",
+    "one-way-trading": "advonline.problems.one_way_trading.problem",
 }
 
 

@@ -16,6 +16,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from advonline import ratio
 from advonline.problems.posted_price.buyer_types import BuyerTypes
 from advonline.problems.posted_price.model import (
     Instance,
@@ -33,12 +34,6 @@ from advonline.problems.posted_price.product_grid import (
 )
 
 
-def welfare_ratio(welfare: jax.Array, optimum: jax.Array) -> jax.Array:
-    """``ALG / OPT`` elementwise, 1 where OPT = 0."""
-    safe = jnp.where(optimum > 0, optimum, 1)
-    return jnp.where(optimum > 0, welfare / safe, 1.0)
-
-
 def payoffs_given_sales(
     setting: Setting, sell: jax.Array, instances: Instance, optimum: jax.Array
 ) -> jax.Array:
@@ -48,7 +43,7 @@ def payoffs_given_sales(
     welfare = jax.vmap(
         lambda sell_i, instance: continuation(setting, sell_i, instance).first[0], in_axes=(1, 0)
     )(sell, instances)
-    return welfare_ratio(welfare, optimum)
+    return ratio.payoff(welfare, optimum)
 
 
 def algorithm_table(setting: Setting, policy: Policy, dtype) -> PriceDistribution:
@@ -125,6 +120,5 @@ def typed_payoffs(
     def welfare(sell_i, values_i, level_i):
         return grid_welfare(sell_i, values_i, moves.fraction[level_i], moves.following[level_i])
 
-    return welfare_ratio(
-        jax.vmap(welfare, in_axes=(1, 0, 0))(sell, instances.values, level), optimum
-    )
+    earned = jax.vmap(welfare, in_axes=(1, 0, 0))(sell, instances.values, level)
+    return ratio.payoff(earned, optimum)

@@ -1,0 +1,104 @@
+"""The interface between the problem-free core and an online problem (docs/adding-a-problem.md).
+
+A problem is a package ``problems/<name>/`` whose ``PROBLEM`` is a :class:`Problem`: the
+functions the core calls, and nothing the core has to know about the problem's meaning. The
+core passes the problem's own objects (its setting, instances, policies) back to it unopened.
+
+What the adversary writes is a token sequence ``[B, T]`` of integers in ``[0, vocabulary)``;
+the :class:`Encoding` turns tokens into the problem's instances, draws random ones and mutates
+them. Every algorithm, learned or classic, is a policy object the problem's simulator can
+run; the core only ever asks the problem to measure one (:attr:`Problem.payoffs`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping
+from typing import Any, NamedTuple, Protocol
+
+import jax
+
+
+class Encoding(Protocol):
+    """What the adversary writes: token sequences ``[B, T]`` over ``vocabulary`` symbols."""
+
+    vocabulary: int
+    length: int
+
+    def decode(self, tokens: jax.Array) -> Any:
+        """The problem's instances (a batched pytree) that ``tokens`` ``[B, T]`` stand for."""
+
+    def random(self, key: jax.Array, count: int) -> jax.Array:
+        """``count`` random token sequences ``[count, T]`` (int32)."""
+
+    def mutate(self, key: jax.Array, tokens: jax.Array) -> jax.Array:
+        """One small random change to each sequence of ``tokens`` ``[B, T]``."""
+
+
+class PolicyHead(NamedTuple):
+    """The learned algorithm's network and how its parameters become a policy."""
+
+    module: Any  # a flax.linen.Module; ``module.init(key, *example)`` gives its parameters
+    example: tuple  # example inputs for ``module.init``
+    to_policy: Callable[[Any], Any]  # params -> the problem's policy (the simulator runs it)
+
+
+class Certificate(NamedTuple):
+    """An upper bound on a policy's competitive ratio over every input of the setting.
+
+    ``exact`` says the bound is attained (the policy's competitive ratio itself). ``worst``
+    is an input that attains it (tokens ``[T]``), where one exists.
+    """
+
+    ratio: float
+    exact: bool
+    worst: Any = None
+
+
+class LowerBound(NamedTuple):
+    """A lower bound on every online algorithm's competitive ratio in the setting, certified:
+    ``ratio = 1 / best_response``, where ``best_response`` is the best any algorithm can do
+    (an exact computation) against ``distribution``, a distribution over ``inputs``."""
+
+    ratio: float
+    best_response: float
+    distribution: Any
+    inputs: Any
+
+
+@dataclasses.dataclass(frozen=True)
+class Problem:
+    """An online problem as the core sees it.
+
+    - ``setting``: the problem's frozen, hashable setting class, with ``from_config(dict)``
+      and ``describe() -> dict`` (printed beside every figure).
+    - ``payoffs(setting, policy, instances) -> [B]``: ``E[ALG] / OPT`` of ``policy`` on each
+      instance, from the one simulator and the offline optimum; jit-able, differentiable in the
+      policy's parameters where the update needs it.
+    - ``rollout(setting, policy, instance, key)``: the one simulator, for one instance.
+    - ``offline_optimum(setting, instances) -> [B]``: OPT, never above the true optimum.
+    - ``encoding(setting) -> Encoding``.
+    - ``policy_head(setting, config: dict) -> PolicyHead``.
+    - ``baselines``: the classic algorithms, ``{name: make(setting) -> policy}``.
+    - ``certificate(setting, policy) -> Certificate | None``: outside ``jit`` (float64).
+    - ``lower_bound(setting) -> LowerBound | None``: outside ``jit`` (float64, SciPy).
+    - ``families(setting) -> {name: tokens [N, T]}``: held-out hard inputs, checks only.
+    - ``export(setting, policy) -> dict`` and ``load(dict) -> (setting, numpy_policy)``: the
+      policy file (the loaded policy needs NumPy only).
+    - ``reference(setting) -> (label, ratio) | None``: the known optimal ratio, if any.
+    """
+
+    name: str
+    setting: type
+    payoffs: Callable
+    rollout: Callable
+    offline_optimum: Callable
+    encoding: Callable
+    policy_head: Callable
+    baselines: Mapping[str, Callable]
+    certificate: Callable
+    lower_bound: Callable
+    families: Callable
+    export: Callable
+    load: Callable
+    reference: Callable

@@ -1,0 +1,301 @@
+"""``advonline run`` for a problem that provides the whole interface (advonline/problem.py):
+read the config, train (advonline/problem_loop.py), measure the learned policy beside the
+problem's baselines with one evaluator and one budget, export the policy, draw the figures.
+
+**The evaluator** gives every algorithm the same sources, and its ratio is the worst of them:
+
+- ``certificate``: the problem's certified ratio over every input (exact where it says so);
+- ``search``: hill climbing from ``restarts`` fresh random inputs for ``search_steps`` steps,
+  from the evaluator's own seed (never the training seed);
+- ``random``: ``random_instances`` fresh random inputs;
+- ``families``: the problem's held-out hard families (checks, never training data).
+
+Beside them it reports the certified lower bound on every online algorithm for the setting and
+the problem's known optimal ratio, if it has one.
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import json
+import tomllib
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from advonline import environment, folders, plots
+from advonline import problems as registry
+from advonline.checkpoint import atomic_write
+from advonline.problem import Problem
+from advonline.problem_loop import LoopConfig, Trained, train
+from advonline.ratio import ratio_of_payoff
+from advonline.search import hill_climb
+
+EVALUATION_NAME = "evaluation.json"
+METRICS_NAME = "metrics.csv"
+POLICY_NAME = "policy.json"
+LEARNED = "learned"
+EVALUATOR_STREAM = 0x65766131  # folded into the evaluator's seed: never training's keys
+
+
+class ProblemConfigError(ValueError):
+    """A config for a problem of the interface that cannot be run; the message says why."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Budget:
+    """The evaluator's budget, the same for every algorithm."""
+
+    restarts: int = 64
+    search_steps: int = 256
+    random_instances: int = 256
+    seed: int = 0  # its stream is folded apart from training's, whatever the two seeds are
+
+    def describe(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+@dataclasses.dataclass(frozen=True)
+class ProblemRunConfig:
+    problem: Problem
+    setting: object
+    head: dict
+    loop: LoopConfig
+
+
+def problem_name(data: dict) -> str | None:
+    """The ``[problem] name`` a parsed config gives, or None."""
+    section = data.get("problem")
+    return section.get("name") if isinstance(section, dict) else None
+
+
+def from_dict(data: dict, origin: str) -> ProblemRunConfig:
+    """The run a parsed config describes; ProblemConfigError names what is wrong."""
+    name = problem_name(data)
+    try:
+        problem = registry.get(name)
+    except KeyError as error:
+        raise ProblemConfigError(f"{origin}: {error.args[0]}") from None
+    known = {"problem", "setting", "algorithm", "game", "oracle"}
+    unknown = sorted(set(data) - known)
+    if unknown:
+        raise ProblemConfigError(f"{origin}: unknown table [{unknown[0]}]; known: {sorted(known)}")
+    try:
+        setting = problem.setting.from_config(dict(data.get("setting", {})))
+    except (ValueError, TypeError) as error:
+        raise ProblemConfigError(f"{origin}: [setting]: {error}") from None
+    loop_values = {**data.get("game", {}), **data.get("oracle", {})}
+    fields = {field.name: field for field in dataclasses.fields(LoopConfig)}
+    unknown = sorted(set(loop_values) - set(fields))
+    if unknown:
+        raise ProblemConfigError(
+            f"{origin}: [game]/[oracle]: unknown key {unknown[0]!r}; known: {', '.join(fields)}"
+        )
+    for key, value in loop_values.items():
+        expected = type(fields[key].default)
+        if not isinstance(value, expected) or isinstance(value, bool):
+            raise ProblemConfigError(
+                f"{origin}: {key} must be a {expected.__name__}, got {value!r}"
+            )
+        if value < 0 or (expected is int and value == 0 and key != "seed"):
+            raise ProblemConfigError(f"{origin}: {key} must be positive, got {value!r}")
+    return ProblemRunConfig(
+        problem, setting, dict(data.get("algorithm", {})), LoopConfig(**loop_values)
+    )
+
+
+def load(path: str | Path) -> dict:
+    """The parsed TOML of ``path``; ProblemConfigError says why it cannot be read."""
+    try:
+        return tomllib.loads(Path(path).read_text(encoding="utf-8"))
+    except OSError as error:
+        raise ProblemConfigError(f"cannot read config {path}: {error.strerror or error}") from None
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as error:
+        raise ProblemConfigError(f"{path} is not a valid TOML config: {error}") from None
+
+
+def measure(problem: Problem, setting, policies: dict, budget: Budget) -> dict:
+    """Every policy's ratio from every source of the evaluator (see the module docstring)."""
+    encoding = problem.encoding(setting)
+    key = jax.random.fold_in(jax.random.key(budget.seed), EVALUATOR_STREAM)
+    start_key, search_key, random_key = jax.random.split(key, 3)
+    starts = encoding.random(start_key, budget.restarts)
+    random_inputs = encoding.random(random_key, budget.random_instances)
+    families = problem.families(setting)
+    results = {}
+    for name, policy in policies.items():
+
+        def score(tokens, policy=policy):
+            instances = encoding.decode(tokens)
+            return ratio_of_payoff(problem.payoffs(setting, policy, instances))
+
+        searched = jax.jit(
+            lambda key, tokens, score=score: hill_climb(
+                score, encoding.mutate, key, tokens, budget.search_steps
+            )
+        )
+        _, found = searched(search_key, starts)
+        sources = {
+            "search": float(np.max(found)),
+            "random": float(np.max(score(random_inputs))),
+            **{f"family {k}": float(np.max(score(jnp.asarray(v)))) for k, v in families.items()},
+        }
+        certificate = problem.certificate(setting, policy)
+        if certificate is not None:
+            sources["certificate"] = certificate.ratio
+        results[name] = {
+            "ratio": max(sources.values()),
+            "certified": certificate.ratio if certificate is not None else None,
+            "exact": bool(certificate is not None and certificate.exact),
+            "sources": sources,
+        }
+    return results
+
+
+def _verdict(results: dict) -> str:
+    """How the learned policy compares with the best baseline, by the evaluator's ratios."""
+    learned = results[LEARNED]["ratio"]
+    others = {name: row["ratio"] for name, row in results.items() if name != LEARNED}
+    best = min(others, key=others.get)
+    relation = "matches or beats" if learned <= others[best] * (1 + 1e-9) else "loses to"
+    return (
+        f"verdict: learned {learned:.4f} {relation} the best baseline, {best} "
+        f"{others[best]:.4f}: {learned / others[best]:.3f}x"
+    )
+
+
+def _write_metrics(path: Path, trained: Trained) -> None:
+    with open(path, "w", newline="", encoding="utf-8") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(
+            ["step", "wall_seconds", "found", "archive_worst", "certificate", "best_certificate"]
+        )
+        for row in trained.rows:
+            writer.writerow(
+                [
+                    row.epoch,
+                    f"{row.seconds:.3f}",
+                    row.found,
+                    row.archive_worst,
+                    row.certificate,
+                    row.best_certificate,
+                ]
+            )
+
+
+def _figures(folder: Path, config: ProblemRunConfig, report: dict, trained: Trained) -> list[Path]:
+    title = json.dumps(config.setting.describe())[1:-1].replace('"', "")
+    out = folder / "figures"
+    rows = [
+        {"step": r.epoch, "wall_seconds": r.seconds, "certificate": r.certificate}
+        for r in trained.rows
+    ]
+    bound = report["lower_bound"]["ratio"] if report["lower_bound"] else None
+    files = plots.convergence_figure(
+        {LEARNED: rows},
+        out,
+        "convergence",
+        title,
+        target=None,
+        column="certificate",
+        label="certified ratio of the iterate",
+    )
+    ratios = {name: row["ratio"] for name, row in report["algorithms"].items()}
+    if bound is not None:
+        ratios["lower bound (every algorithm)"] = bound
+    files += plots.bars_figure([(config.problem.name, ratios)], out, "learned-vs-baselines", title)
+    return files
+
+
+def read_config(path: str | Path) -> ProblemRunConfig:
+    """The run the config file at ``path`` describes."""
+    return from_dict(load(path), str(path))
+
+
+def main_job(
+    config: ProblemRunConfig, config_path: str | Path, folder: Path, budget: Budget, say=print
+) -> dict:
+    """Train, measure, export and plot; returns the report written to ``evaluation.json``."""
+    folders.check_own(folder, ("run",))
+    folders.claim(
+        folder,
+        "run",
+        {
+            "config": str(config_path),
+            "setting": config.setting.describe(),
+            "environment": environment.describe(),
+        },
+    )
+    problem, setting = config.problem, config.setting
+    head = problem.policy_head(setting, config.head)
+    say(f"training {problem.name} {setting.describe()} for {config.loop.epochs} epochs")
+    trained = train(
+        problem,
+        setting,
+        head,
+        config.loop,
+        log=lambda row: say(
+            f"epoch {row.epoch}: {row.seconds:.0f} s, certified {row.certificate:.4f}, "
+            f"found {row.found:.4f}"
+        ),
+    )
+    _write_metrics(folder / METRICS_NAME, trained)
+    learned = head.to_policy(trained.params)
+    policies = {
+        LEARNED: learned,
+        **{name: make(setting) for name, make in problem.baselines.items()},
+    }
+    with jax.enable_x64(True):
+        results = measure(problem, setting, policies, budget)
+    bound = problem.lower_bound(setting)
+    label, reference = problem.reference(setting) or (None, None)
+    report = {
+        "setting": {**setting.describe(), "environment": environment.describe()},
+        "budget": budget.describe(),
+        "training": {**dataclasses.asdict(config.loop), "seconds": trained.rows[-1].seconds},
+        "lower_bound": {"ratio": bound.ratio, "best_response": bound.best_response}
+        if bound
+        else None,
+        "reference": {"label": label, "ratio": reference} if reference else None,
+        "algorithms": results,
+    }
+    report["verdict"] = _verdict(results)
+    atomic_write(folder / EVALUATION_NAME, (json.dumps(report, indent=1) + "\n").encode())
+    atomic_write(
+        folder / POLICY_NAME,
+        (json.dumps(problem.export(setting, learned), indent=1) + "\n").encode(),
+    )
+    report["figures"] = [str(path) for path in _figures(folder, config, report, trained)]
+    return report
+
+
+def table(report: dict) -> str:
+    """The measured ratios as printed, with the setting and the budget beside them."""
+    lines = [
+        f"setting: {report['setting']['problem']} "
+        + ", ".join(
+            f"{k}={v}" for k, v in report["setting"].items() if k not in ("problem", "environment")
+        )
+    ]
+    lines.append("budget: " + ", ".join(f"{k} {v}" for k, v in report["budget"].items()))
+    if report["lower_bound"]:
+        lines.append(
+            "lower bound on every online algorithm (certified): "
+            f"{report['lower_bound']['ratio']:.4f}"
+        )
+    if report["reference"]:
+        lines.append(
+            f"known optimum {report['reference']['label']}: {report['reference']['ratio']:.4f}"
+        )
+    lines.append(f"{'algorithm':<14} {'ratio':>9} {'certified':>10}")
+    for name, row in report["algorithms"].items():
+        certified = (
+            "-"
+            if row["certified"] is None
+            else f"{row['certified']:.4f}" + (" exact" if row["exact"] else "")
+        )
+        lines.append(f"{name:<14} {row['ratio']:>9.4f} {certified:>10}")
+    return "\n".join(lines)

@@ -1,0 +1,38 @@
+"""The competitive ratio and the game's payoff, with their conventions in one place.
+
+The payoff of an algorithm on an input is ``ALG / OPT`` (what the algorithm maximises), 1 where
+OPT is 0 (nothing could be earned, so nothing was lost). The ratio is ``OPT / ALG = 1 /
+payoff``: infinite where the algorithm earns nothing that OPT could have earned.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+
+def payoff(earned: jax.Array, optimum: jax.Array) -> jax.Array:
+    """``ALG / OPT`` elementwise (jit-able), 1 where OPT = 0."""
+    safe = jnp.where(optimum > 0, optimum, 1)
+    return jnp.where(optimum > 0, earned / safe, 1.0)
+
+
+def ratio_of_payoff(payoffs: jax.Array) -> jax.Array:
+    """``OPT / ALG`` from payoffs (jit-able); inf where the payoff is 0."""
+    return jnp.where(payoffs > 0, 1.0 / jnp.where(payoffs > 0, payoffs, 1), jnp.inf)
+
+
+def ratios(optimum, earned) -> np.ndarray:
+    """``OPT / ALG`` elementwise in float64 (for reports): inf where ALG earns nothing but OPT
+    does, 1 where both are 0."""
+    optimum, earned = np.asarray(optimum, np.float64), np.asarray(earned, np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(earned > 0, optimum / earned, np.where(optimum > 0, np.inf, 1.0))
+
+
+def ratios_of_payoffs(payoffs) -> np.ndarray:
+    """``OPT / ALG`` in float64 from payoffs ``ALG / OPT``; inf where the payoff is 0."""
+    payoffs = np.asarray(payoffs, np.float64)
+    with np.errstate(divide="ignore"):
+        return np.where(payoffs > 0, 1.0 / np.maximum(payoffs, 1e-300), np.inf)

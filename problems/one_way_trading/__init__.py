@@ -1,0 +1,1 @@
+"""One-way trading: the problem (``problem.py``) and its modules."""

@@ -1,0 +1,228 @@
+"""One-way trading (El-Yaniv, Fiat, Karp and Turpin, Algorithmica 2001): setting, policy,
+simulator, offline optimum and the token encoding the adversary writes.
+
+A trader holds one unit of an asset and converts it over ``T`` rounds. In round ``t`` an
+exchange rate ``p_t`` in ``[m, M]`` arrives and the trader converts a fraction ``x_t`` of the
+unit (at most what it still holds) at that rate. Whatever is left after the last round
+converts at ``m``. ``ALG = sum_t p_t x_t + m (1 - sum_t x_t)`` and ``OPT = max_t p_t``.
+
+Rates live on a grid of ``levels`` rates geometric in ``[m, M]``, both ends included; the
+adversary writes a sequence of grid indices. A policy answers every observation (rate, what it
+has converted, round) with the fraction of the unit it wants converted once this round is
+over (its *target*); the simulator converts ``clip(target - converted, 0, 1 - converted)``. A
+round-hidden policy whose target depends on the rate alone and never falls as the rate rises
+is a *conversion curve* ``g``: it converts up to ``g(p)`` at rate ``p``. Every classic
+algorithm here is one, and so is the learned policy; a randomised reservation rate ``R``
+converts, in expectation, exactly like the curve ``g(p) = P(R <= p)``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+from flax import struct
+
+from advonline.problems.one_way_trading.policy_file import GRID_SLACK
+
+
+class SettingError(ValueError):
+    """A setting that does not describe a valid one-way trading problem."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Setting:
+    """Static description of a one-way trading problem; hashable (a jit static argument)."""
+
+    low: float = 1.0  # m, the lowest rate (and what the rest converts at in the end)
+    high: float = 10.0  # M, the highest rate
+    rounds: int = 64  # T, rates per instance
+    levels: int = 64  # G, rates on the grid
+
+    def __post_init__(self) -> None:
+        problems = []
+        if not (math.isfinite(self.low) and self.low > 0):
+            problems.append(f"low rate m must be a positive finite number, got {self.low}")
+        if not (math.isfinite(self.high) and self.high > self.low):
+            problems.append(
+                f"high rate M must be finite and above m, got m={self.low}, M={self.high}"
+            )
+        if self.rounds < 1:
+            problems.append(f"rounds must be >= 1, got {self.rounds}")
+        if self.levels < 2:
+            problems.append(f"levels must be >= 2, got {self.levels}")
+        if problems:
+            raise SettingError("; ".join(problems))
+
+    @staticmethod
+    def from_config(section: dict) -> Setting:
+        """The setting a config's ``[setting]`` table describes."""
+        known = {field.name for field in dataclasses.fields(Setting)}
+        unknown = sorted(set(section) - known)
+        if unknown:
+            raise SettingError(f"unknown setting keys {unknown}; known: {sorted(known)}")
+        return Setting(**section)
+
+    @property
+    def theta(self) -> float:
+        """M / m."""
+        return self.high / self.low
+
+    @property
+    def rates(self) -> tuple[float, ...]:
+        """The grid: ``levels`` rates geometric in [m, M], both ends exact (float64)."""
+        step = self.theta ** (1.0 / (self.levels - 1))
+        grid = [self.low * step**j for j in range(self.levels)]
+        grid[-1] = self.high
+        return tuple(grid)
+
+    def describe(self) -> dict:
+        """JSON-ready description, printed beside every reported ratio."""
+        return {
+            "problem": "one-way-trading",
+            "low": self.low,
+            "high": self.high,
+            "rounds": self.rounds,
+            "levels": self.levels,
+        }
+
+
+@struct.dataclass
+class Observation:
+    """What a trading policy sees when rate ``p_t`` arrives."""
+
+    rate: jax.Array  # [] p_t
+    converted: jax.Array  # [] what it has converted so far, in [0, 1]
+    round_fraction: jax.Array  # [] t / T
+
+
+@struct.dataclass
+class CurvePolicy:
+    """A conversion curve on the setting's grid: convert up to ``fractions[j]`` at rate
+    ``rates[j]`` (``fractions`` non-decreasing in ``[0, 1]``). Between grid rates it holds the
+    value of the grid rate below; the simulator only ever shows it grid rates."""
+
+    fractions: jax.Array  # [G]
+    rates: tuple[float, ...] = struct.field(pytree_node=False)
+    deterministic: bool = struct.field(pytree_node=False, default=True)
+
+    def __call__(self, observation: Observation) -> jax.Array:
+        grid = jnp.asarray(self.rates, observation.rate.dtype)
+        # the grid rate at or below p; a relative slack keeps a grid rate on its own level
+        # whatever the rounding of either (neighbouring grid rates differ far more)
+        index = jnp.searchsorted(grid, observation.rate * (1 + GRID_SLACK), side="right") - 1
+        return jnp.where(index >= 0, self.fractions[jnp.clip(index, 0)], 0.0)
+
+
+class Rollout(NamedTuple):
+    """What one run of a policy on one instance produced."""
+
+    conversions: jax.Array  # [T] x_t
+    revenue: jax.Array  # [] ALG: sum_t p_t x_t + m (1 - sum_t x_t)
+
+
+def rollout(setting: Setting, policy, rates: jax.Array, key: jax.Array | None = None) -> Rollout:
+    """The one simulator: ``policy`` trades through ``rates`` ``[T]``. Deterministic, so
+    ``key`` is unused; differentiable in the policy's parameters (``lax.scan``)."""
+    del key
+    rounds = rates.shape[0]
+
+    def trade(converted, inputs):
+        index, rate = inputs
+        observation = Observation(rate=rate, converted=converted, round_fraction=index / rounds)
+        target = policy(observation)
+        amount = jnp.clip(target - converted, 0.0, 1.0 - converted)
+        return converted + amount, amount
+
+    start = jnp.zeros((), rates.dtype)
+    converted, amounts = jax.lax.scan(trade, start, (jnp.arange(rounds), rates))
+    revenue = jnp.dot(rates, amounts) + setting.low * (1.0 - converted)
+    return Rollout(conversions=amounts, revenue=revenue)
+
+
+def offline_optimum(setting: Setting, rates: jax.Array) -> jax.Array:
+    """OPT of each instance ``[B, T]`` -> ``[B]``: convert everything at the best rate."""
+    return jnp.maximum(jnp.max(rates, axis=-1), setting.low)
+
+
+def payoffs(setting: Setting, policy, rates: jax.Array) -> jax.Array:
+    """``ALG / OPT`` of ``policy`` on each instance ``[B, T]`` -> ``[B]`` (jit-able)."""
+    revenue = jax.vmap(lambda one: rollout(setting, policy, one).revenue)(rates)
+    return revenue / offline_optimum(setting, rates)
+
+
+@dataclasses.dataclass(frozen=True)
+class RateEncoding:
+    """Instances as sequences of grid indices ``[B, T]`` (int32)."""
+
+    setting: Setting
+
+    @property
+    def vocabulary(self) -> int:
+        return self.setting.levels
+
+    @property
+    def length(self) -> int:
+        return self.setting.rounds
+
+    def decode(self, tokens: jax.Array) -> jax.Array:
+        """The rates ``[B, T]`` the indices stand for (JAX's default float)."""
+        return jnp.asarray(self.setting.rates, jnp.result_type(float))[tokens]
+
+    def random(self, key: jax.Array, count: int) -> jax.Array:
+        """Random sequences: half of them i.i.d. uniform indices, half random walks."""
+        uniform_key, step_key = jax.random.split(key)
+        shape = (count, self.length)
+        uniform = jax.random.randint(uniform_key, shape, 0, self.vocabulary)
+        steps = jax.random.randint(step_key, shape, -1, 3)
+        walks = jnp.clip(jnp.cumsum(steps, axis=1), 0, self.vocabulary - 1)
+        return jnp.where(jnp.arange(count)[:, None] % 2 == 0, uniform, walks).astype(jnp.int32)
+
+    def mutate(self, key: jax.Array, tokens: jax.Array) -> jax.Array:
+        """Per sequence, one of: a position set to a random index; a position set to its
+        predecessor's index plus -1, 0, 1 or 2 (grows and trims rising runs); the sequence
+        shifted one round left or right (room at the start or the end)."""
+        count, length = tokens.shape
+        kind_key, where_key, level_key, step_key = jax.random.split(key, 4)
+        kind = jax.random.randint(kind_key, (count, 1), 0, 4)
+        where = jax.random.randint(where_key, (count, 1), 0, length)
+        level = jax.random.randint(level_key, (count, 1), 0, self.vocabulary)
+        step = jax.random.randint(step_key, (count, 1), -1, 3)
+        before = jnp.take_along_axis(tokens, jnp.clip(where - 1, 0), axis=1)
+        follow = jnp.clip(before + step, 0, self.vocabulary - 1)
+        position = jnp.arange(length)[None, :] == where
+        changed = jnp.where(kind == 0, level, follow)
+        set_one = jnp.where(position, changed, tokens)
+        left = jnp.concatenate([tokens[:, 1:], tokens[:, -1:]], axis=1)
+        right = jnp.concatenate([tokens[:, :1], tokens[:, :-1]], axis=1)
+        shifted = jnp.where(kind == 2, left, right)
+        return jnp.where(kind < 2, set_one, shifted).astype(tokens.dtype)
+
+
+def encoding(setting: Setting) -> RateEncoding:
+    """What the adversary writes for ``setting``."""
+    return RateEncoding(setting)
+
+
+def rise_and_drop(setting: Setting) -> jax.Array:
+    """The held-out family: rates rise through the grid to level ``k``, then drop to ``m`` for
+    the remaining rounds; one member per ``k`` -> tokens ``[G, T]``. With fewer rounds than
+    levels the rise takes evenly spaced levels."""
+    rows = []
+    for stop in range(setting.levels):
+        rise = walk_levels(stop + 1, setting.rounds)
+        rows.append(rise + [0] * (setting.rounds - len(rise)))
+    return jnp.asarray(rows, jnp.int32)
+
+
+def walk_levels(levels: int, rounds: int) -> list[int]:
+    """The levels ``0 .. levels - 1`` in rising order, at most ``rounds`` of them (evenly
+    spaced, both ends kept, when they do not all fit)."""
+    if levels <= rounds:
+        return list(range(levels))
+    if rounds == 1:
+        return [levels - 1]
+    return sorted({round(i * (levels - 1) / (rounds - 1)) for i in range(rounds)})

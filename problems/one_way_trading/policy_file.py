@@ -1,0 +1,59 @@
+"""The one-way trading policy file: JSON with the setting and the conversion curve on its rate
+grid. Loading it needs NumPy only (no JAX), so a trading service can use the learned curve
+as it is.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+FORMAT = "advonline-one-way-trading-curve"
+
+#: Relative slack when a rate is placed on the grid (as the simulator's).
+GRID_SLACK = 1e-6
+
+
+class PolicyFileError(ValueError):
+    """A policy file that is not a one-way trading curve."""
+
+
+class NumpyCurve:
+    """A loaded curve: ``target(rate) -> fraction to have converted``, NumPy only."""
+
+    def __init__(self, rates: np.ndarray, fractions: np.ndarray):
+        self.rates = rates
+        self.fractions = fractions
+
+    def target(self, rate: float) -> float:
+        index = int(np.searchsorted(self.rates, rate * (1 + GRID_SLACK), side="right")) - 1
+        return float(self.fractions[index]) if index >= 0 else 0.0
+
+    def trade(self, rates) -> np.ndarray:
+        """What it converts at each of ``rates`` (the leftover converts at m at the end)."""
+        converted, amounts = 0.0, []
+        for rate in rates:
+            amount = min(max(self.target(rate) - converted, 0.0), 1.0 - converted)
+            converted += amount
+            amounts.append(amount)
+        return np.asarray(amounts)
+
+
+def load(document: dict) -> tuple[dict, NumpyCurve]:
+    """The setting (as described in the file) and the NumPy policy a policy file holds;
+    PolicyFileError says what is wrong with one that does not."""
+    if not isinstance(document, dict) or document.get("format") != FORMAT:
+        raise PolicyFileError(f"not a one-way trading policy file (format {FORMAT!r} expected)")
+    setting = document.get("setting")
+    try:
+        levels = int(setting["levels"])
+        rates = np.asarray(document["rates"], dtype=float)
+        fractions = np.asarray(document["fractions"], dtype=float)
+    except (KeyError, TypeError, ValueError) as error:
+        raise PolicyFileError(f"one-way trading policy file: {error}") from None
+    if rates.shape != (levels,) or fractions.shape != (levels,):
+        raise PolicyFileError(f"one-way trading policy file: need {levels} rates and fractions")
+    if not (np.all(np.isfinite(fractions)) and np.all(np.diff(fractions) >= -1e-9)):
+        raise PolicyFileError(
+            "one-way trading policy file: fractions must be finite and non-decreasing"
+        )
+    return setting, NumpyCurve(rates, np.clip(fractions, 0.0, 1.0))

@@ -1,0 +1,38 @@
+"""One-way trading as an advonline problem (advonline/problem.py): its ``PROBLEM``."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from advonline.baselines.one_way_trading import BASELINES, optimal_ratio
+from advonline.problem import Certificate, Problem
+from advonline.problems.one_way_trading import exact, model, policy, policy_file
+
+
+def certificate(setting: model.Setting, trading_policy) -> Certificate | None:
+    """The exact ratio of a conversion curve (None for any other policy)."""
+    if not isinstance(trading_policy, model.CurvePolicy):
+        return None
+    return exact.curve_ratio(setting, np.asarray(trading_policy.fractions))
+
+
+def reference(setting: model.Setting) -> tuple[str, float]:
+    return "r*(theta) = 1 + W((theta - 1) / e), unbounded horizon", optimal_ratio(setting.theta)
+
+
+PROBLEM = Problem(
+    name="one-way-trading",
+    setting=model.Setting,
+    payoffs=model.payoffs,
+    rollout=model.rollout,
+    offline_optimum=model.offline_optimum,
+    encoding=model.encoding,
+    policy_head=policy.policy_head,
+    baselines=BASELINES,
+    certificate=certificate,
+    lower_bound=exact.lower_bound,
+    families=lambda setting: {"rise-and-drop": model.rise_and_drop(setting)},
+    export=policy.export,
+    load=policy_file.load,
+    reference=reference,
+)

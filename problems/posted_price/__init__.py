@@ -1,0 +1,1 @@
+"""Online posted-price allocation: the problem (``problem.py``) and its modules."""

@@ -1,0 +1,127 @@
+"""Posted pricing as an advonline problem (advonline/problem.py): its ``PROBLEM``.
+
+Training, evaluation and export of posted pricing still run through their own modules
+(``advonline/pipeline.py`` and what it calls); this object gives the core and the shared problem
+tests the parts of the interface those modules already have in this form. The parts left
+``None`` (families, export and load) are not yet in this form.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from advonline import ratio
+from advonline.baselines.posted_price import BASELINES
+from advonline.networks import PricingNetwork
+from advonline.oracles import mutate, random_types
+from advonline.problem import Certificate, LowerBound, PolicyHead, Problem
+from advonline.problems.posted_price import certify, lower_bound, model, optimum, product_grid
+from advonline.problems.posted_price.buyer_types import BuyerTypes
+from advonline.problems.posted_price.learned import LearnedPolicy, price_atoms
+
+#: Density levels of the token vocabulary (as the oracle loop's default).
+DENSITY_LEVELS = 64
+
+
+@dataclasses.dataclass(frozen=True)
+class TypeEncoding:
+    """Instances as sequences of buyer types (:mod:`posted_price.buyer_types`)."""
+
+    setting: model.Setting
+    types: BuyerTypes
+
+    @property
+    def vocabulary(self) -> int:
+        return self.types.count
+
+    @property
+    def length(self) -> int:
+        return self.setting.rounds
+
+    def decode(self, tokens: jax.Array) -> model.Instance:
+        return self.types.instances(tokens, jnp.result_type(float))
+
+    def random(self, key: jax.Array, count: int) -> jax.Array:
+        return random_types(self.types, key, count, self.length)
+
+    def mutate(self, key: jax.Array, tokens: jax.Array) -> jax.Array:
+        keys = jax.random.split(key, tokens.shape[0])
+        return jax.vmap(lambda k, t: mutate(self.types, k, t))(keys, tokens)
+
+
+def encoding(setting: model.Setting) -> TypeEncoding:
+    return TypeEncoding(setting, BuyerTypes.build(setting, DENSITY_LEVELS))
+
+
+def payoffs(setting: model.Setting, policy, instances: model.Instance) -> jax.Array:
+    """Exact ``E[ALG] / OPT`` per instance: backward induction for K = 1, the product grid
+    for K >= 2."""
+    if setting.resources == 1:
+        earned = jax.vmap(lambda one: model.expected_welfare_exact(setting, policy, one))(instances)
+    else:
+        earned = jax.vmap(
+            lambda values, demands: product_grid.expected_welfare_grid(
+                setting, policy, values, demands
+            )
+        )(instances.values, instances.demands)
+    return ratio.payoff(earned, optimum.offline_optimum(setting, instances))
+
+
+def policy_head(setting: model.Setting, config: dict) -> PolicyHead:
+    network = PricingNetwork(
+        resources=setting.resources,
+        atoms=config.get("price_atoms", 64),
+        hidden=config.get("hidden", 64),
+        layers=config.get("layers", 2),
+        use_round=config.get("round_input", True),
+    )
+    atoms = price_atoms(setting, network.atoms)
+    example = (jnp.zeros(setting.resources), jnp.zeros(()))
+    return PolicyHead(network, example, lambda params: LearnedPolicy(params, network, atoms))
+
+
+def certificate(setting: model.Setting, policy) -> Certificate | None:
+    """The DP certificate (K = 1): exact for a deterministic policy, an upper bound else."""
+    if setting.resources != 1:
+        return None
+    found = certify.certify_dp(setting, policy)
+    if found.ratio is None:
+        return None
+    return Certificate(found.ratio, bool(getattr(policy, "deterministic", False)))
+
+
+def certified_lower_bound(setting: model.Setting) -> LowerBound | None:
+    """The stopping-family bound (K = 1), hill-climbed from a fixed seed."""
+    if setting.resources != 1:
+        return None
+    found = lower_bound.search_lower_bound(setting, np.random.default_rng(0))
+    return LowerBound(found.ratio, 1.0 / found.ratio, found.stopping, found.densities)
+
+
+def reference(setting: model.Setting) -> tuple[str, float] | None:
+    if setting.resources != 1:
+        return None
+    return "1 + ln(U / L), K = 1 in the small-demand limit", 1.0 + math.log(setting.theta)
+
+
+PROBLEM = Problem(
+    name="posted-price",
+    setting=model.Setting,
+    payoffs=payoffs,
+    rollout=model.rollout,
+    offline_optimum=optimum.offline_optimum,
+    encoding=encoding,
+    policy_head=policy_head,
+    baselines=BASELINES,
+    certificate=certificate,
+    lower_bound=certified_lower_bound,
+    families=None,
+    export=None,
+    load=None,
+    reference=reference,
+)

@@ -1,0 +1,217 @@
+"""The checks every registered problem passes (docs/adding-a-problem.md): simulator against a
+brute-force NumPy loop, offline optimum against HiGHS, payoffs in (0, 1], certificates that no
+search beats, a lower bound below every certificate, encodings that stay in their vocabulary.
+Each problem brings a small setting and its NumPy reference below; a registered problem without
+one fails :func:`test_every_registered_problem_has_a_case`."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from scipy.optimize import linprog
+
+from advonline import problems as registry
+from advonline.problems.posted_price import model as posted
+from advonline.problems.posted_price.optimum import lp_optimum
+from advonline.ratio import ratio_of_payoff
+from advonline.search import hill_climb
+
+
+def _trading_loop(setting, policy, rates) -> float:
+    """One-way trading by hand: convert up to the target, the rest at m in the end."""
+    rates = np.asarray(rates)
+    converted, earned = 0.0, 0.0
+    for t, rate in enumerate(rates):
+        observation = _owt_observation(rate, converted, t / len(rates))
+        amount = min(max(float(policy(observation)) - converted, 0.0), 1.0 - converted)
+        converted += amount
+        earned += rate * amount
+    return earned + setting.low * (1.0 - converted)
+
+
+def _owt_observation(rate, converted, round_fraction):
+    from advonline.problems.one_way_trading.model import Observation
+
+    return Observation(jnp.asarray(rate), jnp.asarray(converted), jnp.asarray(round_fraction))
+
+
+def _selling_loop(setting, policy, instance) -> float:
+    """Posted pricing by hand, deterministic prices: a buyer buys iff its value covers the
+    posted bundle price; a divisible bundle takes what is left, scaled uniformly."""
+    values, demands = np.asarray(instance.values), np.asarray(instance.demands)
+    capacities = np.asarray(setting.capacities)
+    used, welfare = np.zeros(setting.resources), 0.0
+    for t in range(setting.rounds):
+        observation = posted.Observation(
+            jnp.asarray(used / capacities), jnp.asarray(t / setting.rounds)
+        )
+        prices = np.asarray(policy(observation).prices)[:, 0]
+        if demands[t].sum() == 0 or values[t] < prices @ demands[t]:
+            continue
+        asked = demands[t] > 0
+        share = min(1.0, np.min((capacities - used)[asked] / demands[t][asked]))
+        used += share * demands[t]
+        welfare += share * values[t]
+    return welfare
+
+
+def _earned(rollout) -> float:
+    """What one run earned: one-way trading's revenue, posted pricing's welfare."""
+    return float(getattr(rollout, "welfare", rollout.revenue))
+
+
+def _trading_optimum(setting, rates) -> float:
+    """OPT by LP: convert x_t at p_t, the rest at m."""
+    rates = np.asarray(rates)
+    result = linprog(
+        -(rates - setting.low), A_ub=np.ones((1, len(rates))), b_ub=[1.0], bounds=(0, 1)
+    )
+    return setting.low - result.fun
+
+
+def _selling_optimum(setting, instance) -> float:
+    return lp_optimum(
+        np.asarray(instance.values), np.asarray(instance.demands), np.asarray(setting.capacities)
+    )
+
+
+CASES = {
+    "one-way-trading": [
+        ({"low": 1.0, "high": 10.0, "rounds": 12, "levels": 9}, _trading_loop, _trading_optimum),
+        ({"low": 2.0, "high": 50.0, "rounds": 6, "levels": 11}, _trading_loop, _trading_optimum),
+    ],
+    "posted-price": [
+        ({"rounds": 16, "max_demand": 0.125}, _selling_loop, _selling_optimum),
+        (
+            {"resources": 2, "rounds": 12, "max_demand": 0.25, "capacities": (1.0, 1.0)},
+            _selling_loop,
+            _selling_optimum,
+        ),
+    ],
+}
+
+PARAMS = [
+    pytest.param(name, index, id=f"{name}-{index}")
+    for name in registry.names()
+    for index in range(len(CASES.get(name, [])))
+]
+
+
+def _case(name: str, index: int):
+    problem = registry.get(name)
+    values, loop, solver = CASES[name][index]
+    return problem, problem.setting(**values), loop, solver
+
+
+def test_every_registered_problem_has_a_case():
+    assert set(registry.names()) <= set(CASES), "give every registered problem a case here"
+
+
+@pytest.mark.parametrize(("name", "index"), PARAMS)
+def test_setting_is_static_and_described(name, index):
+    problem, setting, _, _ = _case(name, index)
+    assert hash(setting) == hash(problem.setting(**CASES[name][index][0]))
+    assert setting.describe()["problem"] == name
+
+
+@pytest.mark.parametrize(("name", "index"), PARAMS)
+def test_encoding_stays_in_its_vocabulary(name, index):
+    problem, setting, _, _ = _case(name, index)
+    encoding = problem.encoding(setting)
+    tokens = encoding.random(jax.random.key(0), 32)
+    assert tokens.shape == (32, encoding.length)
+    mutated = encoding.mutate(jax.random.key(1), tokens)
+    assert mutated.shape == tokens.shape and mutated.dtype == tokens.dtype
+    for found in (tokens, mutated):
+        assert int(found.min()) >= 0 and int(found.max()) < encoding.vocabulary
+    assert int(jnp.sum(jnp.any(mutated != tokens, axis=1))) >= 16  # most sequences changed
+
+
+@pytest.mark.parametrize(("name", "index"), PARAMS)
+def test_simulator_and_optimum_match_brute_force(name, index):
+    problem, setting, loop, solver = _case(name, index)
+    with jax.enable_x64(True):
+        encoding = problem.encoding(setting)
+        instances = encoding.decode(encoding.random(jax.random.key(2), 6))
+        optima = np.asarray(problem.offline_optimum(setting, instances))
+        for algorithm, make in problem.baselines.items():
+            policy = make(setting)
+            if not getattr(policy, "deterministic", True):
+                continue
+            payoffs = np.asarray(problem.payoffs(setting, policy, instances))
+            for i in range(6):
+                one = jax.tree.map(lambda leaf, i=i: leaf[i], instances)
+                earned = loop(setting, policy, one)
+                simulated = _earned(problem.rollout(setting, policy, one, jax.random.key(i)))
+                assert simulated == pytest.approx(earned, rel=1e-9, abs=1e-12), algorithm
+                assert payoffs[i] == pytest.approx(earned / optima[i], rel=1e-9), algorithm
+                assert optima[i] == pytest.approx(solver(setting, one), rel=1e-7)
+
+
+@pytest.mark.parametrize(("name", "index"), PARAMS)
+def test_certificates_hold_against_search_and_bound_stays_below(name, index):
+    problem, setting, _, _ = _case(name, index)
+    encoding = problem.encoding(setting)
+    bound = problem.lower_bound(setting)
+    with jax.enable_x64(True):
+        for algorithm, make in problem.baselines.items():
+            policy = make(setting)
+            certificate = problem.certificate(setting, policy)
+            if certificate is None:
+                continue
+
+            def score(tokens, policy=policy):
+                return ratio_of_payoff(problem.payoffs(setting, policy, encoding.decode(tokens)))
+
+            starts = encoding.random(jax.random.key(3), 16)
+            _, found = hill_climb(score, encoding.mutate, jax.random.key(4), starts, 64)
+            assert float(found.max()) <= certificate.ratio * (1 + 1e-9), algorithm
+            if certificate.worst is not None:
+                attained = float(score(jnp.asarray(certificate.worst)[None])[0])
+                assert attained == pytest.approx(certificate.ratio, rel=1e-9), algorithm
+            if bound is not None:
+                assert bound.ratio <= certificate.ratio * (1 + 1e-9), algorithm
+
+
+def test_one_way_trading_ratios_match_closed_forms():
+    from advonline.baselines.one_way_trading import optimal_ratio
+
+    problem = registry.get("one-way-trading")
+    setting = problem.setting(low=1.0, high=16.0, rounds=81, levels=81)  # sqrt(mM) = 4 on grid
+    with jax.enable_x64(True):
+        certified = {
+            name: problem.certificate(setting, make(setting)).ratio
+            for name, make in problem.baselines.items()
+        }
+    bound = problem.lower_bound(setting).ratio
+    assert certified["reservation"] == pytest.approx(4.0, rel=1e-12)
+    assert certified["all-at-once"] == pytest.approx(16.0, rel=1e-12)
+    assert certified["optimal"] == pytest.approx(bound, rel=1e-6)  # the bracket closes
+    assert bound <= certified["threshold"] <= optimal_ratio(16.0) * (1 + 1e-9)
+    assert certified["threshold"] == pytest.approx(optimal_ratio(16.0), rel=0.01)
+
+
+def test_one_way_trading_policy_file_needs_numpy_only(tmp_path):
+    problem = registry.get("one-way-trading")
+    setting = problem.setting(low=1.0, high=10.0, rounds=12, levels=9)
+    policy = problem.baselines["threshold"](setting)
+    path = tmp_path / "policy.json"
+    path.write_text(json.dumps(problem.export(setting, policy)))
+    rates = [1.0, 3.0, 2.0, 7.0, 10.0, 1.0]
+    script = (
+        "import sys, json; sys.modules['jax'] = None\n"
+        "from advonline.problems.one_way_trading.policy_file import load\n"
+        f"setting, curve = load(json.load(open({str(path)!r})))\n"
+        f"print(json.dumps(curve.trade({rates}).tolist()))"
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
+    loaded = np.asarray(json.loads(out.stdout))
+    with jax.enable_x64(True):
+        simulated = problem.rollout(setting, policy, jnp.asarray(rates)).conversions
+    np.testing.assert_allclose(loaded, np.asarray(simulated), atol=1e-6)
