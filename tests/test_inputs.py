@@ -158,9 +158,11 @@ def test_configs_out_of_range_get_one_line(tmp_path, capsys, text, message):
 def test_the_shipped_configs_pass_the_memory_check():
     """No config in experiments/ is refused on a machine with 8 GB free, and the estimate
     grows with the sizes it names."""
-    from advonline import configs
+    from advonline import configs, problem_run
 
     for path in sorted(Path("experiments/configs").glob("*.toml")):
+        if problem_run.problem_name(problem_run.load(path)) is not None:
+            continue  # a problem of the interface (tests/test_game.py loads those)
         preflight.check(preflight.training_needs(configs.load(path)), available=8e9)
     small = RunConfig()
     large = configs.from_dict({"algorithm": {"hidden": 16384}})
