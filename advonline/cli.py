@@ -270,7 +270,6 @@ def main(argv: list[str] | None = None) -> int:
         FolderError,
         PreflightError,
         DevicesError,
-        problem_run.ProblemConfigError,
     ) as error:
         print(f"advonline: error: {error}", file=sys.stderr)
         return EXIT_BAD_INPUT
@@ -534,8 +533,9 @@ def run_archive(args: argparse.Namespace) -> int:
 
 def run_main_job(args: argparse.Namespace) -> int:
     """``advonline run CONFIG``: train, measure beside the baselines, export, plot, summarise."""
-    if problem_run.problem_name(problem_run.load(args.config)) not in (None, "posted-price"):
-        return _problem_job(args)
+    tables = configs.read_toml(args.config)
+    if problem_run.problem_name(tables) not in (None, "posted-price"):
+        return _problem_job(args, problem_run.from_dict(tables, args.config))
     run_config = _run_config(args)
     budget = _budget(args)
     baselines = _baseline_names(args.algorithm or list(BASELINES))
@@ -568,14 +568,13 @@ def run_main_job(args: argparse.Namespace) -> int:
     return 0
 
 
-def _problem_job(args: argparse.Namespace) -> int:
+def _problem_job(args: argparse.Namespace, config: problem_run.ProblemRunConfig) -> int:
     """``advonline run`` for a problem that provides the whole problem interface."""
     folder = Path(args.out) if args.out else pipeline.default_run_folder(args.config)
     budget = problem_run.Budget(
         search_steps=args.search_steps, random_instances=args.random_instances, seed=args.seed
     )
     say = functools.partial(print, file=sys.stderr)
-    config = problem_run.read_config(args.config)
     report = problem_run.main_job(config, args.config, folder, budget, say=say)
     print(problem_run.table(report))
     print(report["verdict"])

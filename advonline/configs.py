@@ -264,7 +264,7 @@ def from_dict(data: dict, origin: str = "config") -> RunConfig:
         )
     built = {}
     for section, cls in _SECTIONS.items():
-        built[section] = _build(cls, data.get(section, {}), f"{origin} [{section}]")
+        built[section] = build_section(cls, data.get(section, {}), f"{origin} [{section}]")
     config = RunConfig(**built)
     problems = [p for part in list(built.values())[1:] for p in part.check()]
     if config.algorithm.rollout_rounds > config.setting.rounds:
@@ -298,6 +298,12 @@ def from_dict(data: dict, origin: str = "config") -> RunConfig:
 
 def load(path: str | Path) -> RunConfig:
     """Read and validate a TOML config file."""
+    return from_dict(read_toml(path), str(path))
+
+
+def read_toml(path: str | Path) -> dict:
+    """The tables of the TOML config file at ``path``; ConfigError says why it cannot be
+    read."""
     path = Path(path)
     try:
         text = path.read_text(encoding="utf-8")
@@ -309,10 +315,12 @@ def load(path: str | Path) -> RunConfig:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as error:
         raise ConfigError(f"{path} is not valid TOML: {error}") from None
-    return from_dict(data, str(path))
+    return data
 
 
-def _build(cls, values, where: str):
+def build_section(cls, values, where: str):
+    """The dataclass ``cls`` from a config table: unknown keys and wrong types are refused
+    with ConfigError, numbers converted to the field's type."""
     if not isinstance(values, dict):
         raise ConfigError(f"{where}: expected a table")
     fields = {f.name: f for f in dataclasses.fields(cls)}

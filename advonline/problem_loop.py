@@ -66,9 +66,10 @@ class Trained(NamedTuple):
     rows: list[EpochRow]
 
 
-def _ratios(problem: Problem, setting, head, params, tokens: jax.Array) -> jax.Array:
+def input_ratios(problem: Problem, setting, policy, tokens: jax.Array) -> jax.Array:
+    """``OPT / ALG`` of ``policy`` on each token sequence ``[B, T]`` -> ``[B]`` (jit-able)."""
     instances = problem.encoding(setting).decode(tokens)
-    return ratio_of_payoff(problem.payoffs(setting, head.to_policy(params), instances))
+    return ratio_of_payoff(problem.payoffs(setting, policy, instances))
 
 
 def _unique_hardest(tokens: np.ndarray, ratios: np.ndarray, count: int) -> np.ndarray:
@@ -89,7 +90,7 @@ def train(problem: Problem, setting, head, config: LoopConfig, log=None) -> Trai
     opt_state = optimizer.init(params)
 
     def score(params, tokens):
-        return _ratios(problem, setting, head, params, tokens)
+        return input_ratios(problem, setting, head.to_policy(params), tokens)
 
     @jax.jit
     def search(params, key, starts):

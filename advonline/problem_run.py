@@ -18,8 +18,9 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import functools
 import json
-import tomllib
+import typing
 from pathlib import Path
 
 import jax
@@ -29,20 +30,18 @@ import numpy as np
 from advonline import environment, folders, plots
 from advonline import problems as registry
 from advonline.checkpoint import atomic_write
+from advonline.configs import ConfigError, build_section, read_toml
 from advonline.problem import Problem
-from advonline.problem_loop import LoopConfig, Trained, train
-from advonline.ratio import ratio_of_payoff
+from advonline.problem_loop import LoopConfig, Trained, input_ratios, train
 from advonline.search import hill_climb
 
 EVALUATION_NAME = "evaluation.json"
 METRICS_NAME = "metrics.csv"
 POLICY_NAME = "policy.json"
 LEARNED = "learned"
+#: The loop's numbers that must be positive (the whole numbers but the seed must be >= 1).
+POSITIVE = ("learning_rate", "temperature")
 EVALUATOR_STREAM = 0x65766131  # folded into the evaluator's seed: never training's keys
-
-
-class ProblemConfigError(ValueError):
-    """A config for a problem of the interface that cannot be run; the message says why."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -73,48 +72,35 @@ def problem_name(data: dict) -> str | None:
 
 
 def from_dict(data: dict, origin: str) -> ProblemRunConfig:
-    """The run a parsed config describes; ProblemConfigError names what is wrong."""
+    """The run a parsed config describes; ConfigError names what is wrong."""
     name = problem_name(data)
     try:
         problem = registry.get(name)
     except KeyError as error:
-        raise ProblemConfigError(f"{origin}: {error.args[0]}") from None
+        raise ConfigError(f"{origin}: {error.args[0]}") from None
     known = {"problem", "setting", "algorithm", "game", "oracle"}
     unknown = sorted(set(data) - known)
     if unknown:
-        raise ProblemConfigError(f"{origin}: unknown table [{unknown[0]}]; known: {sorted(known)}")
+        raise ConfigError(f"{origin}: unknown table [{unknown[0]}]; known: {sorted(known)}")
     try:
         setting = problem.setting.from_config(dict(data.get("setting", {})))
     except (ValueError, TypeError) as error:
-        raise ProblemConfigError(f"{origin}: [setting]: {error}") from None
-    loop_values = {**data.get("game", {}), **data.get("oracle", {})}
-    fields = {field.name: field for field in dataclasses.fields(LoopConfig)}
-    unknown = sorted(set(loop_values) - set(fields))
-    if unknown:
-        raise ProblemConfigError(
-            f"{origin}: [game]/[oracle]: unknown key {unknown[0]!r}; known: {', '.join(fields)}"
-        )
-    for key, value in loop_values.items():
-        expected = type(fields[key].default)
-        if not isinstance(value, expected) or isinstance(value, bool):
-            raise ProblemConfigError(
-                f"{origin}: {key} must be a {expected.__name__}, got {value!r}"
-            )
-        if value < 0 or (expected is int and value == 0 and key != "seed"):
-            raise ProblemConfigError(f"{origin}: {key} must be positive, got {value!r}")
-    return ProblemRunConfig(
-        problem, setting, dict(data.get("algorithm", {})), LoopConfig(**loop_values)
-    )
-
-
-def load(path: str | Path) -> dict:
-    """The parsed TOML of ``path``; ProblemConfigError says why it cannot be read."""
-    try:
-        return tomllib.loads(Path(path).read_text(encoding="utf-8"))
-    except OSError as error:
-        raise ProblemConfigError(f"cannot read config {path}: {error.strerror or error}") from None
-    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as error:
-        raise ProblemConfigError(f"{path} is not a valid TOML config: {error}") from None
+        raise ConfigError(f"{origin}: [setting]: {error}") from None
+    tables = {section: data.get(section, {}) for section in ("algorithm", "game", "oracle")}
+    for section, table in tables.items():
+        if not isinstance(table, dict):
+            raise ConfigError(f"{origin} [{section}]: expected a table")
+    where = f"{origin} [game]/[oracle]"
+    loop = build_section(LoopConfig, {**tables["game"], **tables["oracle"]}, where)
+    hints = typing.get_type_hints(LoopConfig)
+    counts = [name for name, hint in hints.items() if hint is int and name != "seed"]
+    problems = [f"{name} must be >= 1" for name in counts if getattr(loop, name) < 1]
+    problems += [f"{name} must be > 0" for name in POSITIVE if not getattr(loop, name) > 0]
+    if loop.seed < 0:
+        problems.append("seed must be >= 0")
+    if problems:
+        raise ConfigError(f"{where}: {'; '.join(problems)}")
+    return ProblemRunConfig(problem, setting, dict(tables["algorithm"]), loop)
 
 
 def measure(problem: Problem, setting, policies: dict, budget: Budget) -> dict:
@@ -125,23 +111,23 @@ def measure(problem: Problem, setting, policies: dict, budget: Budget) -> dict:
     starts = encoding.random(start_key, budget.restarts)
     random_inputs = encoding.random(random_key, budget.random_instances)
     families = problem.families(setting)
+    # the policy is an argument, so policies of one structure share the compiled programs
+    score = jax.jit(functools.partial(input_ratios, problem, setting))
+
+    @jax.jit
+    def search(policy, key, tokens):
+        found = functools.partial(score, policy)
+        return hill_climb(found, encoding.mutate, key, tokens, budget.search_steps)[1]
+
     results = {}
     for name, policy in policies.items():
-
-        def score(tokens, policy=policy):
-            instances = encoding.decode(tokens)
-            return ratio_of_payoff(problem.payoffs(setting, policy, instances))
-
-        searched = jax.jit(
-            lambda key, tokens, score=score: hill_climb(
-                score, encoding.mutate, key, tokens, budget.search_steps
-            )
-        )
-        _, found = searched(search_key, starts)
         sources = {
-            "search": float(np.max(found)),
-            "random": float(np.max(score(random_inputs))),
-            **{f"family {k}": float(np.max(score(jnp.asarray(v)))) for k, v in families.items()},
+            "search": float(np.max(search(policy, search_key, starts))),
+            "random": float(np.max(score(policy, random_inputs))),
+            **{
+                f"family {k}": float(np.max(score(policy, jnp.asarray(v))))
+                for k, v in families.items()
+            },
         }
         certificate = problem.certificate(setting, policy)
         if certificate is not None:
@@ -187,7 +173,7 @@ def _write_metrics(path: Path, trained: Trained) -> None:
 
 
 def _figures(folder: Path, config: ProblemRunConfig, report: dict, trained: Trained) -> list[Path]:
-    title = json.dumps(config.setting.describe())[1:-1].replace('"', "")
+    title = setting_line(config.setting.describe())
     out = folder / "figures"
     rows = [
         {"step": r.epoch, "wall_seconds": r.seconds, "certificate": r.certificate}
@@ -211,8 +197,8 @@ def _figures(folder: Path, config: ProblemRunConfig, report: dict, trained: Trai
 
 
 def read_config(path: str | Path) -> ProblemRunConfig:
-    """The run the config file at ``path`` describes."""
-    return from_dict(load(path), str(path))
+    """The run the config file at ``path`` describes (ConfigError: it cannot be read)."""
+    return from_dict(read_toml(path), str(path))
 
 
 def main_job(
@@ -272,14 +258,15 @@ def main_job(
     return report
 
 
+def setting_line(described: dict) -> str:
+    """A setting's description on one line: the problem, then its fields."""
+    fields = (f"{k}={v}" for k, v in described.items() if k not in ("problem", "environment"))
+    return f"{described['problem']} " + ", ".join(fields)
+
+
 def table(report: dict) -> str:
     """The measured ratios as printed, with the setting and the budget beside them."""
-    lines = [
-        f"setting: {report['setting']['problem']} "
-        + ", ".join(
-            f"{k}={v}" for k, v in report["setting"].items() if k not in ("problem", "environment")
-        )
-    ]
+    lines = [f"setting: {setting_line(report['setting'])}"]
     lines.append("budget: " + ", ".join(f"{k} {v}" for k, v in report["budget"].items()))
     if report["lower_bound"]:
         lines.append(

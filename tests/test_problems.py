@@ -17,6 +17,7 @@ import pytest
 from scipy.optimize import linprog
 
 from advonline import problems as registry
+from advonline.problems.one_way_trading import model as trading
 from advonline.problems.posted_price import model as posted
 from advonline.problems.posted_price.optimum import lp_optimum
 from advonline.ratio import ratio_of_payoff
@@ -28,17 +29,13 @@ def _trading_loop(setting, policy, rates) -> float:
     rates = np.asarray(rates)
     converted, earned = 0.0, 0.0
     for t, rate in enumerate(rates):
-        observation = _owt_observation(rate, converted, t / len(rates))
+        observation = trading.Observation(
+            jnp.asarray(rate), jnp.asarray(converted), jnp.asarray(t / len(rates))
+        )
         amount = min(max(float(policy(observation)) - converted, 0.0), 1.0 - converted)
         converted += amount
         earned += rate * amount
     return earned + setting.low * (1.0 - converted)
-
-
-def _owt_observation(rate, converted, round_fraction):
-    from advonline.problems.one_way_trading.model import Observation
-
-    return Observation(jnp.asarray(rate), jnp.asarray(converted), jnp.asarray(round_fraction))
 
 
 def _selling_loop(setting, policy, instance) -> float:
