@@ -15,7 +15,7 @@ from pathlib import Path
 import jax
 from tqdm import tqdm
 
-from advonline import archive_view, configs, parallel, pipeline, preflight, problem_run
+from advonline import archive_view, configs, folders, parallel, pipeline, preflight, problem_run
 from advonline import evaluate as evaluation
 from advonline import problems as registry
 from advonline.baselines.posted_price import BASELINES, make_baseline
@@ -181,8 +181,8 @@ def build_parser() -> argparse.ArgumentParser:
         action="append",
         default=None,
         metavar="NAME",
-        help=f"baseline to measure beside the learned policies, repeatable; one of "
-        f"{', '.join(BASELINES)} (default: all)",
+        help=f"baseline to measure beside the learned policies, repeatable; for posted pricing "
+        f"one of {', '.join(BASELINES)}, else the config's problem's (default: all)",
     )
     job.add_argument(
         "--check",
@@ -570,12 +570,25 @@ def run_main_job(args: argparse.Namespace) -> int:
 
 def _problem_job(args: argparse.Namespace, config: problem_run.ProblemRunConfig) -> int:
     """``advonline run`` for a problem that provides the whole problem interface."""
+    if args.devices is not None:
+        raise UsageError(f"--devices: {config.problem.name} runs on one device")
+    for name in args.algorithm or []:
+        if name not in config.problem.baselines:
+            known = ", ".join(config.problem.baselines)
+            raise UsageError(
+                f"unknown algorithm {name!r} for {config.problem.name}; known: {known}"
+            )
     folder = Path(args.out) if args.out else pipeline.default_run_folder(args.config)
+    folders.check_own(folder, ("run",))
+    if args.check:
+        print(f"{args.config}: valid; run folder {folder} usable; nothing written")
+        return 0
     budget = problem_run.Budget(
         search_steps=args.search_steps, random_instances=args.random_instances, seed=args.seed
     )
-    say = functools.partial(print, file=sys.stderr)
-    report = problem_run.main_job(config, args.config, folder, budget, say=say)
+    say = (lambda line: None) if args.quiet else functools.partial(print, file=sys.stderr)
+    names = tuple(args.algorithm) if args.algorithm else None
+    report = problem_run.main_job(config, args.config, folder, budget, say=say, baselines=names)
     print(problem_run.table(report))
     print(report["verdict"])
     print(f"trained in {report['training']['seconds']:.0f} s; run folder {folder}")

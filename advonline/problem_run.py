@@ -202,9 +202,15 @@ def read_config(path: str | Path) -> ProblemRunConfig:
 
 
 def main_job(
-    config: ProblemRunConfig, config_path: str | Path, folder: Path, budget: Budget, say=print
+    config: ProblemRunConfig,
+    config_path: str | Path,
+    folder: Path,
+    budget: Budget,
+    say=print,
+    baselines: tuple[str, ...] | None = None,
 ) -> dict:
-    """Train, measure, export and plot; returns the report written to ``evaluation.json``."""
+    """Train, measure beside ``baselines`` (default: all of the problem's), export and plot;
+    returns the report written to ``evaluation.json``."""
     folders.check_own(folder, ("run",))
     folders.claim(
         folder,
@@ -230,11 +236,9 @@ def main_job(
     )
     _write_metrics(folder / METRICS_NAME, trained)
     learned = head.to_policy(trained.params)
-    policies = {
-        LEARNED: learned,
-        **{name: make(setting) for name, make in problem.baselines.items()},
-    }
-    with jax.enable_x64(True):
+    names = problem.baselines if baselines is None else baselines
+    with jax.enable_x64(True):  # the baselines' policies and every measurement in float64
+        policies = {LEARNED: learned, **{name: problem.baselines[name](setting) for name in names}}
         results = measure(problem, setting, policies, budget)
     bound = problem.lower_bound(setting)
     label, reference = problem.reference(setting) or (None, None)

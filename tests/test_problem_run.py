@@ -63,3 +63,24 @@ def test_unknown_problem_and_bad_keys_get_one_line(tmp_path, capsys):
     assert cli.main(["run", str(config), "--out", str(tmp_path / "b")]) == 2
     assert "unknown key 'epoch'" in capsys.readouterr().err
     assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
+
+
+def test_check_algorithm_and_devices_flags(tmp_path, capsys):
+    config = tmp_path / "owt.toml"
+    config.write_text(TINY)
+    checked = tmp_path / "checked"
+    assert cli.main(["run", str(config), "--out", str(checked), "--check"]) == 0
+    assert "valid" in capsys.readouterr().out and not checked.exists()
+    assert cli.main(["run", str(config), "--out", str(checked), "--algorithm", "greedy"]) == 2
+    assert "unknown algorithm 'greedy' for one-way-trading" in capsys.readouterr().err
+    assert cli.main(["run", str(config), "--out", str(checked), "--devices", "2"]) == 2
+    assert "--devices" in capsys.readouterr().err and not checked.exists()
+    out = tmp_path / "run"
+    budget = ["--search-steps", "8", "--random-instances", "8"]
+    quick = TINY.replace("epochs = 6", "epochs = 1")
+    config.write_text(quick)
+    args = ["run", str(config), "--out", str(out), "--quiet", "--algorithm", "reservation"]
+    assert cli.main([*args, *budget]) == 0
+    assert capsys.readouterr().err == ""
+    report = json.loads((out / "evaluation.json").read_text())
+    assert set(report["algorithms"]) == {"learned", "reservation"}
