@@ -90,6 +90,10 @@ def from_dict(data: dict, origin: str) -> ProblemRunConfig:
     for section, table in tables.items():
         if not isinstance(table, dict):
             raise ConfigError(f"{origin} [{section}]: expected a table")
+    try:  # the head refuses keys and values it cannot use
+        problem.policy_head(setting, tables["algorithm"])
+    except (ValueError, TypeError) as error:
+        raise ConfigError(f"{origin} [algorithm]: {error}") from None
     where = f"{origin} [game]/[oracle]"
     loop = build_section(LoopConfig, {**tables["game"], **tables["oracle"]}, where)
     hints = typing.get_type_hints(LoopConfig)

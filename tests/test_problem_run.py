@@ -62,7 +62,10 @@ def test_unknown_problem_and_bad_keys_get_one_line(tmp_path, capsys):
     config.write_text(TINY.replace("epochs = 6", "epoch = 6"))
     assert cli.main(["run", str(config), "--out", str(tmp_path / "b")]) == 2
     assert "unknown key 'epoch'" in capsys.readouterr().err
-    assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
+    config.write_text(TINY + "\n[algorithm]\nhiden = 8\n")
+    assert cli.main(["run", str(config), "--out", str(tmp_path / "c")]) == 2
+    assert "[algorithm]: unknown key 'hiden'" in capsys.readouterr().err
+    assert not any((tmp_path / name).exists() for name in "abc")
 
 
 def test_check_algorithm_and_devices_flags(tmp_path, capsys):
