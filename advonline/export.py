@@ -25,7 +25,7 @@ from advonline.checkpoint import atomic_write
 from advonline.configs import RunConfig
 from advonline.folders import check_path
 from advonline.mixture import SnapshotMixture
-from advonline.networks import PricingNetwork
+from advonline.networks import AlgorithmNetwork
 from advonline.problems.posted_price.model import Policy, Setting, price_table
 from advonline.problems.posted_price.policy_file import FORMAT
 
@@ -59,7 +59,7 @@ def float32_list(values) -> list:
 
 def network_document(
     setting: Setting,
-    network: PricingNetwork,
+    network: AlgorithmNetwork,
     params: dict,
     atoms: tuple[float, ...],
     deterministic: bool,

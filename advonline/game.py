@@ -36,6 +36,7 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import optax
 from flax import struct
 from jax.sharding import Mesh
@@ -48,9 +49,12 @@ from advonline.adversary import (
     payoffs_given_sales,
 )
 from advonline.configs import RunConfig
-from advonline.networks import PricingNetwork
+from advonline.mixture import SnapshotMixture, snapshot_mixture
+from advonline.networks import AlgorithmNetwork
+from advonline.oracles import Found, best_responses, mixture_search
 from advonline.parallel import shard_batch
 from advonline.problems.posted_price import families
+from advonline.problems.posted_price.certify import certify_dp
 from advonline.problems.posted_price.learned import LearnedPolicy, price_atoms
 from advonline.problems.posted_price.model import (
     Buyer,
@@ -63,6 +67,7 @@ from advonline.problems.posted_price.model import (
     welfare_and_sale_weight,
 )
 from advonline.problems.posted_price.optimum import offline_optimum
+from advonline.problems.posted_price.typed_payoffs import algorithm_table, typed_payoffs
 
 
 @dataclasses.dataclass(frozen=True)
@@ -70,7 +75,7 @@ class Game:
     """The static parts of a run (hashable: a jit static argument)."""
 
     config: RunConfig
-    pricing: PricingNetwork
+    pricing: AlgorithmNetwork
     atoms: tuple[float, ...]
     adversary: AdversaryModel
     mesh: Mesh | None = None  # the devices the batches are sharded over (advonline/parallel.py)
@@ -79,7 +84,7 @@ class Game:
     def build(config: RunConfig, mesh: Mesh | None = None) -> Game:
         setting = config.setting
         algorithm = config.algorithm
-        pricing = PricingNetwork(
+        pricing = AlgorithmNetwork(
             resources=setting.resources,
             atoms=algorithm.price_atoms,
             hidden=algorithm.hidden,
@@ -105,6 +110,108 @@ class Game:
         """``batch`` (a pytree of arrays with a leading instance axis) sharded over the run's
         devices; unchanged on one device."""
         return shard_batch(batch, self.mesh)
+
+    # What the oracle loop (advonline/oracle_loop.py) asks of the game: instances are rows
+    # of token indices ``[N, T]`` (buyer types), the algorithm a parameter pytree.
+
+    def init_params(self, key: jax.Array) -> dict:
+        """Fresh pricing parameters (the uniform distribution on the atoms everywhere)."""
+        return self.pricing.init(key, jnp.zeros(self.setting.resources), jnp.zeros(()))
+
+    @property
+    def certifies(self) -> bool:
+        """Whether a network's CR has an exact upper bound (the DP certificate, K = 1)."""
+        return self.setting.resources == 1
+
+    def certify(self, params: dict, start: float = 1.0) -> float | None:
+        """The DP certificate's upper bound on the network's CR, iterated from ``start`` (an
+        attained lower bound); float64, outside ``jit``. None where there is none."""
+        return certify_dp(self.setting, self.policy(params), start=start).ratio
+
+    @property
+    def mixes(self) -> bool:
+        """Whether the loop also measures and may deliver a mixture of snapshots (K >= 2 with
+        ``oracle.mixtures``)."""
+        return self.setting.resources > 1 and self.config.oracle.mixtures
+
+    def optimum_of(self, types) -> np.ndarray:
+        """OPT of the instances written as ``types`` ``[N, T]`` (host array)."""
+        instances = self.adversary.instances(jnp.asarray(types), jnp.float32)
+        return np.asarray(offline_optimum(self.setting, instances))
+
+    def payoffs(self, params: dict, types: jax.Array, optimum: jax.Array) -> jax.Array:
+        """Exact payoffs ``E[ALG(I_j)] / OPT(I_j)`` ``[N]`` of the network ``params`` on the
+        instances ``types`` ``[N, T]``: over the utilisation grid for K = 1
+        (:func:`game_payoffs`), over the product grid for K >= 2
+        (:func:`~posted_price.typed_payoffs.typed_payoffs`). Differentiable in ``params``."""
+        if self.setting.resources == 1:
+            return game_payoffs(self, params, self.adversary.instances(types, jnp.float32), optimum)
+        sale = self.sale_table(params)
+        return typed_payoffs(self.setting, self.adversary.buyer_types, sale, types, optimum)
+
+    def state_probs(self, params: dict) -> jax.Array:
+        """The network's distributions in every state: ``[T, G + 1, A]`` for K = 1,
+        ``[T, S, K, A]`` for K >= 2."""
+        if self.setting.resources == 1:
+            return policy_probs(self, params, jnp.float32)
+        return algorithm_table(self.setting, self.policy(params), jnp.float32).probs
+
+    def sale_table(self, params: dict) -> jax.Array:
+        """The network's per-type sale table (K >= 2, the product grid): what a mixture's
+        member contributes to :meth:`mixture_search`."""
+        table = algorithm_table(self.setting, self.policy(params), jnp.float32)
+        return self.adversary.type_sale_table(table, jnp.float32)
+
+    def ascent(self, types: jax.Array, optimum: jax.Array, weigh: Callable):
+        """``(params, key) -> ascent direction`` of ``sum_j w_j u_j`` on the instances
+        ``types`` with weights ``w = weigh(payoffs)``: the all-action per-round update for
+        K = 1 (:func:`per_round_update`), the exact gradient through the product-grid
+        induction for K >= 2; with ``algorithm.update = "reinforce"`` (the ablation)
+        REINFORCE on sampled runs with the same weights, ``key`` feeding its runs."""
+        instances = self.adversary.instances(types, jnp.float32)
+
+        def direction(params: dict, key: jax.Array):
+            if self.config.algorithm.update == "reinforce":
+                payoff = self.payoffs(params, types, optimum)
+                weights = jax.lax.stop_gradient(weigh(payoff))
+                return reinforce_gradient(self, params, instances, optimum, weights, key)
+            if self.setting.resources == 1:
+                return per_round_update(self, params, instances, optimum, weigh)[1]
+            payoff, pull_back = jax.vjp(lambda p: self.payoffs(p, types, optimum), params)
+            return pull_back(jax.lax.stop_gradient(weigh(payoff)))[0]
+
+        return direction
+
+    def best_responses(self, params: dict, budget, key: jax.Array, starts) -> Found:
+        """Both oracles (:func:`~advonline.oracles.best_responses`) against the network,
+        local search starting from ``starts`` ``[S, T]`` (or None)."""
+        table = algorithm_table(self.setting, self.policy(params), jnp.float32)
+        starts = None if starts is None else jnp.asarray(starts, jnp.int32)
+        return best_responses(
+            self.setting,
+            self.adversary,
+            self.config.adversary,
+            table,
+            budget,
+            key,
+            jnp.float32,
+            starts,
+            self.mesh,
+        )
+
+    def mixture_search(self, sales, weights, budget, key: jax.Array, starts) -> Found:
+        """Local search (:func:`~advonline.oracles.mixture_search`) against the mixture of
+        members with sale tables ``sales`` (stacked :meth:`sale_table`) and ``weights``."""
+        starts = None if starts is None else jnp.asarray(starts, jnp.int32)
+        vocabulary = self.adversary.buyer_types
+        weights = jnp.asarray(weights, jnp.float32)
+        args = (self.setting, vocabulary, sales, weights, budget, key, jnp.float32)
+        return mixture_search(*args, starts, self.mesh)
+
+    def mixture(self, members: dict, weights) -> SnapshotMixture:
+        """The randomised algorithm that plays member ``m`` of the stacked ``members`` with
+        probability ``weights[m]``, drawn once per input."""
+        return snapshot_mixture(members, weights, self.policy)
 
 
 class Replay(NamedTuple):

@@ -1,6 +1,6 @@
 """The two players of the game (docs/method.md §3) as Flax modules.
 
-- :class:`PricingNetwork` (the algorithm): state -> a distribution over a grid of unit prices
+- :class:`AlgorithmNetwork` (the algorithm): state -> a distribution over a grid of unit prices
   for each resource, i.e. a randomised online algorithm.
 - :class:`AdversaryNetwork`: a noise vector and the round -> a distribution over buyer types
   for that round. An instance is written by drawing one noise vector, then one type per round.
@@ -28,8 +28,11 @@ import jax
 import jax.numpy as jnp
 
 
-class PricingNetwork(nn.Module):
-    """``(utilisation [..., K], round_fraction [...]) -> logits [..., K, A]`` over price atoms.
+class AlgorithmNetwork(nn.Module):
+    """``(fill [..., K], round_fraction [...]) -> logits [..., K, A]`` over action atoms.
+
+    ``fill`` is the state of each of the K resources as a fraction in [0, 1] (for posted
+    pricing, the utilisation of each resource; the atoms are its prices).
 
     The last layer starts at zero, so training starts from the uniform distribution on the
     atoms (every price equally likely). With ``use_round = False`` the round is hidden from
@@ -41,9 +44,7 @@ class PricingNetwork(nn.Module):
     round. The policy then treats resources alike (equivariant: permuting the resources
     permutes the prices), as the problem does when every resource has the same capacity and
     [L, U]; what it learns on one resource holds for all, so an adversary that only ever
-    pressed one resource during training cannot leave another one untrained (the first
-    K = 2 run posted the lowest price with probability 0.75 on one resource and 0.035 on the
-    other, and a staircase on the second measured 51.7).
+    presses one resource during training cannot leave another one untrained.
     """
 
     resources: int
@@ -54,11 +55,11 @@ class PricingNetwork(nn.Module):
     shared_resources: bool = False
 
     @nn.compact
-    def __call__(self, utilisation: jax.Array, round_fraction: jax.Array) -> jax.Array:
+    def __call__(self, fill: jax.Array, round_fraction: jax.Array) -> jax.Array:
         round_feature = 2 * round_fraction - 1 if self.use_round else jnp.zeros_like(round_fraction)
         if self.shared_resources:
-            return self._shared(2 * utilisation - 1, round_feature)
-        features = jnp.concatenate([2 * utilisation - 1, round_feature[..., None]], axis=-1)
+            return self._shared(2 * fill - 1, round_feature)
+        features = jnp.concatenate([2 * fill - 1, round_feature[..., None]], axis=-1)
         logits = self._head(features, self.resources * self.atoms)
         return logits.reshape(*logits.shape[:-1], self.resources, self.atoms)
 

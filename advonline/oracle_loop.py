@@ -62,23 +62,9 @@ from flax import struct
 
 from advonline import archive as archives
 from advonline import meta
-from advonline.game import (
-    Game,
-    _softmin_weights,
-    game_payoffs,
-    per_round_update,
-    policy_probs,
-    reinforce_gradient,
-)
-from advonline.mixture import SnapshotMixture, snapshot_mixture
-from advonline.oracles import Found, best_responses, mixture_search
-from advonline.problems.posted_price.certify import certify_dp
-from advonline.problems.posted_price.optimum import offline_optimum
-from advonline.problems.posted_price.typed_payoffs import (
-    algorithm_table,
-    type_sale_table,
-    typed_payoffs,
-)
+from advonline.game import Game, _softmin_weights
+from advonline.mixture import SnapshotMixture
+from advonline.oracles import Found
 from advonline.ratio import ratios_of_payoffs
 
 #: Relative rounding of a ratio computed in float32, with room to spare.
@@ -126,12 +112,12 @@ class EpochRecord(NamedTuple):
 
 
 def init_oracle_state(game: Game, key: jax.Array) -> OracleState:
-    """Fresh pricing parameters (uniform prices), an empty archive, no snapshot."""
-    config, setting = game.config, game.setting
+    """Fresh algorithm parameters, an empty archive, no snapshot."""
     key_alg, key_run = jax.random.split(key)
-    algorithm = game.pricing.init(key_alg, jnp.zeros(setting.resources), jnp.zeros(()))
-    oracle = config.oracle
-    empty = archives.empty_archive(oracle.archive_size, setting.rounds, oracle.snapshots, algorithm)
+    algorithm = game.init_params(key_alg)
+    oracle = game.config.oracle
+    rounds = game.setting.rounds
+    empty = archives.empty_archive(oracle.archive_size, rounds, oracle.snapshots, algorithm)
     return OracleState(
         step=jnp.zeros((), jnp.int32),
         epoch=jnp.zeros((), jnp.int32),
@@ -153,28 +139,6 @@ def epoch_key(state: OracleState, stream: int) -> jax.Array:
     return jax.random.fold_in(jax.random.fold_in(state.key, state.epoch), stream)
 
 
-def archive_payoffs(game: Game, params: dict, types: jax.Array, optimum: jax.Array) -> jax.Array:
-    """Exact payoffs ``E[ALG(I_j)] / OPT(I_j)`` ``[N]`` of the pricing network ``params`` on
-    instances given as types ``[N, T]``: over the utilisation grid for K = 1
-    (:func:`~advonline.game.game_payoffs`), over the product grid for K >= 2
-    (:func:`~posted_price.typed_payoffs.typed_payoffs`). Differentiable in ``params``."""
-    if game.setting.resources == 1:
-        instances = game.adversary.instances(types, jnp.float32)
-        return game_payoffs(game, params, instances, optimum)
-    vocabulary = game.adversary.buyer_types
-    table = algorithm_table(game.setting, game.policy(params), jnp.float32)
-    sale = type_sale_table(vocabulary, table, jnp.float32)
-    return typed_payoffs(game.setting, vocabulary, sale, types, optimum)
-
-
-def state_probs(game: Game, params: dict) -> jax.Array:
-    """The pricing network's distributions in every state: ``[T, G + 1, A]`` for K = 1,
-    ``[T, S, K, A]`` for K >= 2."""
-    if game.setting.resources == 1:
-        return policy_probs(game, params, jnp.float32)
-    return algorithm_table(game.setting, game.policy(params), jnp.float32).probs
-
-
 @functools.partial(jax.jit, static_argnums=0)
 def payoff_matrix(game: Game, snapshots: dict, types: jax.Array, optimum: jax.Array) -> jax.Array:
     """``[S, N]`` exact payoffs ``E[ALG_i(I_j)] / OPT(I_j)`` of every stored snapshot on every
@@ -182,7 +146,7 @@ def payoff_matrix(game: Game, snapshots: dict, types: jax.Array, optimum: jax.Ar
     snapshots go one after another (``lax.map``): each one's tables are as large as a
     training step's, and all of them at once would not fit for K = 3."""
     types, optimum = game.shard((types, optimum))
-    return jax.lax.map(lambda params: archive_payoffs(game, params, types, optimum), snapshots)
+    return jax.lax.map(lambda params: game.payoffs(params, types, optimum), snapshots)
 
 
 @functools.partial(jax.jit, static_argnums=(0, 7))
@@ -206,7 +170,6 @@ def train_against(
     sampled runs instead, with the same weights from exact payoffs; ``key`` feeds its runs."""
     config = game.config
     types, optimum, filled, mixture = game.shard((types, optimum, filled, mixture))
-    instances = game.adversary.instances(types, jnp.float32)  # read by K = 1 and by REINFORCE
     share = config.oracle.worst_case_weight
     softmin = functools.partial(_softmin_weights, valid=filled, temperature=config.game.temperature)
     optimizer = game.algorithm_optimizer()
@@ -214,24 +177,14 @@ def train_against(
     def weigh(payoff: jax.Array) -> jax.Array:
         return (1 - share) * mixture + share * softmin(payoff)
 
-    start = jax.lax.stop_gradient(state_probs(game, params))
+    start = jax.lax.stop_gradient(game.state_probs(params))
+    ascent_direction = game.ascent(types, optimum, weigh)
 
     def drift(p: dict) -> jax.Array:
         """Mean over every state of KL(start || current): the proximal term."""
-        probs = state_probs(game, p)
+        probs = game.state_probs(p)
         log_ratio = jnp.log(jnp.maximum(start, 1e-30)) - jnp.log(jnp.maximum(probs, 1e-30))
         return jnp.mean(jnp.sum(start * log_ratio, axis=-1))
-
-    def ascent_direction(params: dict, key_step: jax.Array):
-        if config.algorithm.update == "reinforce":  # the ablation: sampled prices
-            payoff = archive_payoffs(game, params, types, optimum)
-            weights = jax.lax.stop_gradient(weigh(payoff))
-            return reinforce_gradient(game, params, instances, optimum, weights, key_step)
-        if game.setting.resources == 1:  # the all-action update, analytic (advonline/game.py)
-            return per_round_update(game, params, instances, optimum, weigh)[1]
-        # K >= 2: the exact gradient of the weighted payoff through the product-grid induction
-        payoff, pull_back = jax.vjp(lambda p: archive_payoffs(game, p, types, optimum), params)
-        return pull_back(jax.lax.stop_gradient(weigh(payoff)))[0]
 
     def update(carry, key_step):
         params, opt_state = carry
@@ -248,7 +201,10 @@ def train_against(
     return params, opt_state
 
 
-snapshot_payoffs = jax.jit(archive_payoffs, static_argnums=0)
+@functools.partial(jax.jit, static_argnums=0)
+def snapshot_payoffs(game: Game, params: dict, types: jax.Array, optimum: jax.Array):
+    """Exact payoffs ``[N]`` of the network ``params`` on the instances ``types``."""
+    return game.payoffs(params, types, optimum)
 
 
 def _score_row(game: Game, archive: archives.Archive, slot: int) -> archives.Archive:
@@ -288,8 +244,7 @@ def _archive_found(
     types = np.asarray(found.types)[order]
     _, first = np.unique(types, axis=0, return_index=True)
     types = types[np.sort(first)][: game.config.oracle.new_per_epoch]
-    instances = game.adversary.instances(jnp.asarray(types), jnp.float32)
-    optimum = np.asarray(offline_optimum(game.setting, instances))
+    optimum = game.optimum_of(types)
     in_mixture = np.asarray(state.adversary_mixture) > 0
     usefulness = np.where(in_mixture, np.inf, _current_ratios(archive, slot))
     archive, written = archives.add_instances(
@@ -320,35 +275,22 @@ def _solve(state: OracleState) -> tuple[OracleState, meta.MetaSolution]:
 def _oracle_search(game: Game, state: OracleState, slot: int, budget, key: jax.Array) -> Found:
     """Both oracles against the current network; local search starts from the archived
     instances that are hardest for it."""
-    table = algorithm_table(game.setting, game.policy(state.algorithm), jnp.float32)
     ratios = _current_ratios(state.archive, slot)
     hardest = np.argsort(-ratios, kind="stable")[: budget.chains // 2]
     starts = np.asarray(state.archive.types)[hardest[ratios[hardest] > 0]]
-    return best_responses(
-        game.setting,
-        game.adversary,
-        game.config.adversary,
-        table,
-        budget,
-        key,
-        jnp.float32,
-        jnp.asarray(starts, jnp.int32) if starts.size else None,
-        game.mesh,
-    )
+    return game.best_responses(state.algorithm, budget, key, starts if starts.size else None)
 
 
 def probes_mixture(game: Game, state: OracleState) -> bool:
-    """Whether this epoch's probe also measures the algorithm's equilibrium mixture: K >= 2,
-    ``oracle.mixtures`` on, and a mixture of two snapshots or more."""
-    return (
-        game.setting.resources > 1
-        and game.config.oracle.mixtures
-        and int((np.asarray(state.algorithm_mixture) > 0).sum()) > 1
-    )
+    """Whether this epoch's probe also measures the algorithm's equilibrium mixture: the game
+    allows mixtures (:attr:`~advonline.game.Game.mixes`) and the mixture has two snapshots or
+    more."""
+    return game.mixes and int((np.asarray(state.algorithm_mixture) > 0).sum()) > 1
 
 
 class MemberSales:
-    """The per-type sale tables of the archive's snapshots, built once each: a snapshot never
+    """The snapshots' tables for the mixture search (:meth:`~advonline.game.Game.sale_table`),
+    built once each: a snapshot never
     changes once taken, so the table of the one taken at epoch ``e`` is kept under ``e``
     until the snapshot leaves the archive. A host-side memo (not part of the checkpoint)."""
 
@@ -363,9 +305,7 @@ class MemberSales:
         for slot in slots:
             if int(epochs[slot]) not in self._tables:
                 params = archives.snapshot_params(archive, int(slot))
-                table = algorithm_table(game.setting, game.policy(params), jnp.float32)
-                sale = game.adversary.type_sale_table(table, jnp.float32)
-                self._tables[int(epochs[slot])] = sale
+                self._tables[int(epochs[slot])] = game.sale_table(params)
         return jnp.stack([self._tables[int(epochs[slot])] for slot in slots])
 
 
@@ -383,17 +323,9 @@ def _mixture_probe(
     on_archive = np.where(np.asarray(archive.filled), mixed, 0.0)
     hardest = np.argsort(-on_archive, kind="stable")[: budget.chains // 2]
     starts = np.asarray(archive.types)[hardest[on_archive[hardest] > 0]]
-    found = mixture_search(
-        game.setting,
-        game.adversary.buyer_types,
-        sales.stacked(game, archive, slots),
-        jnp.asarray(member_weights, jnp.float32),
-        budget,
-        key,
-        jnp.float32,
-        jnp.asarray(starts, jnp.int32) if starts.size else None,
-        game.mesh,
-    )
+    stacked = sales.stacked(game, archive, slots)
+    starts = starts if starts.size else None
+    found = game.mixture_search(stacked, member_weights, budget, key, starts)
     searched = float(jnp.max(found.ratios)) if found.ratios.size else 0.0
     return max(float(on_archive.max()), searched), found
 
@@ -466,11 +398,10 @@ def measure_epoch(
                 break
     attained = max(archive_ratio, probe_ratio or 0.0)  # a lower bound on the CR
     bound = None
-    one = game.setting.resources == 1
-    if one and attained < float(state.best_score):  # else no bound can beat the best so far
+    if game.certifies and attained < float(state.best_score):  # else no bound beats the best
         start = attained * (1 - _ROUNDING)  # below the float32 ratio's rounding
-        bound = certify_dp(game.setting, game.policy(state.algorithm), start=start).ratio
-    score = bound if one else attained  # K >= 2: no certificate; the worst case measured
+        bound = game.certify(state.algorithm, start)
+    score = bound if game.certifies else attained  # no certificate: the worst case measured
     best_mixture, best_mixture_ratio = mixture if mixture is not None else (None, None)
     state = keep_best(state, score, best_mixture, best_mixture_ratio)
     record = EpochRecord(
@@ -517,4 +448,4 @@ def delivered_mixture(game: Game, state) -> SnapshotMixture | None:
     weights = getattr(state, "best_weights", None)
     if weights is None or not bool(jnp.any(weights > 0)):
         return None
-    return snapshot_mixture(state.best_members, weights, game.pricing, game.atoms)
+    return game.mixture(state.best_members, weights)

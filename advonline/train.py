@@ -58,7 +58,6 @@ from advonline.oracle_loop import (
     record_row,
     train_epoch,
 )
-from advonline.problems.posted_price.certify import certify_dp
 from advonline.sampled_game import on_device, sampled_game_step
 
 METRIC_FIELDS = (
@@ -305,7 +304,7 @@ def _row(
         found = fresh_adversary(game, state.algorithm, exploitability_key(game.config, done))
         fresh = float(found.worst_ratio)
         if game.config.game.keep_best:
-            bound = certify_dp(game.setting, game.policy(state.algorithm)).ratio
+            bound = game.certify(state.algorithm)
             row["upper_bound"] = "" if bound is None else bound
             score = fresh if bound is None else bound
             if score < float(state.best_score):

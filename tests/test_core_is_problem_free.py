@@ -23,15 +23,11 @@ NOT_YET_GENERIC = {
     "evaluate.py",
     "export.py",
     "game.py",
-    "mixture.py",
-    "networks.py",
-    "oracle_loop.py",
     "oracles.py",
     "pipeline.py",
     "plots.py",
     "preflight.py",
     "sampled_game.py",
-    "train.py",
 }
 
 

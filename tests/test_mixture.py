@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from advonline import configs, export, meta, oracle_loop
+from advonline import game as game_module
 from advonline.archive import add_instances, add_snapshot, empty_archive, restricted_game
 from advonline.archive_view import archive_rows
 from advonline.configs import OracleBudget
@@ -56,7 +57,7 @@ def three_members():
     ]
     stacked = jax.tree.map(lambda *leaves: jnp.stack(leaves), *params)
     weights = jnp.array([0.5, 0.3, 0.2], jnp.float32)
-    return game, snapshot_mixture(stacked, weights, game.pricing, game.atoms), params
+    return game, snapshot_mixture(stacked, weights, game.policy), params
 
 
 def _assert_same_params(got: dict, want: dict) -> None:
@@ -364,13 +365,13 @@ def test_member_sale_tables_are_built_once_per_snapshot(three_members, monkeypat
     for epoch, member in enumerate(params):
         archive, _ = add_snapshot(archive, member, epoch, np.zeros(3, bool))
     built = []
-    table_of = oracle_loop.algorithm_table
+    table_of = game_module.algorithm_table
 
     def counting(setting, policy, dtype):
         built.append(1)
         return table_of(setting, policy, dtype)
 
-    monkeypatch.setattr(oracle_loop, "algorithm_table", counting)
+    monkeypatch.setattr(game_module, "algorithm_table", counting)
 
     def fresh(member):
         table = table_of(game.setting, game.policy(member), jnp.float32)

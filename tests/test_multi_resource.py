@@ -13,7 +13,7 @@ from advonline import configs
 from advonline.baselines.posted_price import make_baseline
 from advonline.baselines.posted_price.exponential import exponential_price
 from advonline.game import Game, known_family_pool, per_round_gradient
-from advonline.networks import PricingNetwork
+from advonline.networks import AlgorithmNetwork
 from advonline.problems.posted_price.families import family_demand_pairs, make_family, write_out
 from advonline.problems.posted_price.model import (
     Instance,
@@ -119,7 +119,7 @@ def test_coupled_prices_keep_each_marginal_and_share_one_quantile():
 
 
 def test_a_shared_pricing_network_prices_resources_alike():
-    network = PricingNetwork(resources=3, atoms=5, hidden=8, shared_resources=True)
+    network = AlgorithmNetwork(resources=3, atoms=5, hidden=8, shared_resources=True)
     params = network.init(jax.random.key(0), jnp.zeros(3), jnp.zeros(()))
     params = jax.tree.map(
         lambda leaf: leaf + 0.3 * jax.random.normal(jax.random.key(1), leaf.shape), params

@@ -20,7 +20,7 @@ from advonline.archive import instance_slots
 from advonline.archive_view import worst_delivered
 from advonline.evaluate import Budget
 from advonline.game import Game
-from advonline.oracle_loop import archive_payoffs, train_against
+from advonline.oracle_loop import train_against
 from advonline.problems.posted_price import families
 from advonline.train import train
 
@@ -297,7 +297,7 @@ def test_reinforce_is_the_oracle_loops_ablation_update(straight_run):
     mixture = np.asarray(state.adversary_mixture)[filled]
 
     def weighted_payoff(params) -> float:
-        payoffs = archive_payoffs(game, params, state.archive.types, state.archive.optimum)
+        payoffs = game.payoffs(params, state.archive.types, state.archive.optimum)
         return float(np.sum(mixture * np.asarray(payoffs)[filled]))
 
     before = weighted_payoff(state.algorithm)

@@ -12,7 +12,7 @@ import pytest
 
 from advonline import configs, export
 from advonline.game import Game
-from advonline.networks import PricingNetwork
+from advonline.networks import AlgorithmNetwork
 from advonline.problems.posted_price.learned import LearnedPolicy, LearnedPriceCurve
 from advonline.problems.posted_price.model import Observation, Setting
 from advonline.problems.posted_price.policy_file import NetworkPolicy, PolicyFileError, parse
@@ -24,7 +24,7 @@ CONFIGS = Path(__file__).resolve().parents[1] / "experiments" / "configs"
 def _network(resources: int, shared: bool, use_round: bool, key: jax.Array):
     """A pricing network with random weights in every layer (the last starts at zero, so it is
     drawn too: the loader must read every weight)."""
-    network = PricingNetwork(
+    network = AlgorithmNetwork(
         resources=resources,
         atoms=6,
         hidden=16,

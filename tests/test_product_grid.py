@@ -6,7 +6,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from advonline.baselines.posted_price import make_baseline
-from advonline.networks import PricingNetwork
+from advonline.networks import AlgorithmNetwork
 from advonline.problems.posted_price.learned import LearnedPolicy, price_atoms
 from advonline.problems.posted_price.model import (
     Instance,
@@ -40,7 +40,7 @@ def _instance(setting: Setting, seed: int) -> Instance:
 
 
 def _network_policy(setting: Setting, seed: int) -> LearnedPolicy:
-    network = PricingNetwork(resources=setting.resources, atoms=6, hidden=16, layers=1)
+    network = AlgorithmNetwork(resources=setting.resources, atoms=6, hidden=16, layers=1)
     params = network.init(jax.random.key(seed), jnp.zeros(setting.resources), jnp.zeros(()))
     scaled = jax.tree.map(lambda leaf: 3 * leaf, params)  # sharper, state-dependent prices
     return LearnedPolicy(scaled, network, price_atoms(setting, 6))

@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 from advonline import configs, export
 from advonline.cli import main
-from advonline.networks import PricingNetwork
+from advonline.networks import AlgorithmNetwork
 from advonline.problems.posted_price.model import Setting, SettingError
 from advonline.problems.posted_price.policy_file import PolicyFileError, load
 from advonline.problems.posted_price.tabulated import from_file
@@ -186,7 +186,7 @@ def test_any_trace_is_measured_or_refused_in_one_line_thoroughly(content):
 
 def valid_document() -> dict:
     setting = Setting(resources=2, capacities=(1.0, 1.0), rounds=4)
-    network = PricingNetwork(resources=2, atoms=3, hidden=4, layers=1)
+    network = AlgorithmNetwork(resources=2, atoms=3, hidden=4, layers=1)
     params = network.init(jax.random.key(0), jnp.zeros(2), jnp.zeros(()))
     atoms = tuple(float(a) for a in np.geomspace(setting.low, setting.high, 3))
     document = export.network_document(

@@ -1,4 +1,4 @@
-"""A trained :class:`~advonline.networks.PricingNetwork` as a pricing policy (the shared
+"""A trained :class:`~advonline.networks.AlgorithmNetwork` as a pricing policy (the shared
 signature ``policy(observation) -> PriceDistribution``), in two forms evaluated separately:
 
 - :class:`LearnedPolicy` (``learned``): the randomised algorithm that was trained, a
@@ -17,7 +17,7 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
-from advonline.networks import PricingNetwork
+from advonline.networks import AlgorithmNetwork
 from advonline.problems.posted_price.model import Observation, PriceDistribution, Setting
 
 
@@ -36,7 +36,7 @@ class LearnedPolicy:
     """The trained randomised algorithm: ``softmax(network(state))`` over the price atoms."""
 
     params: dict
-    network: PricingNetwork = struct.field(pytree_node=False)
+    network: AlgorithmNetwork = struct.field(pytree_node=False)
     atoms: tuple[float, ...] = struct.field(pytree_node=False)
     deterministic: bool = struct.field(pytree_node=False, default=False)
 
@@ -63,7 +63,7 @@ class LearnedPriceCurve:
         return PriceDistribution.deterministic(prices)
 
 
-def learned_policies(params: dict, network: PricingNetwork, atoms: tuple[float, ...]) -> dict:
+def learned_policies(params: dict, network: AlgorithmNetwork, atoms: tuple[float, ...]) -> dict:
     """``{"learned": randomised, "learned-deterministic": read-out}`` for one parameter set."""
     randomised = LearnedPolicy(params, network, atoms)
     return {"learned": randomised, "learned-deterministic": LearnedPriceCurve(randomised)}

@@ -17,7 +17,7 @@ import numpy as np
 
 from advonline import ratio
 from advonline.baselines.posted_price import BASELINES
-from advonline.networks import PricingNetwork
+from advonline.networks import AlgorithmNetwork
 from advonline.oracles import mutate, random_types
 from advonline.problem import Certificate, LowerBound, PolicyHead, Problem
 from advonline.problems.posted_price import certify, lower_bound, model, optimum, product_grid
@@ -73,7 +73,7 @@ def payoffs(setting: model.Setting, policy, instances: model.Instance) -> jax.Ar
 
 
 def policy_head(setting: model.Setting, config: dict) -> PolicyHead:
-    network = PricingNetwork(
+    network = AlgorithmNetwork(
         resources=setting.resources,
         atoms=config.get("price_atoms", 64),
         hidden=config.get("hidden", 64),

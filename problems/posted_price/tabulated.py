@@ -20,7 +20,7 @@ import numpy as np
 from flax import struct
 
 from advonline.mixture import SnapshotMixture
-from advonline.networks import PricingNetwork
+from advonline.networks import AlgorithmNetwork
 from advonline.problems.posted_price.learned import LearnedPolicy, LearnedPriceCurve
 from advonline.problems.posted_price.model import (
     Observation,
@@ -103,7 +103,7 @@ def from_file(policy: PricingPolicy) -> tuple[Setting, Policy]:
 
 
 def network_policy(policy: NetworkPolicy) -> LearnedPolicy | LearnedPriceCurve:
-    """A version-2 file as the :class:`PricingNetwork` it stores, with float32 weights."""
+    """A version-2 file as the :class:`AlgorithmNetwork` it stores, with float32 weights."""
     widths = {weights.shape[1] for weights, _ in policy.layers[:-1]}
     if len(widths) > 1:
         raise PolicyFileError(
@@ -111,7 +111,7 @@ def network_policy(policy: NetworkPolicy) -> LearnedPolicy | LearnedPriceCurve:
             "(the pricing network has one hidden width)"
         )
     atoms = tuple(float(a) for a in policy.atoms[0])
-    network = PricingNetwork(
+    network = AlgorithmNetwork(
         resources=policy.resources,
         atoms=len(atoms),
         hidden=widths.pop() if widths else 1,
