@@ -47,9 +47,9 @@ import optax
 from flax import struct
 
 from advonline import ratio
-from advonline.configs import AdversaryConfig
 from advonline.networks import AdversaryNetwork, StateAdversaryNetwork
 from advonline.problems.posted_price.buyer_types import BuyerTypes
+from advonline.problems.posted_price.config import AdversaryConfig
 from advonline.problems.posted_price.model import (
     AdversaryView,
     Buyer,

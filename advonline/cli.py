@@ -534,7 +534,7 @@ def run_archive(args: argparse.Namespace) -> int:
 def run_main_job(args: argparse.Namespace) -> int:
     """``advonline run CONFIG``: train, measure beside the baselines, export, plot, summarise."""
     tables = configs.read_toml(args.config)
-    if problem_run.problem_name(tables) not in (None, "posted-price"):
+    if configs.problem_of(tables, args.config).sections is None:  # the interface alone
         return _problem_job(args, problem_run.from_dict(tables, args.config))
     run_config = _run_config(args)
     budget = _budget(args)

@@ -1,8 +1,9 @@
 """Training configurations: data in ``experiments/configs/*.toml``, validated here.
 
-A config has six tables, each optional (defaults below): ``[setting]`` (the problem, the
-fields of :class:`~posted_price.model.Setting`), ``[algorithm]``, ``[adversary]``,
-``[game]``, ``[oracle]`` (the oracle loop) and ``[log]``. Unknown tables or keys, wrong
+A config has seven tables, each optional: ``[problem]`` (its ``name``; the registry's
+default problem without it), the problem's own ``[setting]``, ``[algorithm]`` and
+``[adversary]`` (:attr:`advonline.problem.Problem.sections`), and the core's ``[game]``,
+``[oracle]`` (the oracle loop) and ``[log]`` (defaults below). Unknown tables or keys, wrong
 types and invalid values are refused with one :class:`ConfigError` line naming the key.
 """
 
@@ -13,74 +14,14 @@ import math
 import tomllib
 import typing
 from pathlib import Path
+from typing import Any
 
-from advonline.problems.posted_price.model import Setting, SettingError
-
-UPDATES = ("per-round", "reinforce")
-CONDITIONINGS = ("noise", "state")
 LOOPS = ("simultaneous", "oracle")
 OPTIMA = ("device", "highs")  # where the K >= 2 training step solves OPT
 
 
 class ConfigError(ValueError):
     """A config file that cannot be used; the message names the file and the key."""
-
-
-@dataclasses.dataclass(frozen=True)
-class AlgorithmConfig:
-    """The pricing network and its update."""
-
-    price_atoms: int = 64  # A, prices geometric in [L, U]
-    hidden: int = 64
-    layers: int = 2
-    learning_rate: float = 3e-3
-    update: str = "per-round"  # "per-round" (all actions, exact Q) or "reinforce" (ablation)
-    reinforce_samples: int = 8  # sampled runs per instance for REINFORCE
-    round_input: bool = True  # the network sees t / T (False: the horizon is unknown to it)
-    rollout_rounds: int = 4  # K >= 2: rounds of each run where every action is valued
-    payoff_runs: int = 8  # K >= 2: sampled runs behind each payoff E[ALG] / OPT
-    shared_resources: bool = False  # one network prices every resource alike (equal capacities)
-
-    def check(self) -> list[str]:
-        problems = _positive(
-            self,
-            "price_atoms",
-            "hidden",
-            "layers",
-            "reinforce_samples",
-            "rollout_rounds",
-            "payoff_runs",
-        )
-        problems += _positive_float(self, "learning_rate")
-        if self.price_atoms < 2:
-            problems.append("algorithm.price_atoms must be >= 2")
-        if self.update not in UPDATES:
-            problems.append(f"algorithm.update must be one of {', '.join(UPDATES)}")
-        return problems
-
-
-@dataclasses.dataclass(frozen=True)
-class AdversaryConfig:
-    """The adversary network, its buyer types and its REINFORCE update."""
-
-    density_levels: int = 64  # geometric densities in [L, U], each with a just-below copy
-    latent: int = 4  # Z, size of the noise vector an instance is conditioned on
-    hidden: int = 64
-    layers: int = 2
-    learning_rate: float = 1e-2
-    batch: int = 64  # instances written per update
-    entropy: float = 0.01  # bonus on the per-round type distributions
-    conditioning: str = "noise"  # "noise": a noise vector and the round; "state": also the
-    # algorithm's state as the instance is written (K = 1; see advonline/adversary.py)
-
-    def check(self) -> list[str]:
-        problems = _positive(self, "density_levels", "latent", "hidden", "layers", "batch")
-        problems += _positive_float(self, "learning_rate")
-        if self.entropy < 0:
-            problems.append("adversary.entropy must be >= 0")
-        if self.conditioning not in CONDITIONINGS:
-            problems.append(f"adversary.conditioning must be one of {', '.join(CONDITIONINGS)}")
-        return problems
 
 
 @dataclasses.dataclass(frozen=True)
@@ -105,7 +46,7 @@ class GameConfig:
     # K >= 2, simultaneous loop: "highs": each batch's OPT from SciPy's HiGHS (exact) between
     # jitted pieces; "device": from the JAX dual LP inside one jitted step (divisible only; a
     # primal-feasible value, so no ratio is inflated, but on the near-tied instances an
-    # adversary writes it can fall short of OPT by a few per cent: problems/optimum.py).
+    # adversary writes it can fall short of OPT by a few per cent: problems/posted_price/optimum.py).
     # Indivisible K >= 2 always uses HiGHS's MILP.
     optimum: str = "highs"
     # devices the batches are sharded over (advonline/parallel.py): 0 = every device JAX sees;
@@ -113,7 +54,7 @@ class GameConfig:
     devices: int = 0
 
     def check(self) -> list[str]:
-        problems = _positive(self, "steps", "algorithm_steps", "family_members")
+        problems = positive("game", self, "steps", "algorithm_steps", "family_members")
         if self.devices < 0:
             problems.append("game.devices must be >= 0 (0: every device)")
         if self.loop not in LOOPS:
@@ -122,7 +63,7 @@ class GameConfig:
             problems.append(f"game.optimum must be one of {', '.join(OPTIMA)}")
         if self.adversary_steps < 0:
             problems.append("game.adversary_steps must be >= 0")
-        problems += _positive_float(self, "temperature")
+        problems += positive_float("game", self, "temperature")
         if self.replay_size < 0 or self.replay_per_step < 0:
             problems.append("game.replay_size and game.replay_per_step must be >= 0")
         return problems
@@ -186,7 +127,8 @@ class OracleConfig:
         return OracleBudget(**{name: getattr(self, name) for name in names})
 
     def check(self) -> list[str]:
-        problems = _positive(
+        problems = positive(
+            "oracle",
             self,
             "epoch_steps",
             "archive_size",
@@ -220,7 +162,7 @@ class LogConfig:
     checkpoint_every: int = 50
 
     def check(self) -> list[str]:
-        problems = _positive(self, "every", "exploit_steps", "checkpoint_every")
+        problems = positive("log", self, "every", "exploit_steps", "checkpoint_every")
         if self.exploit_every < 0:
             problems.append("log.exploit_every must be >= 0")
         return problems
@@ -228,11 +170,13 @@ class LogConfig:
 
 @dataclasses.dataclass(frozen=True)
 class RunConfig:
-    """Everything one training run needs."""
+    """Everything one training run needs: the problem's own sections (``setting``,
+    ``algorithm``, ``adversary``: the classes its :attr:`~advonline.problem.Problem.sections`
+    name) and the core's (``game``, ``oracle``, ``log``). Build one with :func:`from_dict`."""
 
-    setting: Setting = Setting()
-    algorithm: AlgorithmConfig = AlgorithmConfig()
-    adversary: AdversaryConfig = AdversaryConfig()
+    setting: Any
+    algorithm: Any
+    adversary: Any
     game: GameConfig = GameConfig()
     oracle: OracleConfig = OracleConfig()
     log: LogConfig = LogConfig()
@@ -250,50 +194,58 @@ class RunConfig:
         return self.on_devices(0) == other.on_devices(0)
 
 
-_SECTIONS = {f.name: f.default.__class__ for f in dataclasses.fields(RunConfig)}
+#: The core's own sections of a run config.
+CORE_SECTIONS = {"game": GameConfig, "oracle": OracleConfig, "log": LogConfig}
 
 
 def from_dict(data: dict, origin: str = "config") -> RunConfig:
-    """Validate plain data into a :class:`RunConfig`; :class:`ConfigError` names what is wrong."""
-    if not isinstance(data, dict):
-        raise ConfigError(f"{origin}: expected a table of sections")
-    unknown = sorted(set(data) - set(_SECTIONS))
+    """Validate plain data into a :class:`RunConfig`; :class:`ConfigError` names what is wrong.
+
+    The ``[problem] name`` (default: the registry's default problem) says whose sections
+    ``[setting]``, ``[algorithm]`` and ``[adversary]`` are; the problem checks how its
+    sections and the core's fit together (:attr:`~advonline.problem.Problem.check_run`)."""
+    problem = problem_of(data, origin)
+    if problem.sections is None:
+        raise ConfigError(f"{origin}: {problem.name} trains with 'advonline run' only")
+    sections = {**problem.sections, **CORE_SECTIONS}
+    unknown = sorted(set(data) - set(sections) - {"problem"})
     if unknown:
-        raise ConfigError(
-            f"{origin}: unknown section [{unknown[0]}]; known: {', '.join(_SECTIONS)}"
-        )
+        known = ", ".join(["problem", *sections])
+        raise ConfigError(f"{origin}: unknown section [{unknown[0]}]; known: {known}")
     built = {}
-    for section, cls in _SECTIONS.items():
+    for section, cls in sections.items():
         built[section] = build_section(cls, data.get(section, {}), f"{origin} [{section}]")
     config = RunConfig(**built)
-    problems = [p for part in list(built.values())[1:] for p in part.check()]
-    if config.algorithm.rollout_rounds > config.setting.rounds:
-        problems.append("algorithm.rollout_rounds must be <= setting.rounds")
-    if config.algorithm.shared_resources and len(set(config.setting.capacities)) > 1:
-        problems.append("algorithm.shared_resources needs every capacity equal")
-    several = config.setting.resources != 1
-    if config.adversary.conditioning == "state" and several and config.game.loop != "oracle":
-        problems.append(
-            'adversary.conditioning = "state" with several resources needs game.loop = "oracle"'
-        )
+    problems = [p for name, part in built.items() if name != "setting" for p in part.check()]
+    problems += problem.check_run(config)
     if config.game.loop == "oracle":
         if config.game.steps % config.oracle.epoch_steps:
             problems.append("game.steps must be a multiple of oracle.epoch_steps")
-        if several and not config.setting.divisible:
-            problems.append('game.loop = "oracle" with several resources needs divisible buyers')
-        if several and config.adversary.conditioning != "state":
-            problems.append(
-                'game.loop = "oracle" with several resources needs adversary.conditioning = "state"'
-            )
         if config.game.known_families:
             problems.append(
                 'game.loop = "oracle" fills its archive by search alone (no known_families)'
             )
-    elif built["game"].keep_best and built["log"].exploit_every == 0:
+    elif config.game.keep_best and config.log.exploit_every == 0:
         problems.append("game.keep_best needs log.exploit_every > 0 (it keeps a measured iterate)")
     if problems:
         raise ConfigError(f"{origin}: {'; '.join(problems)}")
     return config
+
+
+def problem_of(data: dict, origin: str = "config"):
+    """The :class:`~advonline.problem.Problem` a parsed config's ``[problem] name`` names (the
+    registry's default without one); ConfigError for an unknown one."""
+    from advonline import problems as registry  # the registry imports problems lazily
+
+    if not isinstance(data, dict):
+        raise ConfigError(f"{origin}: expected a table of sections")
+    table = data.get("problem", {})
+    if not isinstance(table, dict) or set(table) - {"name"}:
+        raise ConfigError(f"{origin} [problem]: expected a table with one key, name")
+    try:
+        return registry.get(table.get("name", registry.DEFAULT))
+    except KeyError as error:
+        raise ConfigError(f"{origin}: {error.args[0]}") from None
 
 
 def load(path: str | Path) -> RunConfig:
@@ -333,7 +285,7 @@ def build_section(cls, values, where: str):
     }
     try:
         return cls(**converted)
-    except SettingError as error:
+    except ValueError as error:  # a section that checks itself on construction
         raise ConfigError(f"{where}: {error}") from None
 
 
@@ -365,15 +317,11 @@ def _convert(value, hint, where: str):
     return value
 
 
-def _positive(config, *names: str) -> list[str]:
-    section = _section_name(config)
+def positive(section: str, config, *names: str) -> list[str]:
+    """What is wrong with the whole-number fields ``names`` of ``config`` (each must be >= 1)."""
     return [f"{section}.{n} must be >= 1" for n in names if getattr(config, n) < 1]
 
 
-def _positive_float(config, *names: str) -> list[str]:
-    section = _section_name(config)
+def positive_float(section: str, config, *names: str) -> list[str]:
+    """What is wrong with the number fields ``names`` of ``config`` (each must be > 0)."""
     return [f"{section}.{n} must be > 0" for n in names if not getattr(config, n) > 0]
-
-
-def _section_name(config) -> str:
-    return next(name for name, cls in _SECTIONS.items() if isinstance(config, cls))

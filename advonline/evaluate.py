@@ -30,10 +30,11 @@ from jax.sharding import Mesh
 
 from advonline import environment, parallel
 from advonline.adversary import AdversaryModel
-from advonline.configs import AdversaryConfig, OracleBudget
+from advonline.configs import OracleBudget
 from advonline.mixture import SnapshotMixture
 from advonline.oracles import best_responses, mixture_search, random_types
 from advonline.problems.posted_price import certify
+from advonline.problems.posted_price.config import AdversaryConfig
 from advonline.problems.posted_price.families import (
     FAMILY_NAMES,
     family_demand_pairs,

@@ -42,9 +42,10 @@ import jax.numpy as jnp
 from jax.sharding import Mesh
 
 from advonline.adversary import AdversaryModel, best_response
-from advonline.configs import AdversaryConfig, OracleBudget
+from advonline.configs import OracleBudget
 from advonline.parallel import shard_batch, spread
 from advonline.problems.posted_price.buyer_types import BuyerTypes
+from advonline.problems.posted_price.config import AdversaryConfig
 from advonline.problems.posted_price.model import PriceDistribution, Setting
 from advonline.problems.posted_price.optimum import device_optimum
 from advonline.problems.posted_price.typed_payoffs import typed_payoffs

@@ -17,7 +17,8 @@ import os
 
 import jax
 
-from advonline.configs import AdversaryConfig, AlgorithmConfig, RunConfig
+from advonline.configs import RunConfig
+from advonline.problems.posted_price.config import AdversaryConfig, AlgorithmConfig
 from advonline.problems.posted_price.model import Setting
 
 WORKING_COPIES = 4  # the largest array, its gradient or result, and XLA's temporaries

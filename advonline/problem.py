@@ -86,6 +86,10 @@ class Problem:
     - ``export(setting, policy) -> dict`` and ``load(dict) -> (setting, numpy_policy)``: the
       policy file (the loaded policy needs NumPy only).
     - ``reference(setting) -> (label, ratio) | None``: the known optimal ratio, if any.
+    - ``sections`` and ``check_run``: for a problem that trains with the full game
+      (``advonline train``; :mod:`advonline.configs`), the config sections it owns,
+      ``{"setting": cls, "algorithm": cls, "adversary": cls}``, and ``check_run(run_config)
+      -> [message]``, what is wrong with how they fit the core's; None otherwise.
     """
 
     name: str
@@ -102,3 +106,5 @@ class Problem:
     export: Callable
     load: Callable
     reference: Callable
+    sections: Mapping[str, type] | None = None
+    check_run: Callable | None = None

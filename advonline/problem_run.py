@@ -28,9 +28,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from advonline import environment, folders, plots
-from advonline import problems as registry
 from advonline.checkpoint import atomic_write
-from advonline.configs import ConfigError, build_section, read_toml
+from advonline.configs import ConfigError, build_section, problem_of, read_toml
 from advonline.problem import Problem
 from advonline.problem_loop import LoopConfig, Trained, input_ratios, train
 from advonline.search import hill_climb
@@ -65,19 +64,9 @@ class ProblemRunConfig:
     loop: LoopConfig
 
 
-def problem_name(data: dict) -> str | None:
-    """The ``[problem] name`` a parsed config gives, or None."""
-    section = data.get("problem")
-    return section.get("name") if isinstance(section, dict) else None
-
-
 def from_dict(data: dict, origin: str) -> ProblemRunConfig:
     """The run a parsed config describes; ConfigError names what is wrong."""
-    name = problem_name(data)
-    try:
-        problem = registry.get(name)
-    except KeyError as error:
-        raise ConfigError(f"{origin}: {error.args[0]}") from None
+    problem = problem_of(data, origin)
     known = {"problem", "setting", "algorithm", "game", "oracle"}
     unknown = sorted(set(data) - known)
     if unknown:

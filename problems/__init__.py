@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import importlib
 
+#: The problem a config without a ``[problem]`` table describes.
+DEFAULT = "posted-price"
+
 _MODULES: dict[str, str] = {
     "posted-price": "advonline.problems.posted_price.problem",
     "one-way-trading": "advonline.problems.one_way_trading.problem",

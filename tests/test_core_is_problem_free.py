@@ -19,7 +19,6 @@ NOT_YET_GENERIC = {
     "adversary.py",
     "archive_view.py",
     "cli.py",
-    "configs.py",
     "evaluate.py",
     "export.py",
     "game.py",

@@ -9,7 +9,6 @@ import pytest
 
 from advonline import folders, preflight
 from advonline.cli import main
-from advonline.configs import RunConfig
 
 DEFAULT_CONFIG = "experiments/configs/k1-u10-oracle.toml"  # what `make run` trains
 
@@ -158,13 +157,13 @@ def test_configs_out_of_range_get_one_line(tmp_path, capsys, text, message):
 def test_the_shipped_configs_pass_the_memory_check():
     """No config in experiments/ is refused on a machine with 8 GB free, and the estimate
     grows with the sizes it names."""
-    from advonline import configs, problem_run
+    from advonline import configs
 
     for path in sorted(Path("experiments/configs").glob("*.toml")):
-        if problem_run.problem_name(configs.read_toml(path)) is not None:
+        if configs.problem_of(configs.read_toml(path)).sections is None:
             continue  # a problem of the interface (tests/test_game.py loads those)
         preflight.check(preflight.training_needs(configs.load(path)), available=8e9)
-    small = RunConfig()
+    small = configs.from_dict({})
     large = configs.from_dict({"algorithm": {"hidden": 16384}})
     most = max(need.bytes for need in preflight.training_needs(small))
     assert max(need.bytes for need in preflight.training_needs(large)) > most

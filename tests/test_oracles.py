@@ -8,9 +8,9 @@ import pytest
 
 from advonline.adversary import AdversaryModel
 from advonline.baselines.posted_price import make_baseline
-from advonline.configs import AdversaryConfig
 from advonline.oracles import local_search_oracle, mutate, random_types, typed_ratios
 from advonline.problems.posted_price.certify import certify_dp
+from advonline.problems.posted_price.config import AdversaryConfig
 from advonline.problems.posted_price.model import Setting, mean_welfare, price_table
 from advonline.problems.posted_price.optimum import offline_optimum
 

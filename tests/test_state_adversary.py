@@ -12,6 +12,7 @@ from advonline.adversary import AdversaryModel, best_response, scaled_state
 from advonline.baselines.posted_price import make_baseline
 from advonline.game import Game, game_step, init_state, known_family_pool
 from advonline.problems.posted_price.certify import certify_dp
+from advonline.problems.posted_price.config import AdversaryConfig
 from advonline.problems.posted_price.model import (
     Buyer,
     PriceDistribution,
@@ -114,7 +115,7 @@ def test_a_fresh_state_adversary_finds_the_ramp_against_the_threshold():
     with jax.enable_x64(True):
         table = price_table(setting, policy, jnp.float64)
         for conditioning in ("state", "noise"):
-            adversary = configs.AdversaryConfig(
+            adversary = AdversaryConfig(
                 density_levels=6, hidden=16, batch=16, conditioning=conditioning
             )
             model = AdversaryModel.build(setting, adversary)

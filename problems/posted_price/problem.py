@@ -20,7 +20,14 @@ from advonline.baselines.posted_price import BASELINES
 from advonline.networks import AlgorithmNetwork
 from advonline.oracles import mutate, random_types
 from advonline.problem import Certificate, LowerBound, PolicyHead, Problem
-from advonline.problems.posted_price import certify, lower_bound, model, optimum, product_grid
+from advonline.problems.posted_price import (
+    certify,
+    config,
+    lower_bound,
+    model,
+    optimum,
+    product_grid,
+)
 from advonline.problems.posted_price.buyer_types import BuyerTypes
 from advonline.problems.posted_price.learned import LearnedPolicy, price_atoms
 
@@ -124,4 +131,6 @@ PROBLEM = Problem(
     export=None,
     load=None,
     reference=reference,
+    sections=config.SECTIONS,
+    check_run=config.check_run,
 )

@@ -1,0 +1,100 @@
+"""Posted pricing's sections of a run config: ``[setting]`` (:class:`~posted_price.model.
+Setting`), ``[algorithm]`` (the pricing network and its update) and ``[adversary]`` (the
+adversary network, its buyer types and its update), and how they must fit the core's
+``[game]`` and ``[oracle]`` (:func:`check_run`)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from advonline.configs import RunConfig, positive, positive_float
+from advonline.problems.posted_price.model import Setting
+
+UPDATES = ("per-round", "reinforce")
+CONDITIONINGS = ("noise", "state")
+
+
+@dataclasses.dataclass(frozen=True)
+class AlgorithmConfig:
+    """The pricing network and its update."""
+
+    price_atoms: int = 64  # A, prices geometric in [L, U]
+    hidden: int = 64
+    layers: int = 2
+    learning_rate: float = 3e-3
+    update: str = "per-round"  # "per-round" (all actions, exact Q) or "reinforce" (ablation)
+    reinforce_samples: int = 8  # sampled runs per instance for REINFORCE
+    round_input: bool = True  # the network sees t / T (False: the horizon is unknown to it)
+    rollout_rounds: int = 4  # K >= 2: rounds of each run where every action is valued
+    payoff_runs: int = 8  # K >= 2: sampled runs behind each payoff E[ALG] / OPT
+    shared_resources: bool = False  # one network prices every resource alike (equal capacities)
+
+    def check(self) -> list[str]:
+        problems = positive(
+            "algorithm",
+            self,
+            "price_atoms",
+            "hidden",
+            "layers",
+            "reinforce_samples",
+            "rollout_rounds",
+            "payoff_runs",
+        )
+        problems += positive_float("algorithm", self, "learning_rate")
+        if self.price_atoms < 2:
+            problems.append("algorithm.price_atoms must be >= 2")
+        if self.update not in UPDATES:
+            problems.append(f"algorithm.update must be one of {', '.join(UPDATES)}")
+        return problems
+
+
+@dataclasses.dataclass(frozen=True)
+class AdversaryConfig:
+    """The adversary network, its buyer types and its REINFORCE update."""
+
+    density_levels: int = 64  # geometric densities in [L, U], each with a just-below copy
+    latent: int = 4  # Z, size of the noise vector an instance is conditioned on
+    hidden: int = 64
+    layers: int = 2
+    learning_rate: float = 1e-2
+    batch: int = 64  # instances written per update
+    entropy: float = 0.01  # bonus on the per-round type distributions
+    conditioning: str = "noise"  # "noise": a noise vector and the round; "state": also the
+    # algorithm's state as the instance is written (K = 1; see advonline/adversary.py)
+
+    def check(self) -> list[str]:
+        problems = positive(
+            "adversary", self, "density_levels", "latent", "hidden", "layers", "batch"
+        )
+        problems += positive_float("adversary", self, "learning_rate")
+        if self.entropy < 0:
+            problems.append("adversary.entropy must be >= 0")
+        if self.conditioning not in CONDITIONINGS:
+            problems.append(f"adversary.conditioning must be one of {', '.join(CONDITIONINGS)}")
+        return problems
+
+
+#: The sections a posted-price run config holds besides the core's.
+SECTIONS = {"setting": Setting, "algorithm": AlgorithmConfig, "adversary": AdversaryConfig}
+
+
+def check_run(config: RunConfig) -> list[str]:
+    """What is wrong with how posted pricing's sections fit each other and the core's."""
+    problems = []
+    if config.algorithm.rollout_rounds > config.setting.rounds:
+        problems.append("algorithm.rollout_rounds must be <= setting.rounds")
+    if config.algorithm.shared_resources and len(set(config.setting.capacities)) > 1:
+        problems.append("algorithm.shared_resources needs every capacity equal")
+    several = config.setting.resources != 1
+    if config.adversary.conditioning == "state" and several and config.game.loop != "oracle":
+        problems.append(
+            'adversary.conditioning = "state" with several resources needs game.loop = "oracle"'
+        )
+    if config.game.loop == "oracle" and several:
+        if not config.setting.divisible:
+            problems.append('game.loop = "oracle" with several resources needs divisible buyers')
+        if config.adversary.conditioning != "state":
+            problems.append(
+                'game.loop = "oracle" with several resources needs adversary.conditioning = "state"'
+            )
+    return problems
