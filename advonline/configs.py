@@ -46,7 +46,8 @@ class GameConfig:
     # K >= 2, simultaneous loop: "highs": each batch's OPT from SciPy's HiGHS (exact) between
     # jitted pieces; "device": from the JAX dual LP inside one jitted step (divisible only; a
     # primal-feasible value, so no ratio is inflated, but on the near-tied instances an
-    # adversary writes it can fall short of OPT by a few per cent: problems/posted_price/optimum.py).
+    # adversary writes it can fall short of OPT by a few per cent; see
+    # problems/posted_price/optimum.py).
     # Indivisible K >= 2 always uses HiGHS's MILP.
     optimum: str = "highs"
     # devices the batches are sharded over (advonline/parallel.py): 0 = every device JAX sees;

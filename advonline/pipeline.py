@@ -13,15 +13,11 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
-import jax
-import jax.numpy as jnp
-import numpy as np
 from jax.sharding import Mesh
 
 from advonline import checkpoint, export, folders, plots
 from advonline.archive_view import worst_delivered
 from advonline.baselines.posted_price import BASELINES, make_baseline
-from advonline.baselines.posted_price.threshold import threshold_price
 from advonline.configs import RunConfig
 from advonline.evaluate import (
     ARCHIVE_SOURCE,
@@ -36,8 +32,9 @@ from advonline.evaluate import (
 from advonline.game import Game, GameState, delivered_params
 from advonline.mixture import SnapshotMixture
 from advonline.oracle_loop import delivered_mixture
+from advonline.problems.posted_price import figures, policy_writer
 from advonline.problems.posted_price.learned import LearnedPriceCurve, learned_policies
-from advonline.problems.posted_price.model import Observation, Setting, price_table
+from advonline.problems.posted_price.model import Setting
 from advonline.problems.posted_price.policy_file import parse
 from advonline.problems.posted_price.tabulated import from_file
 from advonline.train import METRIC_FIELDS, METRICS_NAME
@@ -223,19 +220,19 @@ def export_run(
     out = export.check_target(out)
     source = export.provenance(algorithm, run.config, run.steps, str(run.folder), None)
     if table:
-        document = export.policy_document(
+        document = policy_writer.policy_document(
             run.setting,
             run.policies()[algorithm],
             round_dependent=run.config.algorithm.round_input,
             provenance=source,
         )
     elif (mixture := run.mixture()) is not None and algorithm == "learned":
-        document = export.mixture_document(run.setting, mixture, source)
+        document = policy_writer.mixture_document(run.setting, mixture, source)
     else:
         game, params = run.delivered()
         if mixture is not None:  # the read-out of a delivered mixture: its heaviest member's
             params = mixture.heaviest().params
-        document = export.network_document(
+        document = policy_writer.network_document(
             run.setting,
             game.pricing,
             params,
@@ -295,65 +292,6 @@ def finish_run(
     return FinishedRun(run, document, results, exported, figures)
 
 
-def price_curves(run: TrainedRun) -> dict:
-    """The learned curves on the utilisation grid (K = 1): the read-out's price in the first,
-    middle and last round (one curve if the network ignores the round), the randomised policy's
-    interquartile price range in round 0, and the threshold phi(y)."""
-    setting = run.setting
-    policies = run.policies()
-    with jax.enable_x64(True):
-        readout = price_table(setting, policies["learned-deterministic"], jnp.float64)
-        randomised = price_table(setting, policies["learned"], jnp.float64)
-    grid = np.arange(setting.grid_size + 1) / setting.grid_size
-    fine = np.linspace(0.0, 1.0, 501)
-    rounds = run.shown_rounds()
-    curves = {
-        f"read-out (median), round {t}" if len(rounds) > 1 else "read-out (median)": np.asarray(
-            readout.prices[t, :, 0]
-        )
-        for t in rounds
-    }
-    cumulative = np.cumsum(np.asarray(randomised.probs[0]), axis=-1)  # [G + 1, A]
-    atoms = np.asarray(randomised.prices[0])
-
-    def quantile(level: float) -> np.ndarray:
-        index = np.argmax(cumulative >= level, axis=-1)
-        return atoms[np.arange(atoms.shape[0]), index]
-
-    return {
-        "grid": grid,
-        "curves": curves,
-        "band": (quantile(0.25), quantile(0.75)),
-        "threshold": (fine, np.asarray(threshold_price(fine, setting.low, setting.high))),
-    }
-
-
-def price_heatmaps(run: TrainedRun, points: int = 41) -> tuple[np.ndarray, dict]:
-    """Several resources: the read-out's price of resource 1 over (its own utilisation, resource
-    2's) on ``points`` x ``points`` states, any further resources idle, in the first, middle
-    and last round (one panel if the network ignores the round)."""
-    setting = run.setting
-    readout = run.policies()["learned-deterministic"]
-    grid = np.linspace(0.0, 1.0, points)
-    own, other = np.meshgrid(grid, grid, indexing="ij")
-    states = np.zeros((points * points, setting.resources))
-    states[:, 0], states[:, 1] = own.ravel(), other.ravel()
-    rounds = run.shown_rounds()
-
-    @jax.jit
-    def first_price(utilisation, round_fraction):
-        observation = Observation(utilisation=utilisation, round_fraction=round_fraction)
-        return readout(observation).prices[0, 0]
-
-    prices = {}
-    for t in rounds:
-        fraction = jnp.full(states.shape[0], t / setting.rounds, jnp.float32)
-        values = jax.vmap(first_price)(jnp.asarray(states, jnp.float32), fraction)
-        label = f"round {t} of {setting.rounds}" if len(rounds) > 1 else "every round"
-        prices[label] = np.asarray(values).reshape(points, points)
-    return grid, prices
-
-
 def plot_runs(
     run_folders: list[str | Path],
     out: str | Path,
@@ -385,21 +323,14 @@ def plot_runs(
             )
             evaluation, _ = evaluate_run(run, budget)
         setting = evaluation["setting"]
-        written += plots.ratio_figure(name, rows, evaluation, out)
-        written += plots.exploitability_figure(name, rows, setting, out)
-        if run.setting.resources == 1:
-            curves = price_curves(run)
-            written += plots.price_curve_figure(
-                name,
-                curves["grid"],
-                curves["curves"],
-                curves["band"],
-                curves["threshold"],
-                setting,
-                out,
-            )
-        else:
-            written += plots.price_heatmap_figure(name, *price_heatmaps(run), setting, out)
+        title = figures.setting_title(setting)
+        written += plots.ratio_figure(
+            name, rows, evaluation, out, title, figures.reference(setting)
+        )
+        written += plots.exploitability_figure(name, rows, title, out)
+        written += figures.policy_figures(
+            name, run.setting, run.policies(), run.shown_rounds(), out
+        )
         label = (
             f"{name}\nK={run.setting.resources}, U/L={run.setting.theta:g}, T={run.setting.rounds}"
         )

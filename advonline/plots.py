@@ -23,19 +23,6 @@ RATIO_LABEL = "competitive ratio OPT / E[ALG]"
 LEARNED = ("learned", "learned-deterministic")
 
 
-def setting_title(setting: dict) -> str:
-    """One line naming a setting (from ``Setting.describe()``)."""
-    demand = (
-        f"max demand {setting['max_demand']:g} of capacity"
-        + ("" if setting.get("demand_levels", 1) == 1 else f" ({setting['demand_levels']} levels)")
-        + ("" if setting.get("divisible", True) else ", indivisible")
-    )
-    return (
-        f"K={setting['resources']}, L={setting['low']:g}, U={setting['high']:g}, "
-        f"T={setting['rounds']}, {demand}"
-    )
-
-
 def read_metrics(path: str | Path, fields: tuple[str, ...] = ()) -> list[dict]:
     """``metrics.csv`` rows with numbers as floats (an empty cell, not measured, as None), each
     row with every one of ``fields`` (None where the file has no such column). ValueError
@@ -94,10 +81,17 @@ TRAINING_RATIOS = (
 )
 
 
-def ratio_figure(name: str, rows: list[dict], evaluation: dict, out: Path) -> list[Path]:
+def ratio_figure(
+    name: str,
+    rows: list[dict],
+    evaluation: dict,
+    out: Path,
+    title: str,
+    reference: tuple[str, float] | None = None,
+) -> list[Path]:
     """Ratio over training (training adversary, fresh adversary) with the final measured CR of the
-    learned policies, each baseline's measured CR, and 1 + ln(U/L) (K = 1) as lines."""
-    setting = evaluation["setting"]
+    learned policies, each baseline's measured CR, and the ``reference`` ratio ``(label,
+    value)`` (a known optimum), each as a line; ``title`` names the setting."""
     figure, axis = plt.subplots(figsize=(7.5, 4.5))
     for key, style, label in TRAINING_RATIOS:
         steps, values = _column(rows, key)
@@ -117,31 +111,29 @@ def ratio_figure(name: str, rows: list[dict], evaluation: dict, out: Path) -> li
             )
         else:
             axis.axhline(ratio, linestyle=":", color=colours[(index + 2) % 10], label=text)
-    reference = setting.get("optimal_ratio_small_demand_limit")
     if reference is not None:
+        label, value = reference
         axis.axhline(
-            reference,
-            color="black",
-            linestyle="--",
-            linewidth=1,
-            label=f"1 + ln(U/L) = {reference:.3f}",
+            value, color="black", linestyle="--", linewidth=1, label=f"{label} = {value:.3f}"
         )
     drawn = [r.get(key) for r in rows for key, _, _ in TRAINING_RATIOS]
-    drawn += [r["competitive_ratio"] for r in evaluation["results"]] + [reference]
+    drawn += [r["competitive_ratio"] for r in evaluation["results"]]
+    drawn += [reference[1] if reference else None]
     _ratio_scale(axis, drawn)
     axis.set_xlabel("training step")
     axis.set_ylabel(RATIO_LABEL)
     note = f"; not drawn: {', '.join(unplotted)}" if unplotted else ""
-    axis.set_title(f"{name}: ratio over training\n{setting_title(setting)}{note}", fontsize=9)
+    axis.set_title(f"{name}: ratio over training\n{title}{note}", fontsize=9)
     axis.legend(fontsize=7)
     return save(figure, out, f"{name}-ratio")
 
 
-def exploitability_figure(name: str, rows: list[dict], setting: dict, out: Path) -> list[Path]:
+def exploitability_figure(name: str, rows: list[dict], title: str, out: Path) -> list[Path]:
     """The fresh adversary's ratio against the training adversary's, and their difference;
-    for the oracle loop, the probe's ratio against the restricted game's and the ratio gap."""
+    for the oracle loop, the probe's ratio against the restricted game's and the ratio gap.
+    ``title`` names the setting."""
     if any(r.get("restricted_ratio") is not None for r in rows):
-        return _oracle_exploitability_figure(name, rows, setting, out)
+        return _oracle_exploitability_figure(name, rows, title, out)
     kept = [r for r in rows if r.get("fresh_ratio") is not None]
     steps = [r["step"] for r in kept]
     figure, axis = plt.subplots(figsize=(7, 4.2))
@@ -153,14 +145,12 @@ def exploitability_figure(name: str, rows: list[dict], setting: dict, out: Path)
     axis.axhline(0, color="grey", linewidth=0.8)
     axis.set_xlabel("training step")
     axis.set_ylabel(f"{RATIO_LABEL} (exploitability: difference)")
-    axis.set_title(f"{name}: exploitability over training\n{setting_title(setting)}", fontsize=9)
+    axis.set_title(f"{name}: exploitability over training\n{title}", fontsize=9)
     axis.legend(fontsize=8)
     return save(figure, out, f"{name}-exploitability")
 
 
-def _oracle_exploitability_figure(
-    name: str, rows: list[dict], setting: dict, out: Path
-) -> list[Path]:
+def _oracle_exploitability_figure(name: str, rows: list[dict], title: str, out: Path) -> list[Path]:
     figure, (ratios, gap) = plt.subplots(1, 2, figsize=(10, 4))
     ratios.plot(*_column(rows, "restricted_ratio"), "s-", label="restricted game's CR (1 / value)")
     ratios.plot(*_column(rows, "probe_ratio"), "o-", label="probe's worst ratio")
@@ -184,76 +174,8 @@ def _oracle_exploitability_figure(
     gap.legend(fontsize=8)
     for axis in (ratios, gap):
         axis.set_xlabel("training step")
-    figure.suptitle(f"{name}: exploitability over training\n{setting_title(setting)}", fontsize=9)
+    figure.suptitle(f"{name}: exploitability over training\n{title}", fontsize=9)
     return save(figure, out, f"{name}-exploitability")
-
-
-def price_curve_figure(
-    name: str,
-    grid: np.ndarray,
-    curves: dict[str, np.ndarray],
-    band: tuple[np.ndarray, np.ndarray] | None,
-    threshold: tuple[np.ndarray, np.ndarray] | None,
-    setting: dict,
-    out: Path,
-) -> list[Path]:
-    """Learned price curves (``label -> price on grid``, K = 1) against the threshold phi(y)
-    (``(y, phi(y))`` on its own, finer grid); ``band`` shades the randomised policy's
-    interquartile price range."""
-    figure, axis = plt.subplots(figsize=(7, 4.2))
-    if band is not None:
-        axis.fill_between(
-            grid,
-            *band,
-            step="post",
-            alpha=0.25,
-            label="randomised policy: 25-75% price quantiles, round 0",
-        )
-    for label, curve in curves.items():
-        axis.step(grid, curve, where="post", label=label)
-    if threshold is not None:
-        axis.plot(*threshold, "k--", linewidth=1.2, label="threshold phi(y)")
-    axis.set_yscale("log")
-    axis.yaxis.set_major_formatter(ScalarFormatter())
-    axis.yaxis.set_minor_formatter(NullFormatter())
-    axis.set_xlabel("utilisation y (fraction of capacity sold)")
-    axis.set_ylabel("unit price (value per unit of capacity)")
-    axis.set_title(f"{name}: learned price curve\n{setting_title(setting)}", fontsize=9)
-    axis.legend(fontsize=7)
-    return save(figure, out, f"{name}-price-curve")
-
-
-def price_heatmap_figure(
-    name: str,
-    grid: np.ndarray,
-    prices: dict[str, np.ndarray],
-    setting: dict,
-    out: Path,
-) -> list[Path]:
-    """Several resources: the learned price of resource 1 over (its own utilisation, resource
-    2's utilisation), one panel per ``label -> prices [own, other]`` (a round), on ``grid``;
-    any further resources idle. One logarithmic colour scale, from L to U, for all panels."""
-    low, high = setting["low"], setting["high"]
-    panels = len(prices)
-    figure, axes = plt.subplots(
-        1, panels, figsize=(3.6 * panels + 1.2, 3.8), squeeze=False, layout="constrained"
-    )
-    norm = matplotlib.colors.LogNorm(vmin=low, vmax=high)
-    for axis, (label, values) in zip(axes[0], prices.items(), strict=True):
-        image = axis.pcolormesh(grid, grid, values, norm=norm, shading="nearest", cmap="viridis")
-        axis.set_xlabel("utilisation of resource 2")
-        axis.set_title(label, fontsize=8)
-        axis.set_aspect("equal")
-    axes[0][0].set_ylabel("utilisation of resource 1 (own)")
-    colourbar = figure.colorbar(image, ax=axes[0].tolist(), shrink=0.85)
-    colourbar.set_label("unit price of resource 1 (read-out, median)")
-    colourbar.ax.yaxis.set_major_formatter(ScalarFormatter())
-    colourbar.ax.yaxis.set_minor_formatter(ScalarFormatter())
-    idle = "" if setting["resources"] == 2 else "; resources 3.. idle"
-    figure.suptitle(
-        f"{name}: learned price of resource 1{idle}\n{setting_title(setting)}", fontsize=9
-    )
-    return save(figure, out, f"{name}-price-heatmap")
 
 
 def bars_figure(

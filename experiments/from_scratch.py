@@ -67,6 +67,7 @@ from advonline.evaluate import Budget
 from advonline.game import Game
 from advonline.huge_pages import relaunch_with_huge_pages
 from advonline.pipeline import open_run
+from advonline.problems.posted_price import figures
 
 #: config -> (target kind, factor, training time limit in seconds on 2 CPU cores)
 TARGETS = {
@@ -158,7 +159,7 @@ def _train(name: str, seed: int, folder: Path, budget: Budget, baselines) -> dic
     row = {
         "config": name,
         "seed": seed,
-        "setting": plots.setting_title(config.setting.describe()),
+        "setting": figures.setting_title(config.setting.describe()),
         "train_seconds": round(wall, 1),
         "epochs": len(rows),
         "final_exploitability": rows[-1]["exploitability"],

@@ -33,6 +33,7 @@ from advonline.baselines.posted_price.threshold import threshold_price
 from advonline.evaluate import Budget, reference_ratio
 from advonline.game import Game
 from advonline.huge_pages import relaunch_with_huge_pages
+from advonline.problems.posted_price import figures
 from advonline.problems.posted_price.learned import learned_policies, max_relative_gap
 from advonline.problems.posted_price.model import price_table
 from advonline.train import METRICS_NAME
@@ -69,7 +70,8 @@ def main() -> None:
             f"max demand {setting.max_demand:g}"
         )
         rows_logged = plots.read_metrics(folder / METRICS_NAME)
-        plots.exploitability_figure(name, rows_logged, setting.describe(), out)
+        described = figures.setting_title(setting.describe())
+        plots.exploitability_figure(name, rows_logged, described, out)
         row = {
             "config": name,
             "training": "families mixed in" if config.game.known_families else "from scratch",

@@ -27,8 +27,8 @@ from pathlib import Path
 import numpy as np
 from common import fmt, load_config, write_csv
 
-from advonline import plots
 from advonline.baselines.posted_price import make_baseline
+from advonline.problems.posted_price import figures
 from advonline.problems.posted_price.certify import certify_dp
 from advonline.problems.posted_price.lower_bound import search_lower_bound
 
@@ -65,7 +65,7 @@ def main() -> None:
         rows.append(
             {
                 "configs": ", ".join((name, *SETTINGS[name])),
-                "setting": plots.setting_title(setting.describe()),
+                "setting": figures.setting_title(setting.describe()),
                 "lower_bound": best.ratio,
                 "lp_ratio": best.lp_ratio,
                 "every_search": [round(bound.ratio, 4) for bound in found],

@@ -20,11 +20,9 @@ NOT_YET_GENERIC = {
     "archive_view.py",
     "cli.py",
     "evaluate.py",
-    "export.py",
     "game.py",
     "oracles.py",
     "pipeline.py",
-    "plots.py",
     "preflight.py",
     "sampled_game.py",
 }

@@ -10,7 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from advonline import configs, export, meta, oracle_loop
+from advonline import configs, meta, oracle_loop
 from advonline import game as game_module
 from advonline.archive import add_instances, add_snapshot, empty_archive, restricted_game
 from advonline.archive_view import archive_rows
@@ -22,6 +22,7 @@ from advonline.oracle_loop import delivered_mixture, init_oracle_state, keep_bes
 from advonline.oracles import local_search_oracle, mixture_search, random_types, typed_ratios
 from advonline.pipeline import TrainedRun, delivered_policies, export_run
 from advonline.plots import read_metrics
+from advonline.problems.posted_price import policy_writer
 from advonline.problems.posted_price.model import Instance, rollout, simulate
 from advonline.problems.posted_price.optimum import device_optimum, offline_optimum
 from advonline.problems.posted_price.policy_file import MixturePolicy, PolicyFileError, parse
@@ -163,7 +164,7 @@ def test_a_run_delivers_a_mixture_only_when_one_holds_the_best_guarantee(three_m
 
 
 def _document(game, mixture) -> dict:
-    return export.mixture_document(game.setting, mixture, {"algorithm": "learned"})
+    return policy_writer.mixture_document(game.setting, mixture, {"algorithm": "learned"})
 
 
 def test_a_mixture_file_reads_back_to_the_same_mixture_and_measure(three_members):

@@ -10,9 +10,10 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from advonline import configs, export
+from advonline import configs
 from advonline.game import Game
 from advonline.networks import AlgorithmNetwork
+from advonline.problems.posted_price import policy_writer
 from advonline.problems.posted_price.learned import LearnedPolicy, LearnedPriceCurve
 from advonline.problems.posted_price.model import Observation, Setting
 from advonline.problems.posted_price.policy_file import NetworkPolicy, PolicyFileError, parse
@@ -43,7 +44,7 @@ def _document(resources: int, shared: bool, use_round: bool, deterministic: bool
     setting = Setting(resources=resources, capacities=(1.0,) * resources, rounds=20)
     network, params = _network(resources, shared, use_round, jax.random.key(resources))
     atoms = tuple(float(a) for a in np.geomspace(setting.low, setting.high, 6))
-    document = export.network_document(
+    document = policy_writer.network_document(
         setting, network, params, atoms, deterministic, provenance={"algorithm": "test"}
     )
     return json.loads(json.dumps(document)), network, params, atoms  # through JSON text
@@ -107,7 +108,7 @@ def test_the_k1_u10_network_file_is_under_one_megabyte():
     params = jax.tree.map(
         lambda leaf: leaf + 0.1234567 * jnp.ones_like(leaf), params
     )  # dense digits
-    document = export.network_document(
+    document = policy_writer.network_document(
         game.setting, game.pricing, params, game.atoms, False, provenance={}
     )
     size = len(json.dumps(document, separators=(",", ":")))

@@ -19,9 +19,10 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from advonline import configs, export
+from advonline import configs
 from advonline.cli import main
 from advonline.networks import AlgorithmNetwork
+from advonline.problems.posted_price import policy_writer
 from advonline.problems.posted_price.model import Setting, SettingError
 from advonline.problems.posted_price.policy_file import PolicyFileError, load
 from advonline.problems.posted_price.tabulated import from_file
@@ -189,7 +190,7 @@ def valid_document() -> dict:
     network = AlgorithmNetwork(resources=2, atoms=3, hidden=4, layers=1)
     params = network.init(jax.random.key(0), jnp.zeros(2), jnp.zeros(()))
     atoms = tuple(float(a) for a in np.geomspace(setting.low, setting.high, 3))
-    document = export.network_document(
+    document = policy_writer.network_document(
         setting, network, params, atoms, False, provenance={"algorithm": "learned"}
     )
     return json.loads(json.dumps(document))
