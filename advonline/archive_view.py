@@ -1,12 +1,14 @@
 """What an oracle-loop run's archive holds, for people: one row per archived instance, and
-the instances themselves as buyer traces that ``advonline evaluate --instances`` reads.
+the instances themselves as traces (CSV files; for posted pricing the buyer traces that
+``advonline evaluate --instances`` reads).
 
 Each row gives where the instance came from (the epoch, and whether the epoch's oracles or
 the stronger probe found it), its weight in the adversary's equilibrium mixture, its offline
 optimum, and its ratio ``OPT / E[ALG]`` against the run's current network and against the
 network the run delivers (the best guarantee so far; a delivered mixture of snapshots by its
-weighted payoff), both exact (backward induction). The
-ratios are computed here, outside ``jit`` apart from the payoff evaluation.
+weighted payoff), both exact, and the problem's own summary of the instance
+(:meth:`~advonline.game.Game.summaries`). The ratios are computed here, outside ``jit`` apart
+from the payoff evaluation.
 """
 
 from __future__ import annotations
@@ -52,10 +54,7 @@ def archive_rows(game: Game, state: OracleState) -> list[dict]:
     slots = archives.instance_slots(archive)
     current = _ratios(game, state.algorithm, archive)
     delivered = _delivered_ratios(game, state)
-    instances = game.adversary.instances(archive.types[slots], np.float32)
-    size = np.asarray(instances.demands).sum(-1)  # [N', T] total demand of each buyer
-    buyers = (size > 0).sum(-1)
-    densities = np.where(size > 0, np.asarray(instances.values) / np.maximum(size, 1e-30), np.nan)
+    summaries = game.summaries(archive.types[slots])
     rows = []
     for index, slot in enumerate(slots):
         rows.append(
@@ -67,9 +66,7 @@ def archive_rows(game: Game, state: OracleState) -> list[dict]:
                 "optimum": float(archive.optimum[slot]),
                 "ratio_current": float(current[slot]),
                 "ratio_delivered": float(delivered[slot]),
-                "buyers": int(buyers[index]),
-                "lowest_density": float(np.nanmin(densities[index])) if buyers[index] else None,
-                "highest_density": float(np.nanmax(densities[index])) if buyers[index] else None,
+                **summaries[index],
             }
         )
     rows.sort(key=lambda row: (-row["ratio_delivered"], row["slot"]))
@@ -78,28 +75,18 @@ def archive_rows(game: Game, state: OracleState) -> list[dict]:
 
 def write_traces(game: Game, state: OracleState, folder: str | Path) -> list[Path]:
     """Every archived instance as ``slot-<n>.csv`` in the new folder ``folder``: one row per
-    round (columns ``value`` and ``demand``, or ``demand_1..K``), a round without a buyer
-    written as value 0 and demand 0, so the trace keeps the instance's horizon."""
+    round, the columns and numbers the problem's (:meth:`~advonline.game.Game.traces`), each
+    number written exactly (``repr``)."""
     folder = Path(folder)
     folder.mkdir(parents=True)
-    archive = state.archive
-    slots = archives.instance_slots(archive)
-    with jax.enable_x64(True):  # the vocabulary's exact densities and demands
-        instances = game.adversary.instances(archive.types[slots], np.float64)
-        values, demands = np.asarray(instances.values), np.asarray(instances.demands)
-    resources = demands.shape[-1]
-    header = (
-        ["value", "demand"]
-        if resources == 1
-        else ["value"] + [f"demand_{k + 1}" for k in range(resources)]
-    )
+    slots = archives.instance_slots(state.archive)
+    header, tables = game.traces(state.archive.types[slots])
     written = []
-    for index, slot in enumerate(slots):
+    for slot, table in zip(slots, tables, strict=True):
         path = folder / f"slot-{slot}.csv"
         with path.open("w", newline="") as handle:
             writer = csv.writer(handle)
             writer.writerow(header)
-            for value, demand in zip(values[index], demands[index], strict=True):
-                writer.writerow([repr(float(value)), *(repr(float(d)) for d in demand)])
+            writer.writerows([repr(float(x)) for x in row] for row in table)
         written.append(path)
     return written

@@ -10,7 +10,6 @@ torn file. Nothing here ever deletes a checkpoint.
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import jax
@@ -18,6 +17,7 @@ from flax import serialization
 
 from advonline import __version__, parallel
 from advonline.configs import RunConfig, from_dict
+from advonline.folders import atomic_write
 from advonline.game import Game, GameState, init_state
 from advonline.oracle_loop import init_oracle_state
 
@@ -30,16 +30,6 @@ class CheckpointError(ValueError):
 
 def checkpoint_path(folder: str | Path) -> Path:
     return Path(folder) / CHECKPOINT_NAME
-
-
-def atomic_write(path: Path, payload: bytes) -> None:
-    """Write ``payload`` to ``path`` so that readers see the old file or the new, never half."""
-    temporary = path.with_name(f".{path.name}.tmp")
-    with open(temporary, "wb") as handle:
-        handle.write(payload)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(temporary, path)
 
 
 def save(folder: str | Path, state: GameState, config: RunConfig, wall_seconds: float) -> None:

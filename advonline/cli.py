@@ -334,7 +334,7 @@ def run_evaluate(args: argparse.Namespace) -> int:
             divisible=not args.indivisible,
             capacities=(1.0,) * resources,
         )
-    preflight.check(preflight.evaluation_needs(setting, budget))
+    preflight.check(registry.get(args.problem).training.evaluation_needs(setting, budget))
     mesh = parallel.batch_mesh(_given(args.devices, 0))
     policies.update({name: make_baseline(name, setting) for name in names})
     results = [
@@ -351,7 +351,7 @@ def _evaluate_checkpoint(args: argparse.Namespace, names: tuple[str, ...], budge
     """``evaluate --checkpoint DIR``: the run's delivered policies (with its own archive as a
     source) beside ``names``, stored as the run's ``evaluation.json`` for ``plot`` to reuse."""
     run = pipeline.open_run(args.checkpoint)
-    preflight.check(preflight.evaluation_needs(run.setting, budget))
+    preflight.check(run.config.training().evaluation_needs(run.setting, budget))
     mesh = parallel.batch_mesh(_given(args.devices, 0))
     document, results = pipeline.evaluate_run(run, budget, names, mesh)
     if args.json:
@@ -418,7 +418,7 @@ def run_train(args: argparse.Namespace) -> int:
     check_processes(run_config)
     if parallel.writes_files():
         check_folder(args.out, args.resume)
-    largest, available = preflight.check(preflight.training_needs(run_config))
+    largest, available = preflight.check(run_config.training().training_needs(run_config))
     if args.check:
         return _checked(args.config, args.out, largest, available)
     _device_line("train", args.config, args.out, run_config)
@@ -534,7 +534,7 @@ def run_archive(args: argparse.Namespace) -> int:
 def run_main_job(args: argparse.Namespace) -> int:
     """``advonline run CONFIG``: train, measure beside the baselines, export, plot, summarise."""
     tables = configs.read_toml(args.config)
-    if configs.problem_of(tables, args.config).sections is None:  # the interface alone
+    if configs.problem_of(tables, args.config).training is None:  # the interface alone
         return _problem_job(args, problem_run.from_dict(tables, args.config))
     run_config = _run_config(args)
     budget = _budget(args)
@@ -543,8 +543,8 @@ def run_main_job(args: argparse.Namespace) -> int:
     check_folder(folder, resume=False)
     largest, available = preflight.check(
         [
-            *preflight.training_needs(run_config),
-            *preflight.evaluation_needs(run_config.setting, budget),
+            *run_config.training().training_needs(run_config),
+            *run_config.training().evaluation_needs(run_config.setting, budget),
         ]
     )
     if args.check:

@@ -175,6 +175,7 @@ class RunConfig:
     ``algorithm``, ``adversary``: the classes its :attr:`~advonline.problem.Problem.sections`
     name) and the core's (``game``, ``oracle``, ``log``). Build one with :func:`from_dict`."""
 
+    problem: str  # the registry's name of the problem
     setting: Any
     algorithm: Any
     adversary: Any
@@ -183,8 +184,23 @@ class RunConfig:
     log: LogConfig = LogConfig()
 
     def to_dict(self) -> dict:
-        """Plain data (TOML/JSON-ready); :func:`from_dict` reads it back."""
-        return {f.name: dataclasses.asdict(getattr(self, f.name)) for f in dataclasses.fields(self)}
+        """Plain data (TOML/JSON-ready); :func:`from_dict` reads it back. The ``[problem]``
+        table is written for any problem but the registry's default."""
+        from advonline import problems as registry
+
+        sections = [f.name for f in dataclasses.fields(self) if f.name != "problem"]
+        data = {name: dataclasses.asdict(getattr(self, name)) for name in sections}
+        return (
+            data
+            if self.problem == registry.DEFAULT
+            else {"problem": {"name": self.problem}, **data}
+        )
+
+    def training(self):
+        """The problem's :class:`~advonline.problem.Training` (what the full game asks of it)."""
+        from advonline import problems as registry
+
+        return registry.get(self.problem).training
 
     def on_devices(self, count: int) -> RunConfig:
         """This config with ``game.devices = count`` (the ``--devices`` flag)."""
@@ -206,9 +222,9 @@ def from_dict(data: dict, origin: str = "config") -> RunConfig:
     ``[setting]``, ``[algorithm]`` and ``[adversary]`` are; the problem checks how its
     sections and the core's fit together (:attr:`~advonline.problem.Problem.check_run`)."""
     problem = problem_of(data, origin)
-    if problem.sections is None:
+    if problem.training is None:
         raise ConfigError(f"{origin}: {problem.name} trains with 'advonline run' only")
-    sections = {**problem.sections, **CORE_SECTIONS}
+    sections = {**problem.training.sections, **CORE_SECTIONS}
     unknown = sorted(set(data) - set(sections) - {"problem"})
     if unknown:
         known = ", ".join(["problem", *sections])
@@ -216,9 +232,9 @@ def from_dict(data: dict, origin: str = "config") -> RunConfig:
     built = {}
     for section, cls in sections.items():
         built[section] = build_section(cls, data.get(section, {}), f"{origin} [{section}]")
-    config = RunConfig(**built)
+    config = RunConfig(problem.name, **built)
     problems = [p for name, part in built.items() if name != "setting" for p in part.check()]
-    problems += problem.check_run(config)
+    problems += problem.training.check_run(config)
     if config.game.loop == "oracle":
         if config.game.steps % config.oracle.epoch_steps:
             problems.append("game.steps must be a multiple of oracle.epoch_steps")

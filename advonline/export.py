@@ -12,9 +12,8 @@ from pathlib import Path
 import numpy as np
 
 from advonline import __version__
-from advonline.checkpoint import atomic_write
 from advonline.configs import RunConfig
-from advonline.folders import check_path
+from advonline.folders import atomic_write, check_path
 
 SIGNIFICANT_DIGITS = 9  # probabilities keep 9 significant digits (above float32's ~7)
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import datetime
 import json
+import os
 from pathlib import Path
 
 from advonline import __version__
@@ -85,3 +86,13 @@ def claim(folder: str | Path, kind: str, about: dict) -> Path:
         }
         path.write_text(json.dumps(document, indent=1) + "\n")
     return folder
+
+
+def atomic_write(path: Path, payload: bytes) -> None:
+    """Write ``payload`` to ``path`` so that readers see the old file or the new, never half."""
+    temporary = path.with_name(f".{path.name}.tmp")
+    with open(temporary, "wb") as handle:
+        handle.write(payload)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(temporary, path)

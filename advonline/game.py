@@ -53,9 +53,14 @@ from advonline.mixture import SnapshotMixture, snapshot_mixture
 from advonline.networks import AlgorithmNetwork
 from advonline.oracles import Found, best_responses, mixture_search
 from advonline.parallel import shard_batch
-from advonline.problems.posted_price import families
+from advonline.problems.posted_price import families, figures, policy_writer
 from advonline.problems.posted_price.certify import certify_dp
-from advonline.problems.posted_price.learned import LearnedPolicy, price_atoms
+from advonline.problems.posted_price.learned import (
+    LearnedPolicy,
+    LearnedPriceCurve,
+    learned_policies,
+    price_atoms,
+)
 from advonline.problems.posted_price.model import (
     Buyer,
     Instance,
@@ -67,6 +72,8 @@ from advonline.problems.posted_price.model import (
     welfare_and_sale_weight,
 )
 from advonline.problems.posted_price.optimum import offline_optimum
+from advonline.problems.posted_price.policy_file import parse
+from advonline.problems.posted_price.tabulated import from_file
 from advonline.problems.posted_price.typed_payoffs import algorithm_table, typed_payoffs
 
 
@@ -207,6 +214,81 @@ class Game:
         weights = jnp.asarray(weights, jnp.float32)
         args = (self.setting, vocabulary, sales, weights, budget, key, jnp.float32)
         return mixture_search(*args, starts, self.mesh)
+
+    # What a finished run asks of the game (advonline/pipeline.py): its policies, its policy
+    # files and its figures.
+
+    def learned(self, params: dict) -> dict:
+        """``{"learned": the randomised network, "learned-deterministic": its read-out}``."""
+        return learned_policies(params, self.pricing, self.atoms)
+
+    def readout(self, policy):
+        """The deterministic read-out (median price) of a learned policy."""
+        return LearnedPriceCurve(policy)
+
+    def network_document(self, params: dict, deterministic: bool, provenance: dict) -> dict:
+        """The policy file of the network ``params`` (or with ``deterministic`` its read-out)."""
+        args = (self.setting, self.pricing, params, self.atoms, deterministic, provenance)
+        return policy_writer.network_document(*args)
+
+    def mixture_document(self, mixture: SnapshotMixture, provenance: dict) -> dict:
+        """The policy file of a mixture of snapshots chosen once per input."""
+        return policy_writer.mixture_document(self.setting, mixture, provenance)
+
+    def table_document(self, policy, provenance: dict) -> dict:
+        """The policy file of ``policy`` tabulated on the simulator's grid (K = 1)."""
+        round_dependent = self.config.algorithm.round_input
+        return policy_writer.policy_document(self.setting, policy, round_dependent, provenance)
+
+    @staticmethod
+    def load_document(document: dict, origin: str):
+        """``(setting, policy)`` of a policy file's parsed JSON; PolicyFileError says why not."""
+        return from_file(parse(document, origin))
+
+    @staticmethod
+    def setting_title(described: dict) -> str:
+        """A described setting (``Setting.describe()``) on one line, for figure titles."""
+        return figures.setting_title(described)
+
+    @staticmethod
+    def reference(described: dict) -> tuple[str, float] | None:
+        """The known optimal ratio of a described setting, drawn beside the measured ones."""
+        return figures.reference(described)
+
+    def policy_figures(self, name: str, policies: dict, rounds: list[int], out) -> list:
+        """The learned policy's own figures (price curve or heatmap) into ``out``."""
+        return figures.policy_figures(name, self.setting, policies, rounds, out)
+
+    def summaries(self, types) -> list[dict]:
+        """Per instance ``types`` ``[N, T]``, what a person reads first: how many buyers come
+        and their lowest and highest density (None without buyers)."""
+        instances = self.adversary.instances(jnp.asarray(types), jnp.float32)
+        size = np.asarray(instances.demands).sum(-1)  # [N, T] total demand of each buyer
+        buyers = (size > 0).sum(-1)
+        values = np.asarray(instances.values)
+        densities = np.where(size > 0, values / np.maximum(size, 1e-30), np.nan)
+        return [
+            {
+                "buyers": int(count),
+                "lowest_density": float(np.nanmin(row)) if count else None,
+                "highest_density": float(np.nanmax(row)) if count else None,
+            }
+            for count, row in zip(buyers, densities, strict=True)
+        ]
+
+    def traces(self, types) -> tuple[list[str], np.ndarray]:
+        """The instances ``types`` ``[N, T]`` as buyer traces: the header (``value`` and
+        ``demand``, or ``demand_1..K``) and ``[N, T, 1 + K]`` rows, a round without a buyer
+        as value 0 and demand 0 (so a trace keeps the horizon); float64, the vocabulary's
+        exact densities and demands."""
+        with jax.enable_x64(True):
+            instances = self.adversary.instances(jnp.asarray(types), jnp.float64)
+            values, demands = np.asarray(instances.values), np.asarray(instances.demands)
+        resources = demands.shape[-1]
+        header = ["value"] + (
+            ["demand"] if resources == 1 else [f"demand_{k + 1}" for k in range(resources)]
+        )
+        return header, np.concatenate([values[..., None], demands], axis=-1)
 
     def mixture(self, members: dict, weights) -> SnapshotMixture:
         """The randomised algorithm that plays member ``m`` of the stacked ``members`` with

@@ -16,8 +16,8 @@ from pathlib import Path
 from jax.sharding import Mesh
 
 from advonline import checkpoint, export, folders, plots
+from advonline import problems as registry
 from advonline.archive_view import worst_delivered
-from advonline.baselines.posted_price import BASELINES, make_baseline
 from advonline.configs import RunConfig
 from advonline.evaluate import (
     ARCHIVE_SOURCE,
@@ -32,11 +32,6 @@ from advonline.evaluate import (
 from advonline.game import Game, GameState, delivered_params
 from advonline.mixture import SnapshotMixture
 from advonline.oracle_loop import delivered_mixture
-from advonline.problems.posted_price import figures, policy_writer
-from advonline.problems.posted_price.learned import LearnedPriceCurve, learned_policies
-from advonline.problems.posted_price.model import Setting
-from advonline.problems.posted_price.policy_file import parse
-from advonline.problems.posted_price.tabulated import from_file
 from advonline.train import METRIC_FIELDS, METRICS_NAME
 
 #: The metrics column a run's convergence figure draws, by training loop, and its axis label:
@@ -64,8 +59,12 @@ class TrainedRun:
     wall_seconds: float
 
     @property
-    def setting(self) -> Setting:
+    def setting(self):
         return self.config.setting
+
+    def baselines(self) -> dict:
+        """The problem's classic algorithms, ``{name: make(setting)}``."""
+        return dict(registry.get(self.config.problem).baselines)
 
     @property
     def steps(self) -> int:
@@ -107,8 +106,8 @@ def delivered_policies(game: Game, state: GameState) -> dict:
     read-out, or for a mixture its heaviest member's."""
     mixture = delivered_mixture(game, state)
     if mixture is None:
-        return learned_policies(delivered_params(game, state), game.pricing, game.atoms)
-    return {"learned": mixture, "learned-deterministic": LearnedPriceCurve(mixture.heaviest())}
+        return game.learned(delivered_params(game, state))
+    return {"learned": mixture, "learned-deterministic": game.readout(mixture.heaviest())}
 
 
 def open_run(folder: str | Path) -> TrainedRun:
@@ -118,16 +117,21 @@ def open_run(folder: str | Path) -> TrainedRun:
 
 
 def evaluate_run(
-    run: TrainedRun, budget: Budget, baselines=tuple(BASELINES), mesh: Mesh | None = None
+    run: TrainedRun,
+    budget: Budget,
+    baselines: tuple[str, ...] | None = None,
+    mesh: Mesh | None = None,
 ) -> tuple[dict, list[Measurement]]:
-    """Measure the learned policies and ``baselines`` on the run's setting with one budget (the
+    """Measure the learned policies and ``baselines`` (default: every one of the problem's)
+    on the run's setting with one budget (the
     instance batches split over ``mesh``'s devices, if given), and store the report as
     ``EVALUATION_NAME`` in the run folder (derived data, replaced). The delivered policy
     (``learned``) of an oracle-loop run also has its own archive as a source: a worst case is
     a claim about every input, so an archived instance the evaluator's search did not match
     still counts."""
-    policies = run.policies()
-    policies.update({name: make_baseline(name, run.setting) for name in baselines})
+    policies, classic = run.policies(), run.baselines()
+    baselines = tuple(classic) if baselines is None else baselines
+    policies.update({name: classic[name](run.setting) for name in baselines})
     results = [
         measure(run.setting, name, policy, budget, mesh) for name, policy in policies.items()
     ]
@@ -141,7 +145,7 @@ def evaluate_run(
     )
     if baselines:
         document["verdict"] = verdict(results, "learned", tuple(baselines))
-    checkpoint.atomic_write(run.folder / EVALUATION_NAME, json.dumps(document, indent=1).encode())
+    folders.atomic_write(run.folder / EVALUATION_NAME, json.dumps(document, indent=1).encode())
     return document, results
 
 
@@ -219,31 +223,19 @@ def export_run(
         )
     out = export.check_target(out)
     source = export.provenance(algorithm, run.config, run.steps, str(run.folder), None)
+    game, params = run.delivered()
     if table:
-        document = policy_writer.policy_document(
-            run.setting,
-            run.policies()[algorithm],
-            round_dependent=run.config.algorithm.round_input,
-            provenance=source,
-        )
+        document = game.table_document(run.policies()[algorithm], source)
     elif (mixture := run.mixture()) is not None and algorithm == "learned":
-        document = policy_writer.mixture_document(run.setting, mixture, source)
+        document = game.mixture_document(mixture, source)
     else:
-        game, params = run.delivered()
         if mixture is not None:  # the read-out of a delivered mixture: its heaviest member's
             params = mixture.heaviest().params
-        document = policy_writer.network_document(
-            run.setting,
-            game.pricing,
-            params,
-            game.atoms,
-            deterministic=algorithm == "learned-deterministic",
-            provenance=source,
-        )
+        document = game.network_document(params, algorithm == "learned-deterministic", source)
     if measured is not None:
         summary = measured_summary(measured, budget or Budget(), "the checkpoint's policy")
     elif budget is not None:
-        setting, loaded = from_file(parse(document, str(out)))
+        setting, loaded = game.load_document(document, str(out))
         measured = measure(setting, algorithm, loaded, budget)
         summary = measured_summary(measured, budget, "the exported file")
     else:
@@ -274,13 +266,14 @@ def finish_run(
     folder: str | Path,
     budget: Budget,
     say: Callable[[str], None] = print,
-    baselines: tuple[str, ...] = tuple(BASELINES),
+    baselines: tuple[str, ...] | None = None,
     mesh: Mesh | None = None,
 ) -> FinishedRun:
     """After training (the main job's first half): measure the learned policies beside the
     ``baselines`` (default every one), export both learned policies, and draw the run's
     figures into ``folder/figures``."""
     run = open_run(folder)
+    baselines = tuple(run.baselines()) if baselines is None else baselines
     say(f"measuring learned and {', '.join(baselines)} (budget: {budget.describe()})")
     document, results = evaluate_run(run, budget, baselines, mesh)
     by_name = {m.algorithm: m for m in results}
@@ -323,14 +316,12 @@ def plot_runs(
             )
             evaluation, _ = evaluate_run(run, budget)
         setting = evaluation["setting"]
-        title = figures.setting_title(setting)
-        written += plots.ratio_figure(
-            name, rows, evaluation, out, title, figures.reference(setting)
-        )
+        game = Game.build(run.config)
+        title = game.setting_title(setting)
+        reference = game.reference(setting)
+        written += plots.ratio_figure(name, rows, evaluation, out, title, reference)
         written += plots.exploitability_figure(name, rows, title, out)
-        written += figures.policy_figures(
-            name, run.setting, run.policies(), run.shown_rounds(), out
-        )
+        written += game.policy_figures(name, run.policies(), run.shown_rounds(), out)
         label = (
             f"{name}\nK={run.setting.resources}, U/L={run.setting.theta:g}, T={run.setting.rounds}"
         )

@@ -1,12 +1,13 @@
 """Memory pre-flight: refuse, before anything is allocated, a command whose largest array
 cannot fit in this machine's memory.
 
-Each command's largest arrays are estimated from the sizes that drive them (rounds T, grid
-G + 1, batches, hidden size, densities, price atoms, demand vectors) and named with the flag or
-config key that makes them smaller. An array never lives alone: its gradient, an optimiser's
-moments and XLA's temporaries sit beside it, so the estimate counts ``WORKING_COPIES`` of the
-largest array and compares that with the memory available now (``MemAvailable`` on Linux, and
-the accelerator's own limit where JAX reports one). The evaluator's work limits count time;
+Each command's largest arrays are estimated by the problem (its
+:attr:`~advonline.problem.Training.training_needs` and ``evaluation_needs``) from the sizes that
+drive them and named with the flag or config key that makes them smaller. An array never lives
+alone: its gradient, an optimiser's moments and XLA's temporaries sit beside it, so the
+estimate counts ``WORKING_COPIES`` of the largest array and compares that with the memory
+available now (``MemAvailable`` on Linux, and the accelerator's own limit where JAX reports
+one). The evaluator's work limits count time;
 this counts space. Both apply.
 """
 
@@ -16,10 +17,6 @@ import dataclasses
 import os
 
 import jax
-
-from advonline.configs import RunConfig
-from advonline.problems.posted_price.config import AdversaryConfig, AlgorithmConfig
-from advonline.problems.posted_price.model import Setting
 
 WORKING_COPIES = 4  # the largest array, its gradient or result, and XLA's temporaries
 FLOAT64, FLOAT32 = 8, 4
@@ -36,141 +33,6 @@ class Need:
     what: str
     bytes: float
     lower: str
-
-
-def demand_vector_count(setting: Setting) -> int:
-    """How many demand vectors the buyer types and the hard families use
-    (:func:`posted_price.buyer_types.demand_vectors`), counted without building them."""
-    return setting.demand_levels * (1 if setting.resources == 1 else setting.resources + 1)
-
-
-def type_count(setting: Setting, density_levels: int) -> int:
-    """How many buyer types an adversary chooses among (advonline/buyer_types.py): the
-    densities with their just-below copies, times the demand vectors, plus nobody."""
-    return (2 * density_levels - 1) * demand_vector_count(setting) + 1
-
-
-def evaluation_needs(setting: Setting, budget) -> list[Need]:
-    """The evaluator's largest arrays (float64) for one algorithm on ``setting``."""
-    rounds, states, k = setting.rounds, setting.grid_size + 1, setting.resources
-    history = rounds * (2 * k + 2)  # one rollout: buyers, fractions, prices
-    members = budget.stopping_densities * demand_vector_count(setting) ** 2
-    needs = [
-        Need(
-            "the fresh adversary's type logits [batch, T, types]",
-            FLOAT64
-            * budget.adversary_batch
-            * rounds
-            * type_count(setting, AdversaryConfig.density_levels),
-            "--rounds, --demand-levels or --resources",
-        ),
-        Need(
-            "the hard families' runs [members x samples, T, ...]",
-            FLOAT64 * members * budget.samples * history,
-            "--stopping-densities, --demand-levels or --resources",
-        ),
-        Need(
-            "the random instances' runs [instances x samples, T, ...]",
-            FLOAT64 * budget.random_instances * budget.samples * history,
-            "--random-instances or --rounds",
-        ),
-    ]
-    if k == 1:
-        needs += [
-            Need(
-                "the price table [T, G + 1, atoms]",
-                FLOAT64 * rounds * states * AlgorithmConfig.price_atoms,
-                "--rounds or --max-demand (G = demand levels / max demand)",
-            ),
-            Need(
-                "the exact expected welfare of the families [members, T, G + 1]",
-                FLOAT64 * members * rounds * states,
-                "--stopping-densities, --rounds or --max-demand",
-            ),
-        ]
-    return needs
-
-
-def training_needs(config: RunConfig) -> list[Need]:
-    """The training run's largest arrays (float32), from its config."""
-    setting, algorithm, adversary = config.setting, config.algorithm, config.adversary
-    rounds, states, k = setting.rounds, setting.grid_size + 1, setting.resources
-    types = type_count(setting, adversary.density_levels)
-    needs = [
-        Need(
-            "the pricing network's weights [hidden, hidden] x layers",
-            FLOAT32 * algorithm.layers * algorithm.hidden**2,
-            "algorithm.hidden or algorithm.layers",
-        ),
-        Need(
-            "the pricing network's output layer [hidden, K x atoms]",
-            FLOAT32 * algorithm.hidden * k * algorithm.price_atoms,
-            "algorithm.hidden or algorithm.price_atoms",
-        ),
-        Need(
-            "the adversary network's weights [hidden, hidden] x layers",
-            FLOAT32 * adversary.layers * adversary.hidden**2,
-            "adversary.hidden or adversary.layers",
-        ),
-        Need(
-            "the adversary's type logits [batch, T, types]",
-            FLOAT32 * adversary.batch * rounds * types,
-            "adversary.batch, adversary.density_levels or setting.rounds",
-        ),
-        Need(
-            "the adversary's output layer [hidden, types]",
-            FLOAT32 * adversary.hidden * types,
-            "adversary.hidden or adversary.density_levels",
-        ),
-        Need(
-            "the replay of hard instances [replay, T, K]",
-            FLOAT32 * config.game.replay_size * rounds * (k + 1),
-            "game.replay_size or setting.rounds",
-        ),
-    ]
-    if k == 1:
-        needs.append(
-            Need(
-                "the per-round values [batch, T, G + 1, atoms]",
-                FLOAT32 * adversary.batch * rounds * states * algorithm.price_atoms,
-                "adversary.batch, setting.rounds, setting.max_demand or algorithm.price_atoms",
-            )
-        )
-    if config.game.loop == "oracle":
-        oracle = config.oracle
-        scale = oracle.probe_scale
-        needs += [
-            Need(
-                "the local search's candidates [chains x candidates, T, G + 1]",
-                FLOAT32 * scale * oracle.chains * oracle.candidates * rounds * states,
-                "oracle.chains, oracle.candidates or setting.rounds",
-            ),
-            Need(
-                "the probe's adversary logits [restarts x batch, T, types]",
-                FLOAT32 * scale * oracle.restarts * oracle.adversary_batch * rounds * types,
-                "oracle.restarts, oracle.adversary_batch or adversary.density_levels",
-            ),
-            Need(
-                "the restricted game's payoffs [snapshots, archive, T]",
-                FLOAT32 * oracle.snapshots * oracle.archive_size * rounds,
-                "oracle.snapshots or oracle.archive_size",
-            ),
-        ]
-        if k > 1:  # exact payoffs over the product grid of (G + 1)^K utilisation states
-            grid = states**k
-            needs += [
-                Need(
-                    "one network's sale chances [T, (G + 1)^K states, types]",
-                    FLOAT32 * rounds * grid * types,
-                    "setting.max_demand, setting.demand_levels or adversary.density_levels",
-                ),
-                Need(
-                    "the archive's sale chances in training [T, archive, (G + 1)^K states]",
-                    FLOAT32 * rounds * oracle.archive_size * grid,
-                    "oracle.archive_size, setting.max_demand or setting.demand_levels",
-                ),
-            ]
-    return needs
 
 
 def available_bytes() -> float:

@@ -66,6 +66,22 @@ class LowerBound(NamedTuple):
     inputs: Any
 
 
+class Training(NamedTuple):
+    """What a problem that trains with the full game (``advonline train``) provides.
+
+    - ``sections``: the config sections it owns, ``{"setting": cls, "algorithm": cls,
+      "adversary": cls}`` (:mod:`advonline.configs` reads them);
+    - ``check_run(run_config) -> [message]``: what is wrong with how they fit the core's;
+    - ``training_needs(run_config)`` and ``evaluation_needs(setting, budget)``: the largest
+      arrays of training and of the evaluator, ``[advonline.preflight.Need]``.
+    """
+
+    sections: Mapping[str, type]
+    check_run: Callable
+    training_needs: Callable
+    evaluation_needs: Callable
+
+
 @dataclasses.dataclass(frozen=True)
 class Problem:
     """An online problem as the core sees it.
@@ -86,10 +102,8 @@ class Problem:
     - ``export(setting, policy) -> dict`` and ``load(dict) -> (setting, numpy_policy)``: the
       policy file (the loaded policy needs NumPy only).
     - ``reference(setting) -> (label, ratio) | None``: the known optimal ratio, if any.
-    - ``sections`` and ``check_run``: for a problem that trains with the full game
-      (``advonline train``; :mod:`advonline.configs`), the config sections it owns,
-      ``{"setting": cls, "algorithm": cls, "adversary": cls}``, and ``check_run(run_config)
-      -> [message]``, what is wrong with how they fit the core's; None otherwise.
+    - ``training``: what a problem that trains with the full game (``advonline train``)
+      adds (:class:`Training`); None for one that trains with ``advonline run`` alone.
     """
 
     name: str
@@ -106,5 +120,4 @@ class Problem:
     export: Callable
     load: Callable
     reference: Callable
-    sections: Mapping[str, type] | None = None
-    check_run: Callable | None = None
+    training: Training | None = None

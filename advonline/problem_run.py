@@ -28,8 +28,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from advonline import environment, folders, plots
-from advonline.checkpoint import atomic_write
 from advonline.configs import ConfigError, build_section, problem_of, read_toml
+from advonline.folders import atomic_write
 from advonline.problem import Problem
 from advonline.problem_loop import LoopConfig, Trained, input_ratios, train
 from advonline.search import hill_climb

@@ -168,7 +168,7 @@ def prepare_folder(
         "environment": environment.describe(),  # the versions and device it trained with
     }
     folders.claim(folder, "run", about)
-    checkpoint.atomic_write(
+    folders.atomic_write(
         folder / "config.json", (json.dumps(config.to_dict(), indent=2) + "\n").encode()
     )
     return initial_state(config, jax.random.key(config.game.seed)), 0.0

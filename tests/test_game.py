@@ -115,7 +115,7 @@ def test_every_shipped_config_is_valid():
     shipped = sorted(Path(__file__).parent.parent.glob("experiments/configs/*.toml"))
     assert {"k1-u10-oracle.toml", "k1-u10-simultaneous.toml"} <= {p.name for p in shipped}
     for path in shipped:
-        if configs.problem_of(configs.read_toml(path)).sections is None:
+        if configs.problem_of(configs.read_toml(path)).training is None:
             config = problem_run.read_config(path)  # a problem of the interface
             assert config.setting.describe()["problem"] == config.problem.name
             assert path.stem.startswith({"one-way-trading": "owt-"}[config.problem.name])

@@ -9,6 +9,7 @@ import pytest
 
 from advonline import folders, preflight
 from advonline.cli import main
+from advonline.problems.posted_price import memory
 
 DEFAULT_CONFIG = "experiments/configs/k1-u10-oracle.toml"  # what `make run` trains
 
@@ -160,13 +161,13 @@ def test_the_shipped_configs_pass_the_memory_check():
     from advonline import configs
 
     for path in sorted(Path("experiments/configs").glob("*.toml")):
-        if configs.problem_of(configs.read_toml(path)).sections is None:
+        if configs.problem_of(configs.read_toml(path)).training is None:
             continue  # a problem of the interface (tests/test_game.py loads those)
-        preflight.check(preflight.training_needs(configs.load(path)), available=8e9)
+        preflight.check(memory.training_needs(configs.load(path)), available=8e9)
     small = configs.from_dict({})
     large = configs.from_dict({"algorithm": {"hidden": 16384}})
-    most = max(need.bytes for need in preflight.training_needs(small))
-    assert max(need.bytes for need in preflight.training_needs(large)) > most
+    most = max(need.bytes for need in memory.training_needs(small))
+    assert max(need.bytes for need in memory.training_needs(large)) > most
 
 
 @pytest.mark.parametrize("resources", [1, 2, 3])
@@ -178,7 +179,7 @@ def test_the_estimate_counts_the_buyer_types_the_adversary_builds(resources):
         resources=resources, capacities=(1.0,) * resources, demand_levels=3, max_demand=0.03
     )
     for levels in (4, 64):
-        assert preflight.type_count(setting, levels) == BuyerTypes.build(setting, levels).count
+        assert memory.type_count(setting, levels) == BuyerTypes.build(setting, levels).count
 
 
 @pytest.mark.parametrize(

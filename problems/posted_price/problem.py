@@ -19,11 +19,12 @@ from advonline import ratio
 from advonline.baselines.posted_price import BASELINES
 from advonline.networks import AlgorithmNetwork
 from advonline.oracles import mutate, random_types
-from advonline.problem import Certificate, LowerBound, PolicyHead, Problem
+from advonline.problem import Certificate, LowerBound, PolicyHead, Problem, Training
 from advonline.problems.posted_price import (
     certify,
     config,
     lower_bound,
+    memory,
     model,
     optimum,
     product_grid,
@@ -131,6 +132,10 @@ PROBLEM = Problem(
     export=None,
     load=None,
     reference=reference,
-    sections=config.SECTIONS,
-    check_run=config.check_run,
+    training=Training(
+        sections=config.SECTIONS,
+        check_run=config.check_run,
+        training_needs=memory.training_needs,
+        evaluation_needs=memory.evaluation_needs,
+    ),
 )
