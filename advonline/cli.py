@@ -16,17 +16,18 @@ import jax
 from tqdm import tqdm
 
 from advonline import archive_view, configs, folders, parallel, pipeline, preflight, problem_run
-from advonline import evaluate as evaluation
 from advonline import problems as registry
 from advonline.baselines.posted_price import BASELINES, make_baseline
 from advonline.checkpoint import CheckpointError
 from advonline.configs import ConfigError
+from advonline.evaluation import ARCHIVE_SOURCE
 from advonline.export import ExportError, check_target
 from advonline.folders import FolderError, check_path
 from advonline.game import Game
 from advonline.parallel import DevicesError
 from advonline.pipeline import RunError
 from advonline.preflight import PreflightError
+from advonline.problems.posted_price import evaluate as evaluation
 from advonline.problems.posted_price import policy_file
 from advonline.problems.posted_price.model import Instance, Setting, SettingError
 from advonline.problems.posted_price.policy_file import PolicyFileError
@@ -673,8 +674,8 @@ def _table(setting: Setting, budget, reference, results) -> str:
     if reference is not None:
         lines.append(f"reference: 1 + ln(U/L) = {reference:.4f} (optimal CR, small-demand limit)")
     columns = evaluation.SOURCE_NAMES
-    if any(evaluation.ARCHIVE_SOURCE in r.sources for r in results):
-        columns += (evaluation.ARCHIVE_SOURCE,)
+    if any(ARCHIVE_SOURCE in r.sources for r in results):
+        columns += (ARCHIVE_SOURCE,)
     width = max([12] + [len(r.algorithm) + 2 for r in results])
     lines.append(
         f"{'algorithm':<{width}}{'CR':>10}  {'worst':<10}"

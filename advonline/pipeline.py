@@ -19,13 +19,10 @@ from advonline import checkpoint, export, folders, plots
 from advonline import problems as registry
 from advonline.archive_view import worst_delivered
 from advonline.configs import RunConfig
-from advonline.evaluate import (
+from advonline.evaluation import (
     ARCHIVE_SOURCE,
-    Budget,
     Measurement,
     SourceRatio,
-    measure,
-    report,
     verdict,
     with_source,
 )
@@ -118,29 +115,31 @@ def open_run(folder: str | Path) -> TrainedRun:
 
 def evaluate_run(
     run: TrainedRun,
-    budget: Budget,
+    budget,
     baselines: tuple[str, ...] | None = None,
     mesh: Mesh | None = None,
 ) -> tuple[dict, list[Measurement]]:
     """Measure the learned policies and ``baselines`` (default: every one of the problem's)
-    on the run's setting with one budget (the
-    instance batches split over ``mesh``'s devices, if given), and store the report as
+    on the run's setting with one budget of the problem's evaluator (the instance batches
+    split over ``mesh``'s devices, if given), and store the report as
     ``EVALUATION_NAME`` in the run folder (derived data, replaced). The delivered policy
     (``learned``) of an oracle-loop run also has its own archive as a source: a worst case is
     a claim about every input, so an archived instance the evaluator's search did not match
     still counts."""
+    evaluator = run.config.training()
     policies, classic = run.policies(), run.baselines()
     baselines = tuple(classic) if baselines is None else baselines
     policies.update({name: classic[name](run.setting) for name in baselines})
     results = [
-        measure(run.setting, name, policy, budget, mesh) for name, policy in policies.items()
+        evaluator.measure(run.setting, name, policy, budget, mesh)
+        for name, policy in policies.items()
     ]
     if (archived := run.archive_source()) is not None:
         results = [
             with_source(m, ARCHIVE_SOURCE, archived) if m.algorithm == "learned" else m
             for m in results
         ]
-    document = report(
+    document = evaluator.report(
         run.setting, budget, results, checkpoint=str(run.folder), training_steps=run.steps
     )
     if baselines:
@@ -158,7 +157,8 @@ def stored_evaluation(run: TrainedRun) -> dict | None:
         stored_budget = document["setting"]["budget"]
         # a report from an older evaluator (a budget field it did not have) is not current
         current = document["setting"]["training_steps"] == run.steps
-        current = current and Budget(**stored_budget).describe() == stored_budget
+        budget = run.config.training().budget(**stored_budget)
+        current = current and budget.describe() == stored_budget
         for result in document["results"]:
             float(result["competitive_ratio"])
             str(result["algorithm"])
@@ -187,7 +187,7 @@ def read_metrics(run: TrainedRun) -> list[dict]:
     return rows
 
 
-def measured_summary(measurement: Measurement, budget: Budget, measured_on: str) -> dict:
+def measured_summary(measurement: Measurement, budget, measured_on: str) -> dict:
     """The provenance entry of an exported policy's measured ratio."""
     return {
         "competitive_ratio": measurement.competitive_ratio,
@@ -203,7 +203,7 @@ def export_run(
     run: TrainedRun,
     out: str | Path,
     algorithm: str = "learned",
-    budget: Budget | None = None,
+    budget=None,
     measured: Measurement | None = None,
     table: bool = False,
 ) -> tuple[Path, Measurement | None]:
@@ -233,10 +233,11 @@ def export_run(
             params = mixture.heaviest().params
         document = game.network_document(params, algorithm == "learned-deterministic", source)
     if measured is not None:
-        summary = measured_summary(measured, budget or Budget(), "the checkpoint's policy")
+        budget = budget or run.config.training().budget()
+        summary = measured_summary(measured, budget, "the checkpoint's policy")
     elif budget is not None:
         setting, loaded = game.load_document(document, str(out))
-        measured = measure(setting, algorithm, loaded, budget)
+        measured = run.config.training().measure(setting, algorithm, loaded, budget)
         summary = measured_summary(measured, budget, "the exported file")
     else:
         summary = None
@@ -264,7 +265,7 @@ class FinishedRun:
 
 def finish_run(
     folder: str | Path,
-    budget: Budget,
+    budget,
     say: Callable[[str], None] = print,
     baselines: tuple[str, ...] | None = None,
     mesh: Mesh | None = None,
@@ -288,7 +289,7 @@ def finish_run(
 def plot_runs(
     run_folders: list[str | Path],
     out: str | Path,
-    budget: Budget,
+    budget,
     say: Callable[[str], None] = print,
 ) -> list[Path]:
     """Every figure of ``advonline plot`` for the runs in ``run_folders``, written to ``out`` (a
@@ -332,7 +333,7 @@ def plot_runs(
             f"{name} ({run.config.algorithm.update})"
         ] = rows
         updates.add(run.config.algorithm.update)
-        budgets.add(Budget(**setting["budget"]).summary())
+        budgets.add(run.config.training().budget(**setting["budget"]).summary())
     budget_text = budgets.pop() if len(budgets) == 1 else "budgets differ between runs"
     written += plots.bars_figure(
         bars,

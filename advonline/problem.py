@@ -73,13 +73,21 @@ class Training(NamedTuple):
       "adversary": cls}`` (:mod:`advonline.configs` reads them);
     - ``check_run(run_config) -> [message]``: what is wrong with how they fit the core's;
     - ``training_needs(run_config)`` and ``evaluation_needs(setting, budget)``: the largest
-      arrays of training and of the evaluator, ``[advonline.preflight.Need]``.
+      arrays of training and of the evaluator, ``[advonline.preflight.Need]``;
+    - the evaluator (:mod:`advonline.evaluation`'s protocol): ``budget``, its budget class
+      (defaults are the standard budget; ``describe() -> dict``, ``summary() -> str``),
+      ``measure(setting, name, policy, budget, mesh) -> Measurement`` and
+      ``report(setting, budget, results, **extra) -> dict`` (the JSON of the figures, with
+      the setting and the budget beside them).
     """
 
     sections: Mapping[str, type]
     check_run: Callable
     training_needs: Callable
     evaluation_needs: Callable
+    budget: type
+    measure: Callable
+    report: Callable
 
 
 @dataclasses.dataclass(frozen=True)

@@ -13,8 +13,8 @@ import time
 from pathlib import Path
 
 from advonline.baselines.posted_price import make_baseline
-from advonline.evaluate import Budget, measure, reference_ratio
 from advonline.huge_pages import relaunch_with_huge_pages
+from advonline.problems.posted_price.evaluate import Budget, measure, reference_ratio
 from advonline.problems.posted_price.model import Setting
 
 # (max demand, demand levels, rounds): rounds >= 2 / max demand leave room for the hard ramp.

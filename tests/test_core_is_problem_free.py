@@ -18,7 +18,6 @@ WORDS = re.compile(r"price|buyer|densit|demand|utilisation", re.IGNORECASE)
 NOT_YET_GENERIC = {
     "adversary.py",
     "cli.py",
-    "evaluate.py",
     "game.py",
     "oracles.py",
     "sampled_game.py",

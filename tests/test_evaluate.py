@@ -5,7 +5,7 @@ import math
 import pytest
 
 from advonline.baselines.posted_price import BASELINES, make_baseline
-from advonline.evaluate import SOURCE_NAMES, Budget, measure
+from advonline.problems.posted_price.evaluate import SOURCE_NAMES, Budget, measure
 from advonline.problems.posted_price.model import Setting
 
 # the setting and budget of the CLI tests (tests/test_cli.py): programs compiled there are
@@ -60,7 +60,8 @@ def test_k1_adversary_source_is_the_training_oracle(monkeypatch):
     import jax
     import numpy as np
 
-    from advonline import evaluate, oracles
+    from advonline import oracles
+    from advonline.problems.posted_price import evaluate
     from advonline.problems.posted_price.model import Instance
     from advonline.problems.posted_price.optimum import offline_optimum
 
@@ -95,7 +96,8 @@ def test_several_resources_adversary_source_is_the_training_oracle(monkeypatch):
     import jax
     import numpy as np
 
-    from advonline import evaluate, oracles
+    from advonline import oracles
+    from advonline.problems.posted_price import evaluate
     from advonline.problems.posted_price.model import Instance
     from advonline.problems.posted_price.optimum import offline_optimum
 
@@ -125,14 +127,14 @@ def test_several_resources_adversary_source_is_the_training_oracle(monkeypatch):
 
 
 def _measured(name: str, ratio: float, bound: float | None, worst: str = "adversary"):
-    from advonline.evaluate import Measurement, SourceRatio
+    from advonline.evaluation import Measurement, SourceRatio
 
     sources = {worst: SourceRatio(ratio, "given")}
     return Measurement(name, ratio, worst, sources, SourceRatio(bound, "given"))
 
 
 def test_the_verdict_judges_the_learned_guarantee_against_the_best_baseline():
-    from advonline.evaluate import verdict
+    from advonline.evaluation import verdict
 
     baselines = [_measured("threshold", 3.352, None, "exact"), _measured("greedy", 10.0, None)]
     beats = verdict([_measured("learned", 2.081, 2.158), *baselines], "learned", ("threshold",))

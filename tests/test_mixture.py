@@ -15,7 +15,6 @@ from advonline import game as game_module
 from advonline.archive import add_instances, add_snapshot, empty_archive, restricted_game
 from advonline.archive_view import archive_rows
 from advonline.configs import OracleBudget
-from advonline.evaluate import Budget, measure
 from advonline.game import Game
 from advonline.mixture import snapshot_mixture
 from advonline.oracle_loop import delivered_mixture, init_oracle_state, keep_best
@@ -23,6 +22,7 @@ from advonline.oracles import local_search_oracle, mixture_search, random_types,
 from advonline.pipeline import TrainedRun, delivered_policies, export_run
 from advonline.plots import read_metrics
 from advonline.problems.posted_price import policy_writer
+from advonline.problems.posted_price.evaluate import Budget, measure
 from advonline.problems.posted_price.model import Instance, rollout, simulate
 from advonline.problems.posted_price.optimum import device_optimum, offline_optimum
 from advonline.problems.posted_price.policy_file import MixturePolicy, PolicyFileError, parse

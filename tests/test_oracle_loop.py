@@ -15,13 +15,13 @@ import jax
 import numpy as np
 import pytest
 
-from advonline import checkpoint, cli, configs, evaluate, pipeline
+from advonline import checkpoint, cli, configs, evaluation, pipeline
 from advonline.archive import instance_slots
 from advonline.archive_view import worst_delivered
-from advonline.evaluate import Budget
 from advonline.game import Game
 from advonline.oracle_loop import train_against
 from advonline.problems.posted_price import families
+from advonline.problems.posted_price.evaluate import Budget
 from advonline.train import train
 
 TINY_ORACLE_TOML = """
@@ -254,7 +254,7 @@ def test_the_evaluators_keys_differ_from_every_training_key():
         training.update(raw(k) for k in jax.random.split(root, 3))
     evaluation = set()
     for seed in range(8):
-        root = evaluate.evaluation_key(seed)
+        root = evaluation.evaluation_key(seed)
         evaluation.add(raw(root))
         evaluation.update(raw(k) for k in jax.random.split(root, 3))
     assert not training & evaluation

@@ -23,6 +23,7 @@ from advonline.problem import Certificate, LowerBound, PolicyHead, Problem, Trai
 from advonline.problems.posted_price import (
     certify,
     config,
+    evaluate,
     lower_bound,
     memory,
     model,
@@ -137,5 +138,8 @@ PROBLEM = Problem(
         check_run=config.check_run,
         training_needs=memory.training_needs,
         evaluation_needs=memory.evaluation_needs,
+        budget=evaluate.Budget,
+        measure=evaluate.measure,
+        report=evaluate.report,
     ),
 )
