@@ -252,12 +252,12 @@ def test_the_evaluators_keys_differ_from_every_training_key():
         root = jax.random.key(seed)
         training.add(raw(root))
         training.update(raw(k) for k in jax.random.split(root, 3))
-    evaluation = set()
+    evaluator = set()
     for seed in range(8):
         root = evaluation.evaluation_key(seed)
-        evaluation.add(raw(root))
-        evaluation.update(raw(k) for k in jax.random.split(root, 3))
-    assert not training & evaluation
+        evaluator.add(raw(root))
+        evaluator.update(raw(k) for k in jax.random.split(root, 3))
+    assert not training & evaluator
 
 
 def test_the_oracle_loop_refuses_what_it_does_not_support(tmp_path):
