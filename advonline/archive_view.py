@@ -7,7 +7,7 @@ the stronger probe found it), its weight in the adversary's equilibrium mixture,
 optimum, and its ratio ``OPT / E[ALG]`` against the run's current network and against the
 network the run delivers (the best guarantee so far; a delivered mixture of snapshots by its
 weighted payoff), both exact, and the problem's own summary of the instance
-(:meth:`~advonline.game.Game.summaries`). The ratios are computed here, outside ``jit`` apart
+(:meth:`~posted_price.game.Game.summaries`). The ratios are computed here, outside ``jit`` apart
 from the payoff evaluation.
 """
 
@@ -20,17 +20,16 @@ import jax
 import numpy as np
 
 from advonline import archive as archives
-from advonline.game import Game
 from advonline.oracle_loop import OracleState, delivered_mixture, payoff_matrix
 from advonline.ratio import ratios_of_payoffs
 
 
-def _ratios(game: Game, params: dict, archive: archives.Archive) -> np.ndarray:
+def _ratios(game, params: dict, archive: archives.Archive) -> np.ndarray:
     stacked = jax.tree.map(lambda leaf: leaf[None], params)
     return ratios_of_payoffs(payoff_matrix(game, stacked, archive.types, archive.optimum)[0])
 
 
-def _delivered_ratios(game: Game, state: OracleState) -> np.ndarray:
+def _delivered_ratios(game, state: OracleState) -> np.ndarray:
     """Ratios of every archive slot against what the run delivers: its best network, or the
     mixture of snapshots (weighted payoffs: one member drawn per input)."""
     archive, mixture = state.archive, delivered_mixture(game, state)
@@ -40,7 +39,7 @@ def _delivered_ratios(game: Game, state: OracleState) -> np.ndarray:
     return ratios_of_payoffs(np.asarray(mixture.weights, np.float64) @ np.asarray(payoffs))
 
 
-def worst_delivered(game: Game, state: OracleState) -> float:
+def worst_delivered(game, state: OracleState) -> float:
     """The worst exact ratio, against what the run delivers, of any archived instance (0 for
     an empty archive): a ratio a real instance attains, so a lower bound on the delivered
     policy's CR."""
@@ -48,7 +47,7 @@ def worst_delivered(game: Game, state: OracleState) -> float:
     return float(_delivered_ratios(game, state)[slots].max()) if len(slots) else 0.0
 
 
-def archive_rows(game: Game, state: OracleState) -> list[dict]:
+def archive_rows(game, state: OracleState) -> list[dict]:
     """One dict per archived instance, hardest against what the run delivers first."""
     archive = state.archive
     slots = archives.instance_slots(archive)
@@ -73,9 +72,9 @@ def archive_rows(game: Game, state: OracleState) -> list[dict]:
     return rows
 
 
-def write_traces(game: Game, state: OracleState, folder: str | Path) -> list[Path]:
+def write_traces(game, state: OracleState, folder: str | Path) -> list[Path]:
     """Every archived instance as ``slot-<n>.csv`` in the new folder ``folder``: one row per
-    round, the columns and numbers the problem's (:meth:`~advonline.game.Game.traces`), each
+    round, the columns and numbers the problem's (:meth:`~posted_price.game.Game.traces`), each
     number written exactly (``repr``)."""
     folder = Path(folder)
     folder.mkdir(parents=True)

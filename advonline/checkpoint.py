@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import jax
 from flax import serialization
@@ -18,7 +19,6 @@ from flax import serialization
 from advonline import __version__, parallel
 from advonline.configs import RunConfig, from_dict
 from advonline.folders import atomic_write
-from advonline.game import Game, GameState, init_state
 from advonline.oracle_loop import init_oracle_state
 
 CHECKPOINT_NAME = "checkpoint.msgpack"
@@ -32,7 +32,7 @@ def checkpoint_path(folder: str | Path) -> Path:
     return Path(folder) / CHECKPOINT_NAME
 
 
-def save(folder: str | Path, state: GameState, config: RunConfig, wall_seconds: float) -> None:
+def save(folder: str | Path, state, config: RunConfig, wall_seconds: float) -> None:
     """Write the checkpoint of ``state`` (atomically). In a multi-process run every process
     calls this (the state is gathered from all of them) and process 0 writes."""
     state = parallel.to_host(state.replace(key=jax.random.key_data(state.key)))
@@ -49,7 +49,7 @@ def save(folder: str | Path, state: GameState, config: RunConfig, wall_seconds: 
     atomic_write(checkpoint_path(folder), serialization.msgpack_serialize(record))
 
 
-def load(folder: str | Path) -> tuple[GameState, RunConfig, float]:
+def load(folder: str | Path) -> tuple[Any, RunConfig, float]:
     """The game state, config and wall time of the checkpoint in ``folder``."""
     path = checkpoint_path(folder)
     if not path.is_file():
@@ -82,13 +82,13 @@ def load(folder: str | Path) -> tuple[GameState, RunConfig, float]:
 
 def _template(config: RunConfig):
     """A state of the right structure and shapes for ``config`` (either loop)."""
-    game = Game.build(config)
+    game = config.build_game()
     if config.game.loop == "oracle":
         return init_oracle_state(game, jax.random.key(0))
-    return init_state(game, jax.random.key(0))
+    return game.init_state(jax.random.key(0))
 
 
-def _check_shapes(template: GameState, state: GameState) -> None:
+def _check_shapes(template, state) -> None:
     for want, got in zip(jax.tree.leaves(template), jax.tree.leaves(state), strict=True):
         if getattr(want, "shape", None) != getattr(got, "shape", None):
             raise ValueError(f"array shapes differ from the config: {want.shape} vs {got.shape}")

@@ -23,7 +23,6 @@ from advonline.configs import ConfigError
 from advonline.evaluation import ARCHIVE_SOURCE
 from advonline.export import ExportError, check_target
 from advonline.folders import FolderError, check_path
-from advonline.game import Game
 from advonline.parallel import DevicesError
 from advonline.pipeline import RunError
 from advonline.preflight import PreflightError
@@ -480,7 +479,7 @@ def run_archive(args: argparse.Namespace) -> int:
             f"{args.run_dir} was trained with game.loop = "
             f"{run.config.game.loop!r}; only the oracle loop keeps an archive"
         )
-    game = Game.build(run.config)
+    game = run.config.build_game()
     rows = archive_view.archive_rows(game, run.state)
     if args.traces is not None:
         written = archive_view.write_traces(game, run.state, args.traces)

@@ -72,7 +72,7 @@ class GameConfig:
 
 @dataclasses.dataclass(frozen=True)
 class OracleBudget:
-    """How hard one best-response oracle call looks (advonline/oracles.py; hashable)."""
+    """How hard one best-response oracle call looks (problems/posted_price/oracles.py; hashable)."""
 
     restarts: int = 4  # independent fresh adversary networks
     adversary_steps: int = 25  # REINFORCE steps of each
@@ -201,6 +201,10 @@ class RunConfig:
         from advonline import problems as registry
 
         return registry.get(self.problem).training
+
+    def build_game(self, mesh=None):
+        """The game this run plays (the problem's), its batches sharded over ``mesh``."""
+        return self.training().game(self, mesh)
 
     def on_devices(self, count: int) -> RunConfig:
         """This config with ``game.devices = count`` (the ``--devices`` flag)."""

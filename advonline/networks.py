@@ -18,7 +18,7 @@ What that misses in practice: REINFORCE on such a generator rarely finds the ram
 densities must follow the algorithm's own prices. :class:`StateAdversaryNetwork` (K = 1) also
 sees the algorithm's state and scores each buyer type by its chance to buy there, so the ramp
 is a rule of the state; the instances it writes are still fixed inputs, measured obliviously
-(``advonline/adversary.py``).
+(``problems/posted_price/adversary.py``).
 """
 
 from __future__ import annotations

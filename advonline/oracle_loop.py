@@ -6,7 +6,7 @@ forgets what it found, the algorithm forgets what it was beaten by, and a fresh 
 finds what the live one lost. The oracle loop keeps everything instead. Each epoch:
 
 1. **Snapshot.** The current pricing network joins the restricted game as a row.
-2. **Oracles.** Fresh best-response searches against it (:func:`~advonline.oracles.
+2. **Oracles.** Fresh best-response searches against it (:func:`~posted_price.oracles.
    best_responses`: restarted adversary networks, then local search seeded from the archive
    and from their finds) add their hardest new instances to the bounded archive as columns.
 3. **Meta-solver.** The restricted game (snapshots x archive, payoff ``E[ALG] / OPT``) is
@@ -34,7 +34,7 @@ finds what the live one lost. The oracle loop keeps everything instead. Each epo
    the adversary's half of double oracle; the best mixture any round measured is kept. The
    snapshots' sale tables are built once each (:class:`MemberSales`).
 5. **Training.** ``epoch_steps`` per-round all-action updates of the pricing network
-   (:func:`~advonline.game.per_round_update`, one jitted ``lax.scan``; for K >= 2 the exact
+   (:func:`~posted_price.game.per_round_update`, one jitted ``lax.scan``; for K >= 2 the exact
    gradient of the same weighted payoff through the product-grid induction of
    :mod:`posted_price.product_grid`, which is what the all-action update computes) against the
    archive,
@@ -62,10 +62,9 @@ from flax import struct
 
 from advonline import archive as archives
 from advonline import meta
-from advonline.game import Game, _softmin_weights
 from advonline.mixture import SnapshotMixture
-from advonline.oracles import Found
-from advonline.ratio import ratios_of_payoffs
+from advonline.ratio import ratios_of_payoffs, softmin_weights
+from advonline.search import Found
 
 #: Relative rounding of a ratio computed in float32, with room to spare.
 _ROUNDING = 1e-4
@@ -111,7 +110,7 @@ class EpochRecord(NamedTuple):
     mixture_exploitability: float | None = None  # mixture_ratio / restricted CR - 1
 
 
-def init_oracle_state(game: Game, key: jax.Array) -> OracleState:
+def init_oracle_state(game, key: jax.Array) -> OracleState:
     """Fresh algorithm parameters, an empty archive, no snapshot."""
     key_alg, key_run = jax.random.split(key)
     algorithm = game.init_params(key_alg)
@@ -140,7 +139,7 @@ def epoch_key(state: OracleState, stream: int) -> jax.Array:
 
 
 @functools.partial(jax.jit, static_argnums=0)
-def payoff_matrix(game: Game, snapshots: dict, types: jax.Array, optimum: jax.Array) -> jax.Array:
+def payoff_matrix(game, snapshots: dict, types: jax.Array, optimum: jax.Array) -> jax.Array:
     """``[S, N]`` exact payoffs ``E[ALG_i(I_j)] / OPT(I_j)`` of every stored snapshot on every
     archived instance (empty slots give meaningless entries that the caller masks). The
     snapshots go one after another (``lax.map``): each one's tables are as large as a
@@ -151,7 +150,7 @@ def payoff_matrix(game: Game, snapshots: dict, types: jax.Array, optimum: jax.Ar
 
 @functools.partial(jax.jit, static_argnums=(0, 7))
 def train_against(
-    game: Game,
+    game,
     params: dict,
     opt_state: optax.OptState,
     types: jax.Array,
@@ -171,7 +170,7 @@ def train_against(
     config = game.config
     types, optimum, filled, mixture = game.shard((types, optimum, filled, mixture))
     share = config.oracle.worst_case_weight
-    softmin = functools.partial(_softmin_weights, valid=filled, temperature=config.game.temperature)
+    softmin = functools.partial(softmin_weights, valid=filled, temperature=config.game.temperature)
     optimizer = game.algorithm_optimizer()
 
     def weigh(payoff: jax.Array) -> jax.Array:
@@ -202,12 +201,12 @@ def train_against(
 
 
 @functools.partial(jax.jit, static_argnums=0)
-def snapshot_payoffs(game: Game, params: dict, types: jax.Array, optimum: jax.Array):
+def snapshot_payoffs(game, params: dict, types: jax.Array, optimum: jax.Array):
     """Exact payoffs ``[N]`` of the network ``params`` on the instances ``types``."""
     return game.payoffs(params, types, optimum)
 
 
-def _score_row(game: Game, archive: archives.Archive, slot: int) -> archives.Archive:
+def _score_row(game, archive: archives.Archive, slot: int) -> archives.Archive:
     """Snapshot ``slot``'s payoff row on every archive slot (fixed shape: one compilation)."""
     params = archives.snapshot_params(archive, slot)
     values = snapshot_payoffs(game, params, archive.types, archive.optimum)
@@ -215,7 +214,7 @@ def _score_row(game: Game, archive: archives.Archive, slot: int) -> archives.Arc
     return archives.set_payoffs(archive, np.array([slot]), columns, np.asarray(values)[None])
 
 
-def _score_columns(game: Game, archive: archives.Archive, written: np.ndarray) -> archives.Archive:
+def _score_columns(game, archive: archives.Archive, written: np.ndarray) -> archives.Archive:
     """The payoff columns of the newly ``written`` instance slots for every snapshot slot;
     the slots are padded by repetition to ``new_per_epoch`` so that one compilation serves
     every epoch. Nothing else in the matrix changes when instances are added."""
@@ -234,7 +233,7 @@ def _current_ratios(archive: archives.Archive, slot: int) -> np.ndarray:
 
 
 def _archive_found(
-    game: Game, state: OracleState, found: Found, slot: int, origin: str
+    game, state: OracleState, found: Found, slot: int, origin: str
 ) -> archives.Archive:
     """Add the ``new_per_epoch`` hardest distinct instances of ``found`` to the archive,
     evicting the least useful (outside the adversary's mixture, lowest ratio against the
@@ -272,7 +271,7 @@ def _solve(state: OracleState) -> tuple[OracleState, meta.MetaSolution]:
     return state, solution
 
 
-def _oracle_search(game: Game, state: OracleState, slot: int, budget, key: jax.Array) -> Found:
+def _oracle_search(game, state: OracleState, slot: int, budget, key: jax.Array) -> Found:
     """Both oracles against the current network; local search starts from the archived
     instances that are hardest for it."""
     ratios = _current_ratios(state.archive, slot)
@@ -281,15 +280,15 @@ def _oracle_search(game: Game, state: OracleState, slot: int, budget, key: jax.A
     return game.best_responses(state.algorithm, budget, key, starts if starts.size else None)
 
 
-def probes_mixture(game: Game, state: OracleState) -> bool:
+def probes_mixture(game, state: OracleState) -> bool:
     """Whether this epoch's probe also measures the algorithm's equilibrium mixture: the game
-    allows mixtures (:attr:`~advonline.game.Game.mixes`) and the mixture has two snapshots or
+    allows mixtures (:attr:`~posted_price.game.Game.mixes`) and the mixture has two snapshots or
     more."""
     return game.mixes and int((np.asarray(state.algorithm_mixture) > 0).sum()) > 1
 
 
 class MemberSales:
-    """The snapshots' tables for the mixture search (:meth:`~advonline.game.Game.sale_table`),
+    """The snapshots' tables for the mixture search (:meth:`~posted_price.game.Game.sale_table`),
     built once each: a snapshot never
     changes once taken, so the table of the one taken at epoch ``e`` is kept under ``e``
     until the snapshot leaves the archive. A host-side memo (not part of the checkpoint)."""
@@ -297,7 +296,7 @@ class MemberSales:
     def __init__(self):
         self._tables: dict[int, jax.Array] = {}
 
-    def stacked(self, game: Game, archive: archives.Archive, slots: np.ndarray) -> jax.Array:
+    def stacked(self, game, archive: archives.Archive, slots: np.ndarray) -> jax.Array:
         """``[M, T, S, types]``: the tables of snapshot ``slots``."""
         epochs = np.asarray(archive.snapshot_epoch)
         live = {int(epochs[slot]) for slot in archives.snapshot_slots(archive)}
@@ -310,11 +309,11 @@ class MemberSales:
 
 
 def _mixture_probe(
-    game: Game, state: OracleState, budget, key: jax.Array, sales: MemberSales
+    game, state: OracleState, budget, key: jax.Array, sales: MemberSales
 ) -> tuple[float, Found]:
     """The measured worst case of the algorithm's equilibrium mixture (chosen once per input):
     the worst of its ratios on the archive and of a local search against it
-    (:func:`~advonline.oracles.mixture_search`) started from the archived instances hardest
+    (:func:`~posted_price.oracles.mixture_search`) started from the archived instances hardest
     for it; and what that search found."""
     archive, weights = state.archive, np.asarray(state.algorithm_mixture)
     slots = np.flatnonzero(weights > 0)
@@ -357,7 +356,7 @@ def keep_best(
 
 
 def measure_epoch(
-    game: Game, state: OracleState, sales: MemberSales | None = None
+    game, state: OracleState, sales: MemberSales | None = None
 ) -> tuple[OracleState, EpochRecord]:
     """Steps 1-4 of an epoch (module docstring) for the current network; ``sales`` keeps the
     snapshots' sale tables from one epoch to the next (a fresh memo when None)."""
@@ -420,7 +419,7 @@ def measure_epoch(
     return state.replace(epoch=state.epoch + 1), record
 
 
-def train_epoch(game: Game, state: OracleState) -> OracleState:
+def train_epoch(game, state: OracleState) -> OracleState:
     """Step 5: ``epoch_steps`` updates against the archive's mixture."""
     archive, steps = state.archive, game.config.oracle.epoch_steps
     params, opt_state = train_against(
@@ -442,7 +441,7 @@ def record_row(record: EpochRecord) -> dict:
     return {name: ("" if value is None else value) for name, value in record._asdict().items()}
 
 
-def delivered_mixture(game: Game, state) -> SnapshotMixture | None:
+def delivered_mixture(game, state) -> SnapshotMixture | None:
     """The mixture of snapshots a run delivers, when one holds the best guarantee (an
     oracle-loop run with K >= 2); else None and the run delivers one network."""
     weights = getattr(state, "best_weights", None)

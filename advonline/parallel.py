@@ -8,12 +8,12 @@ replay stays split as the step leaves it. XLA's partitioner then runs each devic
 inserts the reductions (a mean over the batch, a gradient summed over instances) across
 devices. The evaluator's hard-family and random instances are placed split over the devices
 before its jitted programs run (:func:`spread`), and so are the oracle loop's searches: its
-adversary restarts and local-search chains, each computed whole on one device
-(advonline/oracles.py). The simultaneous loop's exploitability probe runs replicated (every
-device computes it whole), and the evaluator's fresh adversary and certificate on one device.
-A sum over a sharded axis is added in another order than on one device, so figures on N
-devices equal those on one up to float rounding (the last digit or two of a float32 metric),
-not bit for bit.
+adversary restarts and local-search chains, each computed whole on one device (for posted
+pricing, problems/posted_price/oracles.py). The simultaneous loop's exploitability probe runs
+replicated (every device computes it whole), and the evaluator's fresh adversary and
+certificate on one device. A sum over a sharded axis is added in another order than on one
+device, so figures on N devices equal those on one up to float rounding (the last digit or two
+of a float32 metric), not bit for bit.
 
 Several hosts: :func:`start_processes` calls :func:`jax.distributed.initialize`, after which
 ``jax.devices()`` lists every process's devices and the mesh spans them all. Each process then

@@ -12,6 +12,7 @@ import datetime
 import json
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from jax.sharding import Mesh
 
@@ -26,7 +27,6 @@ from advonline.evaluation import (
     verdict,
     with_source,
 )
-from advonline.game import Game, GameState, delivered_params
 from advonline.mixture import SnapshotMixture
 from advonline.oracle_loop import delivered_mixture
 from advonline.train import METRIC_FIELDS, METRICS_NAME
@@ -51,7 +51,7 @@ class TrainedRun:
     """A run folder's checkpoint: the state, the config it was trained with, its wall time."""
 
     folder: Path
-    state: GameState
+    state: Any  # the loop's state (what the checkpoint holds)
     config: RunConfig
     wall_seconds: float
 
@@ -67,27 +67,27 @@ class TrainedRun:
     def steps(self) -> int:
         return int(self.state.step)
 
-    def delivered(self) -> tuple[Game, dict]:
+    def delivered(self) -> tuple[Any, dict]:
         """The run's game and the pricing parameters it delivers."""
-        game = Game.build(self.config)
-        return game, delivered_params(game, self.state)
+        game = self.config.build_game()
+        return game, game.delivered_params(self.state)
 
     def policies(self) -> dict:
         """``{"learned": randomised, "learned-deterministic": read-out}``
         (:func:`delivered_policies`)."""
-        return delivered_policies(Game.build(self.config), self.state)
+        return delivered_policies(self.config.build_game(), self.state)
 
     def archive_source(self) -> SourceRatio | None:
         """The run's own archive (an oracle-loop run), re-scored exactly against what it
         delivers: the worst ratio found there, or None for a run without an archive."""
         if self.config.game.loop != "oracle":
             return None
-        worst = worst_delivered(Game.build(self.config), self.state)
+        worst = worst_delivered(self.config.build_game(), self.state)
         return SourceRatio(worst, "the run's archive, re-scored exactly against the policy")
 
     def mixture(self) -> SnapshotMixture | None:
         """The delivered mixture of snapshots, if the run delivers one (K >= 2)."""
-        return delivered_mixture(Game.build(self.config), self.state)
+        return delivered_mixture(self.config.build_game(), self.state)
 
     def shown_rounds(self) -> list[int]:
         """The rounds a figure shows: first, middle and last (one if the network ignores it)."""
@@ -96,14 +96,14 @@ class TrainedRun:
         return sorted({0, self.setting.rounds // 2, self.setting.rounds - 1})
 
 
-def delivered_policies(game: Game, state: GameState) -> dict:
+def delivered_policies(game, state) -> dict:
     """What a run delivers, by evaluator name: ``learned`` is the network with the best
     guarantee or, where it is better (oracle loop, K >= 2), the equilibrium mixture of
     snapshots chosen once per input; ``learned-deterministic`` is the network's median
     read-out, or for a mixture its heaviest member's."""
     mixture = delivered_mixture(game, state)
     if mixture is None:
-        return game.learned(delivered_params(game, state))
+        return game.learned(game.delivered_params(state))
     return {"learned": mixture, "learned-deterministic": game.readout(mixture.heaviest())}
 
 
@@ -317,7 +317,7 @@ def plot_runs(
             )
             evaluation, _ = evaluate_run(run, budget)
         setting = evaluation["setting"]
-        game = Game.build(run.config)
+        game = run.config.build_game()
         title = game.setting_title(setting)
         reference = game.reference(setting)
         written += plots.ratio_figure(name, rows, evaluation, out, title, reference)

@@ -74,6 +74,10 @@ class Training(NamedTuple):
     - ``check_run(run_config) -> [message]``: what is wrong with how they fit the core's;
     - ``training_needs(run_config)`` and ``evaluation_needs(setting, budget)``: the largest
       arrays of training and of the evaluator, ``[advonline.preflight.Need]``;
+    - ``game(run_config, mesh=None)``: the game the core's loops play
+      (:mod:`advonline.train`, :mod:`advonline.oracle_loop`): a hashable object whose methods
+      answer what they ask (fresh parameters and states, payoffs, updates, oracles, the
+      certificate, the delivered policies, policy files and figures);
     - the evaluator (:mod:`advonline.evaluation`'s protocol): ``budget``, its budget class
       (defaults are the standard budget; ``describe() -> dict``, ``summary() -> str``),
       ``measure(setting, name, policy, budget, mesh) -> Measurement`` and
@@ -85,6 +89,7 @@ class Training(NamedTuple):
     check_run: Callable
     training_needs: Callable
     evaluation_needs: Callable
+    game: Callable
     budget: type
     measure: Callable
     report: Callable

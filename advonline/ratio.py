@@ -36,3 +36,10 @@ def ratios_of_payoffs(payoffs) -> np.ndarray:
     payoffs = np.asarray(payoffs, np.float64)
     with np.errstate(divide="ignore"):
         return np.where(payoffs > 0, 1.0 / np.maximum(payoffs, 1e-300), np.inf)
+
+
+def softmin_weights(payoff: jax.Array, valid: jax.Array, temperature: float) -> jax.Array:
+    """Weights over inputs that favour the lowest payoffs (the hardest inputs): a softmax of
+    ``-payoff / temperature`` over the ``valid`` ones (the others weigh 0)."""
+    logits = jnp.where(valid, -payoff / temperature, -jnp.inf)
+    return jax.nn.softmax(logits)

@@ -3,12 +3,14 @@
 
 Each of ``B`` chains proposes one mutation per step and keeps it when the score does not fall
 (ties move, so chains drift across plateaus). Everything runs inside one ``lax.scan``; the
-score is any jit-able function ``tokens [B, T] -> [B]``.
+score is any jit-able function ``tokens [B, T] -> [B]``. What an oracle returns is a
+:class:`Found`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -34,3 +36,27 @@ def hill_climb(
 
     (tokens, scores), _ = jax.lax.scan(step, (tokens, score(tokens)), jax.random.split(key, steps))
     return tokens, scores
+
+
+class Found(NamedTuple):
+    """Instances an oracle found, as token sequences, with their ratios."""
+
+    types: jax.Array  # [N, T] int32
+    ratios: jax.Array  # [N] OPT / E[ALG]; inf where ALG earns nothing but OPT does
+
+    @staticmethod
+    def nothing(rounds: int, dtype) -> Found:
+        """No instance found (a search with no budget)."""
+        return Found(jnp.zeros((0, rounds), jnp.int32), jnp.zeros((0,), dtype))
+
+    def best(self, count: int) -> Found:
+        """The ``count`` highest ratios (duplicates included)."""
+        order = jnp.argsort(-self.ratios)[:count]
+        return Found(self.types[order], self.ratios[order])
+
+
+def join(*found: Found) -> Found:
+    """One :class:`Found` of everything in ``found``."""
+    return Found(
+        jnp.concatenate([f.types for f in found]), jnp.concatenate([f.ratios for f in found])
+    )

@@ -17,7 +17,7 @@ the run depends on ``log.exploit_every``; with ``game.adopt_fresh`` a fresh adve
 beats the training adversary replaces it (a restart of the adversary from a stronger point).
 With ``game.keep_best`` each measurement also scores the iterate, and the state keeps the
 pricing parameters with the lowest score, which the run delivers
-(:func:`~advonline.game.delivered_params`): the game's iterates swing, and the last one is not
+(:func:`~posted_price.game.delivered_params`): the game's iterates swing, and the last one is not
 always the best. The score is the DP upper bound on the iterate's CR where the certificate
 exists (K = 1, ``upper_bound`` column; computed outside ``jit``, in float64), else the fresh
 ratio. The bound is a guarantee whichever iterate it selects; selecting by the fresh ratio
@@ -34,22 +34,13 @@ import math
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import jax
 import jax.numpy as jnp
 
 from advonline import checkpoint, environment, folders, parallel
-from advonline.adversary import BestResponse, adversary_optimizer, fresh_best_response
 from advonline.configs import RunConfig
-from advonline.game import (
-    Game,
-    GameState,
-    StepMetrics,
-    game_step,
-    init_state,
-    known_family_pool,
-    replay_instances,
-)
 from advonline.oracle_loop import (
     MemberSales,
     OracleState,
@@ -58,7 +49,6 @@ from advonline.oracle_loop import (
     record_row,
     train_epoch,
 )
-from advonline.sampled_game import on_device, sampled_game_step
 
 METRIC_FIELDS = (
     "step",
@@ -93,22 +83,6 @@ def exploitability_key(config: RunConfig, step: int) -> jax.Array:
     return jax.random.fold_in(jax.random.key(config.game.seed + 1), step)
 
 
-def fresh_adversary(game: Game, params: dict, key: jax.Array) -> BestResponse:
-    """A fresh adversary trained from scratch against ``params``: its worst ratio and the
-    worst instance of each of its steps."""
-    config = game.config
-    return fresh_best_response(
-        game.setting,
-        game.adversary,
-        game.policy(params),
-        config.adversary,
-        config.log.exploit_steps,
-        jnp.float32,
-        key,
-        config.algorithm.payoff_runs,
-    )
-
-
 def check_processes(config: RunConfig) -> None:
     """Refuse, in a multi-process run, what runs on the host between jitted programs with
     each process's own data: the oracle loop (its archive and meta-solver) and the K >= 2
@@ -119,7 +93,7 @@ def check_processes(config: RunConfig) -> None:
         raise TrainError(
             "several processes train the simultaneous loop only (not game.loop = oracle)"
         )
-    if config.setting.resources > 1 and not on_device(Game.build(config)):
+    if not config.build_game().runs_on_device:
         raise TrainError(
             'several processes train K >= 2 with game.optimum = "device" (divisible) only'
         )
@@ -140,17 +114,15 @@ def check_folder(folder: str | Path, resume: bool) -> None:
         )
 
 
-def initial_state(config: RunConfig, key: jax.Array) -> GameState | OracleState:
+def initial_state(config: RunConfig, key: jax.Array):
     """The state a run of ``config`` starts from (either loop)."""
-    game = Game.build(config)
+    game = config.build_game()
     if config.game.loop == "oracle":
         return init_oracle_state(game, key)
-    return init_state(game, key)
+    return game.init_state(key)
 
 
-def prepare_folder(
-    folder: Path, config: RunConfig, resume: bool
-) -> tuple[GameState | OracleState, float]:
+def prepare_folder(folder: Path, config: RunConfig, resume: bool) -> tuple[Any, float]:
     """The state to start from: fresh, or the folder's checkpoint with ``resume``."""
     check_folder(folder, resume)
     if checkpoint.checkpoint_path(folder).exists():  # resume (check_folder saw to that)
@@ -174,7 +146,7 @@ def prepare_folder(
     return initial_state(config, jax.random.key(config.game.seed)), 0.0
 
 
-def _trim_metrics(path: Path, state: GameState | OracleState) -> None:
+def _trim_metrics(path: Path, state: Any) -> None:
     """Drop the rows a resumed run will write again: those after the checkpoint's step (or,
     in the oracle loop, of the epochs it has not measured)."""
     if not path.exists():
@@ -202,7 +174,7 @@ def train(
     folder: str | Path,
     resume: bool = False,
     report: Callable[[dict], None] | None = None,
-) -> GameState:
+) -> Any:
     """Train to ``config.game.steps``; returns the final state (also in the checkpoint).
 
     The batches are sharded over ``config.game.devices`` devices (advonline/parallel.py). In a
@@ -218,12 +190,11 @@ def train(
         state, wall_before = initial_state(config, jax.random.key(config.game.seed)), 0.0
     state, wall_before = parallel.from_writer((state, wall_before))
     state = parallel.replicate(state, mesh)
-    game = Game.build(config, mesh)
+    game = config.build_game(mesh)
     if config.game.loop == "oracle":
         return _train_oracle_loop(game, folder, state, wall_before, report)
-    families, families_optimum = parallel.replicate(known_family_pool(game), mesh)
-    # K = 1: one jitted step with exact values; K >= 2: rollouts, with HiGHS between jit calls
-    step_once = game_step if config.setting.resources == 1 else sampled_game_step
+    families, families_optimum = parallel.replicate(game.family_pool(), mesh)
+    step_once = game.step_function()
     metrics_path = folder / METRICS_NAME
     log = config.log
     started = time.perf_counter()
@@ -249,7 +220,7 @@ def train(
 
 
 def _train_oracle_loop(
-    game: Game,
+    game,
     folder: Path,
     state: OracleState,
     wall_before: float,
@@ -286,9 +257,7 @@ def _train_oracle_loop(
     return state
 
 
-def _row(
-    game: Game, state: GameState, metrics: StepMetrics, done: int, wall: float
-) -> tuple[dict, GameState]:
+def _row(game, state, metrics, done: int, wall: float) -> tuple[dict, Any]:
     """The metrics row of step ``done``; measuring exploitability may also replay what the
     fresh adversary found (``game.replay_fresh``), hence the new state."""
     row = dict.fromkeys(METRIC_FIELDS, "")  # every column; "" where not measured
@@ -301,7 +270,7 @@ def _row(
     )
     every = game.config.log.exploit_every
     if every and (done % every == 0 or done == game.config.game.steps):
-        found = fresh_adversary(game, state.algorithm, exploitability_key(game.config, done))
+        found = game.fresh_adversary(state.algorithm, exploitability_key(game.config, done))
         fresh = float(found.worst_ratio)
         if game.config.game.keep_best:
             bound = game.certify(state.algorithm)
@@ -313,10 +282,7 @@ def _row(
         row["fresh_ratio"] = fresh
         row["exploitability"] = fresh - row["adversary_ratio"] if math.isfinite(fresh) else fresh
         if game.config.game.replay_fresh:
-            state = replay_instances(game, state, found.worst_by_step, found.ratio_by_step)
+            state = game.replay_found(state, found)
         if game.config.game.adopt_fresh and fresh > row["adversary_ratio"]:
-            optimizer = adversary_optimizer(game.config.adversary)
-            state = state.replace(
-                adversary=found.params, adversary_opt=optimizer.init(found.params)
-            )
+            state = game.adopt(state, found)
     return row, state

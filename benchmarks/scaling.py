@@ -47,8 +47,8 @@ def time_training_steps(config, devices: int, steps: int) -> tuple[list[float], 
     import jax
 
     from advonline import parallel
-    from advonline.game import Game, game_step, init_state, known_family_pool
-    from advonline.sampled_game import sampled_game_step
+    from advonline.problems.posted_price.game import Game, game_step, init_state, known_family_pool
+    from advonline.problems.posted_price.sampled_game import sampled_game_step
 
     mesh = parallel.batch_mesh(devices)
     game = Game.build(config, mesh)

@@ -30,7 +30,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from advonline import configs
-from advonline.game import (
+from advonline.huge_pages import huge_pages_on, relaunch_with_huge_pages
+from advonline.problems.posted_price.game import (
     Game,
     accepted_atoms,
     action_weights,
@@ -40,7 +41,6 @@ from advonline.game import (
     policy_probs,
     sale_probabilities,
 )
-from advonline.huge_pages import huge_pages_on, relaunch_with_huge_pages
 from advonline.problems.posted_price.model import price_table
 from advonline.problems.posted_price.optimum import offline_optimum
 

@@ -30,10 +30,10 @@ from common import fmt, measurement_columns, train_and_measure, write_csv
 from advonline import plots
 from advonline.baselines.posted_price import BASELINES
 from advonline.baselines.posted_price.threshold import threshold_price
-from advonline.game import Game
 from advonline.huge_pages import relaunch_with_huge_pages
 from advonline.problems.posted_price import figures
 from advonline.problems.posted_price.evaluate import Budget, reference_ratio
+from advonline.problems.posted_price.game import Game
 from advonline.problems.posted_price.learned import learned_policies, max_relative_gap
 from advonline.problems.posted_price.model import price_table
 from advonline.train import METRICS_NAME

@@ -16,11 +16,7 @@ WORDS = re.compile(r"price|buyer|densit|demand|utilisation", re.IGNORECASE)
 #: Core modules that posted pricing's own pipeline (training, evaluation, export) still runs
 #: through; they move onto the problem interface one by one.
 NOT_YET_GENERIC = {
-    "adversary.py",
     "cli.py",
-    "game.py",
-    "oracles.py",
-    "sampled_game.py",
 }
 
 

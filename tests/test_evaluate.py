@@ -60,8 +60,7 @@ def test_k1_adversary_source_is_the_training_oracle(monkeypatch):
     import jax
     import numpy as np
 
-    from advonline import oracles
-    from advonline.problems.posted_price import evaluate
+    from advonline.problems.posted_price import evaluate, oracles
     from advonline.problems.posted_price.model import Instance
     from advonline.problems.posted_price.optimum import offline_optimum
 
@@ -96,8 +95,7 @@ def test_several_resources_adversary_source_is_the_training_oracle(monkeypatch):
     import jax
     import numpy as np
 
-    from advonline import oracles
-    from advonline.problems.posted_price import evaluate
+    from advonline.problems.posted_price import evaluate, oracles
     from advonline.problems.posted_price.model import Instance
     from advonline.problems.posted_price.optimum import offline_optimum
 

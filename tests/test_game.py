@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from advonline import configs, problem_run
-from advonline.game import (
+from advonline.problems.posted_price.game import (
     Game,
     game_step,
     init_state,
@@ -145,8 +145,8 @@ def test_bad_configs_are_refused_with_the_key_named(data, message):
 
 def test_fresh_adversary_reports_a_real_instance():
     """The fresh adversary's figure is the ratio of an instance it wrote, recomputed here."""
-    from advonline.adversary import AdversaryModel, best_response
     from advonline.baselines.posted_price import make_baseline
+    from advonline.problems.posted_price.adversary import AdversaryModel, best_response
     from advonline.problems.posted_price.model import price_table
 
     config = configs.from_dict(TINY)

@@ -11,20 +11,25 @@ import numpy as np
 import pytest
 
 from advonline import configs, meta, oracle_loop
-from advonline import game as game_module
 from advonline.archive import add_instances, add_snapshot, empty_archive, restricted_game
 from advonline.archive_view import archive_rows
 from advonline.configs import OracleBudget
-from advonline.game import Game
 from advonline.mixture import snapshot_mixture
 from advonline.oracle_loop import delivered_mixture, init_oracle_state, keep_best
-from advonline.oracles import local_search_oracle, mixture_search, random_types, typed_ratios
 from advonline.pipeline import TrainedRun, delivered_policies, export_run
 from advonline.plots import read_metrics
+from advonline.problems.posted_price import game as game_module
 from advonline.problems.posted_price import policy_writer
 from advonline.problems.posted_price.evaluate import Budget, measure
+from advonline.problems.posted_price.game import Game
 from advonline.problems.posted_price.model import Instance, rollout, simulate
 from advonline.problems.posted_price.optimum import device_optimum, offline_optimum
+from advonline.problems.posted_price.oracles import (
+    local_search_oracle,
+    mixture_search,
+    random_types,
+    typed_ratios,
+)
 from advonline.problems.posted_price.policy_file import MixturePolicy, PolicyFileError, parse
 from advonline.problems.posted_price.tabulated import from_file
 from advonline.problems.posted_price.typed_payoffs import algorithm_table

@@ -12,9 +12,9 @@ import pytest
 from advonline import configs
 from advonline.baselines.posted_price import make_baseline
 from advonline.baselines.posted_price.exponential import exponential_price
-from advonline.game import Game, known_family_pool, per_round_gradient
 from advonline.networks import AlgorithmNetwork
 from advonline.problems.posted_price.families import family_demand_pairs, make_family, write_out
+from advonline.problems.posted_price.game import Game, known_family_pool, per_round_gradient
 from advonline.problems.posted_price.model import (
     Instance,
     PriceDistribution,
@@ -24,7 +24,7 @@ from advonline.problems.posted_price.model import (
     simulate,
 )
 from advonline.problems.posted_price.optimum import offline_optimum
-from advonline.sampled_game import rollout_gradient
+from advonline.problems.posted_price.sampled_game import rollout_gradient
 
 TWO = Setting(resources=2, capacities=(1.0, 1.0), rounds=12, max_demand=0.5, demand_levels=2)
 

@@ -18,10 +18,10 @@ import pytest
 from advonline import checkpoint, cli, configs, evaluation, pipeline
 from advonline.archive import instance_slots
 from advonline.archive_view import worst_delivered
-from advonline.game import Game
 from advonline.oracle_loop import train_against
 from advonline.problems.posted_price import families
 from advonline.problems.posted_price.evaluate import Budget
+from advonline.problems.posted_price.game import Game
 from advonline.train import train
 
 TINY_ORACLE_TOML = """

@@ -6,13 +6,18 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from advonline.adversary import AdversaryModel
 from advonline.baselines.posted_price import make_baseline
-from advonline.oracles import local_search_oracle, mutate, random_types, typed_ratios
+from advonline.problems.posted_price.adversary import AdversaryModel
 from advonline.problems.posted_price.certify import certify_dp
 from advonline.problems.posted_price.config import AdversaryConfig
 from advonline.problems.posted_price.model import Setting, mean_welfare, price_table
 from advonline.problems.posted_price.optimum import offline_optimum
+from advonline.problems.posted_price.oracles import (
+    local_search_oracle,
+    mutate,
+    random_types,
+    typed_ratios,
+)
 
 SMALL = Setting(low=1.0, high=10.0, rounds=12, max_demand=0.2)
 

@@ -176,10 +176,12 @@ def test_two_processes_write_one_checkpoint_that_resumes(tmp_path):
 
 ORACLES_ON_DEVICES = """
 import jax, jax.numpy as jnp, numpy as np
-from advonline.adversary import AdversaryModel
+from advonline.problems.posted_price.adversary import AdversaryModel
 from advonline.configs import OracleBudget
 from advonline.problems.posted_price.config import AdversaryConfig
-from advonline.oracles import best_responses, local_search_oracle, random_types
+from advonline.problems.posted_price.oracles import (
+    best_responses, local_search_oracle, random_types,
+)
 from advonline.parallel import batch_mesh
 from advonline.baselines.posted_price import make_baseline
 from advonline.problems.posted_price.model import Setting, price_table

@@ -10,15 +10,15 @@ import numpy as np
 import pytest
 
 from advonline import checkpoint, configs
-from advonline.adversary import AdversaryModel
 from advonline.archive import instance_slots, snapshot_slots
 from advonline.baselines.posted_price import make_baseline
-from advonline.game import Game
 from advonline.oracle_loop import payoff_matrix
-from advonline.oracles import local_search_oracle, random_types, typed_ratios
+from advonline.problems.posted_price.adversary import AdversaryModel
 from advonline.problems.posted_price.config import AdversaryConfig
+from advonline.problems.posted_price.game import Game
 from advonline.problems.posted_price.model import Buyer, Setting, mean_welfare
 from advonline.problems.posted_price.optimum import batch_optimum
+from advonline.problems.posted_price.oracles import local_search_oracle, random_types, typed_ratios
 from advonline.problems.posted_price.product_grid import acceptance, grid_units, quantile_intervals
 from advonline.problems.posted_price.typed_payoffs import algorithm_table
 from advonline.train import train

@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 
 from advonline import configs
-from advonline.adversary import AdversaryModel, best_response, scaled_state
 from advonline.baselines.posted_price import make_baseline
-from advonline.game import Game, game_step, init_state, known_family_pool
+from advonline.problems.posted_price.adversary import AdversaryModel, best_response, scaled_state
 from advonline.problems.posted_price.certify import certify_dp
 from advonline.problems.posted_price.config import AdversaryConfig
+from advonline.problems.posted_price.game import Game, game_step, init_state, known_family_pool
 from advonline.problems.posted_price.model import (
     Buyer,
     PriceDistribution,

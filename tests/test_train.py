@@ -18,7 +18,7 @@ from flax import serialization
 
 from advonline import checkpoint, configs
 from advonline.cli import main
-from advonline.game import Game, delivered_params
+from advonline.problems.posted_price.game import Game, delivered_params
 from advonline.train import train
 
 TINY_TOML = """

@@ -60,7 +60,7 @@ class AdversaryConfig:
     batch: int = 64  # instances written per update
     entropy: float = 0.01  # bonus on the per-round type distributions
     conditioning: str = "noise"  # "noise": a noise vector and the round; "state": also the
-    # algorithm's state as the instance is written (K = 1; see advonline/adversary.py)
+    # algorithm's state as the instance is written (K = 1; see problems/posted_price/adversary.py)
 
     def check(self) -> list[str]:
         problems = positive(

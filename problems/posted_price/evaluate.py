@@ -29,7 +29,6 @@ import numpy as np
 from jax.sharding import Mesh
 
 from advonline import environment, parallel
-from advonline.adversary import AdversaryModel
 from advonline.configs import OracleBudget
 from advonline.evaluation import (
     Measurement,
@@ -38,8 +37,8 @@ from advonline.evaluation import (
     from_sources,
 )
 from advonline.mixture import SnapshotMixture
-from advonline.oracles import best_responses, mixture_search, random_types
 from advonline.problems.posted_price import certify
+from advonline.problems.posted_price.adversary import AdversaryModel
 from advonline.problems.posted_price.config import AdversaryConfig
 from advonline.problems.posted_price.families import (
     FAMILY_NAMES,
@@ -65,6 +64,7 @@ from advonline.problems.posted_price.optimum import (
     milp_optimum,
     offline_optimum,
 )
+from advonline.problems.posted_price.oracles import best_responses, mixture_search, random_types
 from advonline.problems.posted_price.typed_payoffs import algorithm_table, typed_payoffs
 from advonline.ratio import ratios
 
@@ -84,13 +84,14 @@ class Budget:
     adversary_work_limit: float = 1e10  # largest T x states x instances scored it attempts
     # (states: the utilisation grid, (G + 1)^K), for the networks and for the search alike
     # The fresh adversary networks are conditioned on the algorithm's state as they write
-    # (they find far worse inputs than noise-conditioned ones; advonline/adversary.py), with
-    # this entropy bonus.
+    # (they find far worse inputs than noise-conditioned ones;
+    # problems/posted_price/adversary.py), with this entropy bonus.
     adversary_conditioning: str = "state"
     adversary_entropy: float = 1.0
-    # The source is the training loop's best-response oracle (advonline/oracles.py) with this
-    # budget: fresh networks, then local search in instance space whose chains start half
-    # from the networks' finds and half from random sequences.
+    # The source is the training loop's best-response oracle
+    # (problems/posted_price/oracles.py) with this budget: fresh networks, then local search
+    # in instance space whose chains start half from the networks' finds and half from
+    # random sequences.
     adversary_restarts: int = 1  # fresh adversary networks
     search_chains: int = 64  # independent local-search chains
     search_candidates: int = 16  # mutations each chain tries per step
@@ -208,7 +209,7 @@ def adversary_source(
 ) -> SourceRatio:
     """A best response computed from scratch against the frozen policy (method.md §5, source
     1), with the same budget and seed for every algorithm: the training loop's own oracle
-    (:func:`~advonline.oracles.best_responses`) with the evaluator's budget and key, for every
+    (:func:`~posted_price.oracles.best_responses`) with the evaluator's budget and key, for every
     K. ``adversary_restarts`` fresh state-conditioned networks, then local search whose chains
     start half from random sequences and half from the networks' finds; against a mixture of
     networks chosen once per input (advonline/mixture.py) the local search alone, on the

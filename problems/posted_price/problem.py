@@ -18,7 +18,6 @@ import numpy as np
 from advonline import ratio
 from advonline.baselines.posted_price import BASELINES
 from advonline.networks import AlgorithmNetwork
-from advonline.oracles import mutate, random_types
 from advonline.problem import Certificate, LowerBound, PolicyHead, Problem, Training
 from advonline.problems.posted_price import (
     certify,
@@ -31,7 +30,9 @@ from advonline.problems.posted_price import (
     product_grid,
 )
 from advonline.problems.posted_price.buyer_types import BuyerTypes
+from advonline.problems.posted_price.game import Game
 from advonline.problems.posted_price.learned import LearnedPolicy, price_atoms
+from advonline.problems.posted_price.oracles import mutate, random_types
 
 #: Density levels of the token vocabulary (as the oracle loop's default).
 DENSITY_LEVELS = 64
@@ -138,6 +139,7 @@ PROBLEM = Problem(
         check_run=config.check_run,
         training_needs=memory.training_needs,
         evaluation_needs=memory.evaluation_needs,
+        game=Game.build,  # (run_config, mesh)
         budget=evaluate.Budget,
         measure=evaluate.measure,
         report=evaluate.report,

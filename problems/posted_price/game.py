@@ -42,18 +42,19 @@ from flax import struct
 from jax.sharding import Mesh
 
 from advonline import ratio
-from advonline.adversary import (
-    AdversaryModel,
-    adversary_loss,
-    adversary_optimizer,
-    payoffs_given_sales,
-)
 from advonline.configs import RunConfig
 from advonline.mixture import SnapshotMixture, snapshot_mixture
 from advonline.networks import AlgorithmNetwork
-from advonline.oracles import Found, best_responses, mixture_search
 from advonline.parallel import shard_batch
 from advonline.problems.posted_price import families, figures, policy_writer
+from advonline.problems.posted_price.adversary import (
+    AdversaryModel,
+    BestResponse,
+    adversary_loss,
+    adversary_optimizer,
+    fresh_best_response,
+    payoffs_given_sales,
+)
 from advonline.problems.posted_price.certify import certify_dp
 from advonline.problems.posted_price.learned import (
     LearnedPolicy,
@@ -72,9 +73,12 @@ from advonline.problems.posted_price.model import (
     welfare_and_sale_weight,
 )
 from advonline.problems.posted_price.optimum import offline_optimum
+from advonline.problems.posted_price.oracles import best_responses, mixture_search
 from advonline.problems.posted_price.policy_file import parse
 from advonline.problems.posted_price.tabulated import from_file
 from advonline.problems.posted_price.typed_payoffs import algorithm_table, typed_payoffs
+from advonline.ratio import softmin_weights
+from advonline.search import Found
 
 
 @dataclasses.dataclass(frozen=True)
@@ -117,6 +121,65 @@ class Game:
         """``batch`` (a pytree of arrays with a leading instance axis) sharded over the run's
         devices; unchanged on one device."""
         return shard_batch(batch, self.mesh)
+
+    # What the simultaneous loop (advonline/train.py) asks of the game.
+
+    def init_state(self, key: jax.Array) -> GameState:
+        """Fresh parameters, optimiser states and an empty replay (:func:`init_state`)."""
+        return init_state(self, key)
+
+    @property
+    def runs_on_device(self) -> bool:
+        """Whether a training step runs inside ``jit`` alone (no solver between jit calls):
+        always for K = 1; for K >= 2 with the JAX dual LP (divisible buyers)."""
+        if self.setting.resources == 1:
+            return True
+        from advonline.problems.posted_price.sampled_game import on_device
+
+        return on_device(self)
+
+    def step_function(self) -> Callable:
+        """``(game, state, families, families_optimum) -> (state, StepMetrics)``: one step of
+        the simultaneous loop; exact values for K = 1 (:func:`game_step`), rollouts for K >= 2
+        (:func:`~posted_price.sampled_game.sampled_game_step`)."""
+        if self.setting.resources == 1:
+            return game_step
+        from advonline.problems.posted_price.sampled_game import sampled_game_step
+
+        return sampled_game_step
+
+    def family_pool(self):
+        """The known hard instances mixed into training, with their optima
+        (:func:`known_family_pool`; empty unless ``game.known_families``)."""
+        return known_family_pool(self)
+
+    def fresh_adversary(self, params: dict, key: jax.Array) -> BestResponse:
+        """A fresh adversary trained from scratch against ``params``: its worst ratio and the
+        worst instance of each of its steps."""
+        config = self.config
+        return fresh_best_response(
+            self.setting,
+            self.adversary,
+            self.policy(params),
+            config.adversary,
+            config.log.exploit_steps,
+            jnp.float32,
+            key,
+            config.algorithm.payoff_runs,
+        )
+
+    def replay_found(self, state: GameState, found: BestResponse) -> GameState:
+        """``state`` with what a fresh adversary found joining the replay."""
+        return replay_instances(self, state, found.worst_by_step, found.ratio_by_step)
+
+    def adopt(self, state: GameState, found: BestResponse) -> GameState:
+        """``state`` with the fresh adversary ``found`` as the training adversary."""
+        optimizer = adversary_optimizer(self.config.adversary)
+        return state.replace(adversary=found.params, adversary_opt=optimizer.init(found.params))
+
+    def delivered_params(self, state) -> dict:
+        """The pricing parameters a run delivers (:func:`delivered_params`)."""
+        return delivered_params(self, state)
 
     # What the oracle loop (advonline/oracle_loop.py) asks of the game: instances are rows
     # of token indices ``[N, T]`` (buyer types), the algorithm a parameter pytree.
@@ -190,7 +253,7 @@ class Game:
         return direction
 
     def best_responses(self, params: dict, budget, key: jax.Array, starts) -> Found:
-        """Both oracles (:func:`~advonline.oracles.best_responses`) against the network,
+        """Both oracles (:func:`~posted_price.oracles.best_responses`) against the network,
         local search starting from ``starts`` ``[S, T]`` (or None)."""
         table = algorithm_table(self.setting, self.policy(params), jnp.float32)
         starts = None if starts is None else jnp.asarray(starts, jnp.int32)
@@ -207,7 +270,7 @@ class Game:
         )
 
     def mixture_search(self, sales, weights, budget, key: jax.Array, starts) -> Found:
-        """Local search (:func:`~advonline.oracles.mixture_search`) against the mixture of
+        """Local search (:func:`~posted_price.oracles.mixture_search`) against the mixture of
         members with sale tables ``sales`` (stacked :meth:`sale_table`) and ``weights``."""
         starts = None if starts is None else jnp.asarray(starts, jnp.int32)
         vocabulary = self.adversary.buyer_types
@@ -520,11 +583,6 @@ def reinforce_gradient(
     return jax.grad(surrogate)(params)
 
 
-def _softmin_weights(payoff: jax.Array, valid: jax.Array, temperature: float) -> jax.Array:
-    logits = jnp.where(valid, -payoff / temperature, -jnp.inf)
-    return jax.nn.softmax(logits)
-
-
 def _concat(*instances: Instance) -> Instance:
     return jax.tree.map(lambda *leaves: jnp.concatenate(leaves), *instances)
 
@@ -626,7 +684,7 @@ def game_step(
     )
     pool, pool_optimum, valid = game.shard((pool, pool_optimum, valid))
     algorithm, algorithm_state = state.algorithm, state.algorithm_opt
-    weigh = functools.partial(_softmin_weights, valid=valid, temperature=config.game.temperature)
+    weigh = functools.partial(softmin_weights, valid=valid, temperature=config.game.temperature)
     for _ in range(config.game.algorithm_steps):
         if config.algorithm.update == "per-round":
             pool_payoff, ascent = per_round_update(game, algorithm, pool, pool_optimum, weigh)

@@ -1,6 +1,6 @@
 """The game for several resources (K >= 2): the per-round update by rollouts.
 
-For K = 1 :mod:`advonline.game` computes every state's action values exactly by backward
+For K = 1 :mod:`posted_price.game` computes every state's action values exactly by backward
 induction. With K resources the state (round, utilisation of each resource) is too large for
 that, so the values come from rollouts of the one simulator (docs/method.md §3):
 
@@ -41,18 +41,18 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from advonline.adversary import adversary_update, sampled_payoffs, write_batch
-from advonline.game import (
+from advonline.problems.posted_price.adversary import adversary_update, sampled_payoffs, write_batch
+from advonline.problems.posted_price.game import (
     Game,
     GameState,
     StepMetrics,
-    _softmin_weights,
     reinforce_gradient,
     step_metrics,
     training_pool,
 )
 from advonline.problems.posted_price.model import Buyer, Instance, purchase, rollout
 from advonline.problems.posted_price.optimum import device_optimum, offline_optimum
+from advonline.ratio import softmin_weights
 
 
 class SaleGains(NamedTuple):
@@ -214,7 +214,7 @@ def _algorithm_updates(
     for _ in range(config.game.algorithm_steps):
         key, key_payoffs, key_gradient = jax.random.split(key, 3)
         pool_payoff = pool_payoffs(game, algorithm, pool, pool_optimum, key_payoffs)
-        weights = _softmin_weights(pool_payoff, valid, config.game.temperature)
+        weights = softmin_weights(pool_payoff, valid, config.game.temperature)
         gradient = (
             rollout_gradient if config.algorithm.update == "per-round" else reinforce_gradient
         )

@@ -9,7 +9,7 @@ and a primal-feasible lower bound for K >= 2, so a ratio is never inflated). Two
 each with independent restarts vmapped in one jitted call:
 
 - :func:`adversary_oracle`: fresh adversary networks trained from scratch with REINFORCE
-  (:func:`~advonline.adversary.best_response`), ``restarts`` seeds at once; every step's worst
+  (:func:`~posted_price.adversary.best_response`), ``restarts`` seeds at once; every step's worst
   instance is a candidate.
 - :func:`local_search_oracle`: hill climbing in instance space, ``chains`` independent
   chains. Each step every chain proposes ``candidates`` mutations of its instance (change a
@@ -35,21 +35,21 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 from jax.sharding import Mesh
 
-from advonline.adversary import AdversaryModel, best_response
 from advonline.configs import OracleBudget
 from advonline.parallel import shard_batch, spread
+from advonline.problems.posted_price.adversary import AdversaryModel, best_response
 from advonline.problems.posted_price.buyer_types import BuyerTypes
 from advonline.problems.posted_price.config import AdversaryConfig
 from advonline.problems.posted_price.model import PriceDistribution, Setting
 from advonline.problems.posted_price.optimum import device_optimum
 from advonline.problems.posted_price.typed_payoffs import typed_payoffs
 from advonline.ratio import ratio_of_payoff
+from advonline.search import Found, join
 
 #: Mutation kinds of the local search (names for documentation and tests).
 MUTATIONS = (
@@ -63,30 +63,6 @@ MUTATIONS = (
     "insert",
     "delete",
 )
-
-
-class Found(NamedTuple):
-    """Instances an oracle found, as buyer types, with their ratios."""
-
-    types: jax.Array  # [N, T] int32
-    ratios: jax.Array  # [N] OPT / E[ALG]; inf where ALG earns nothing but OPT does
-
-    @staticmethod
-    def nothing(rounds: int, dtype) -> Found:
-        """No instance found (a search with no budget)."""
-        return Found(jnp.zeros((0, rounds), jnp.int32), jnp.zeros((0,), dtype))
-
-    def best(self, count: int) -> Found:
-        """The ``count`` highest ratios (duplicates included)."""
-        order = jnp.argsort(-self.ratios)[:count]
-        return Found(self.types[order], self.ratios[order])
-
-
-def join(*found: Found) -> Found:
-    """One :class:`Found` of everything in ``found``."""
-    return Found(
-        jnp.concatenate([f.types for f in found]), jnp.concatenate([f.ratios for f in found])
-    )
 
 
 def typed_ratios(
