@@ -8,7 +8,6 @@ from __future__ import annotations
 import argparse
 import functools
 import json
-import math
 import sys
 from pathlib import Path
 
@@ -17,21 +16,15 @@ from tqdm import tqdm
 
 from advonline import archive_view, configs, folders, parallel, pipeline, preflight, problem_run
 from advonline import problems as registry
-from advonline.baselines.posted_price import BASELINES, make_baseline
 from advonline.checkpoint import CheckpointError
 from advonline.configs import ConfigError
-from advonline.evaluation import ARCHIVE_SOURCE
+from advonline.errors import InputError
 from advonline.export import ExportError, check_target
 from advonline.folders import FolderError, check_path
 from advonline.parallel import DevicesError
 from advonline.pipeline import RunError
 from advonline.preflight import PreflightError
-from advonline.problems.posted_price import evaluate as evaluation
-from advonline.problems.posted_price import policy_file
-from advonline.problems.posted_price.model import Instance, Setting, SettingError
-from advonline.problems.posted_price.policy_file import PolicyFileError
-from advonline.problems.posted_price.tabulated import from_file
-from advonline.problems.posted_price.traces import TraceError, check_buyers, load_trace
+from advonline.ratio import format_ratio
 from advonline.train import TrainError, check_folder, check_processes, train
 
 EXIT_BAD_INPUT = 2
@@ -51,45 +44,26 @@ def build_parser() -> argparse.ArgumentParser:
     """All subcommands and their flags."""
     parser = _Parser(
         prog="advonline",
-        description="Learn online pricing algorithms by adversarial training, measure their "
+        description="Learn online algorithms by adversarial training, measure their "
         "competitive ratios beside the classic baselines, export and plot them.",
     )
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
-    default = Setting()
     ev = commands.add_parser("evaluate", help="measured competitive ratio of algorithms")
-    ev.add_argument("--problem", default="posted-price", help="online problem (posted-price)")
-    ev.add_argument("--resources", type=int, default=None, help="K resource types (default 1)")
-    ev.add_argument("--low", type=float, help=f"L, lowest value density ({default.low:g})")
-    ev.add_argument("--high", type=float, help=f"U, highest value density ({default.high:g})")
-    ev.add_argument("--rounds", type=int, help=f"T buyers per instance ({default.rounds})")
     ev.add_argument(
-        "--max-demand",
-        type=float,
-        help=f"largest demand, fraction of capacity ({default.max_demand:g})",
+        "--problem",
+        default=registry.DEFAULT,
+        help=f"online problem, one of {', '.join(registry.names())} (default {registry.DEFAULT})",
     )
-    ev.add_argument(
-        "--demand-levels",
-        type=int,
-        help=f"demands j*max_demand/levels, j=1..levels ({default.demand_levels})",
-    )
-    ev.add_argument("--indivisible", action="store_true", help="buyers take all or nothing")
+    _default_commands().add_setting_flags(ev)
     ev.add_argument(
         "--algorithm",
         action="append",
         default=None,
         metavar="NAME",
-        help=f"repeatable; one of {', '.join(BASELINES)} (default: all)",
+        help="repeatable; a baseline of the problem (default: all)",
     )
     ev.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
     _devices_flag(ev, "devices to split the families' and random instances over (default 0: all)")
-    ev.add_argument("--instances", metavar="FILE.csv", help="evaluate on your own buyer trace")
-    ev.add_argument(
-        "--capacity",
-        type=float,
-        action="append",
-        default=None,
-        help="capacity per resource for --instances (repeat per resource; default 1)",
-    )
     _budget_flags(ev)
     learned = ev.add_mutually_exclusive_group()
     learned.add_argument(
@@ -106,7 +80,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     ev.set_defaults(run=run_evaluate)
 
-    tr = commands.add_parser("train", help="train the pricing network against the adversary")
+    tr = commands.add_parser("train", help="train the algorithm network against the adversary")
     tr.add_argument("config", help="TOML config (see experiments/configs/)")
     tr.add_argument("--out", required=True, metavar="DIR", help="run folder: checkpoints, metrics")
     tr.add_argument("--resume", action="store_true", help="continue the run in --out")
@@ -136,12 +110,12 @@ def build_parser() -> argparse.ArgumentParser:
     ex.add_argument(
         "--read-out",
         action="store_true",
-        help="export the deterministic read-out (median price) instead of the randomised policy",
+        help="export the deterministic read-out instead of the randomised policy",
     )
     ex.add_argument(
         "--table",
         action="store_true",
-        help="write a version-1 table on the utilisation grid (K = 1) instead of the network",
+        help="write a version-1 table on the simulator's state grid instead of the network",
     )
     ex.add_argument(
         "--no-measure",
@@ -181,8 +155,8 @@ def build_parser() -> argparse.ArgumentParser:
         action="append",
         default=None,
         metavar="NAME",
-        help=f"baseline to measure beside the learned policies, repeatable; for posted pricing "
-        f"one of {', '.join(BASELINES)}, else the config's problem's (default: all)",
+        help="baseline of the config's problem to measure beside the learned policies, "
+        "repeatable (default: all)",
     )
     job.add_argument(
         "--check",
@@ -213,10 +187,16 @@ def _run_config(args: argparse.Namespace) -> configs.RunConfig:
     return run_config
 
 
+def _default_commands():
+    """The command-line part of the default problem (its setting and budget flags)."""
+    return registry.get(registry.DEFAULT).training.commands
+
+
 def _budget_flags(parser: argparse.ArgumentParser) -> None:
-    """The evaluator's budget (``evaluate`` and the measuring half of ``run``)."""
-    budget = evaluation.Budget()
-    parser.add_argument("--stopping-densities", type=int, default=budget.stopping_densities)
+    """The evaluator's budget (``evaluate`` and the measuring half of ``run``): the core's
+    flags and the default problem's."""
+    budget = registry.get(registry.DEFAULT).training.budget()
+    _default_commands().add_budget_flags(parser)
     parser.add_argument("--random-instances", type=int, default=budget.random_instances)
     parser.add_argument("--seed", type=int, default=budget.seed, help="the evaluator's seed")
     parser.add_argument(
@@ -233,23 +213,13 @@ def _budget_flags(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _budget(args: argparse.Namespace) -> evaluation.Budget:
-    """The budget the flags ask for (each count >= 1)."""
-    if min(args.stopping_densities, args.random_instances, args.adversary_steps) < 1:
-        raise UsageError(
-            "--stopping-densities, --random-instances and --adversary-steps must be >= 1"
-        )
+def _budget(args: argparse.Namespace, training):
+    """The budget of ``training``'s evaluator the flags ask for."""
     if args.search_steps < 0:
         raise UsageError(f"--search-steps must be >= 0, got {args.search_steps}")
     if not 0 <= args.seed < 2**63:
         raise UsageError(f"--seed must be a whole number in [0, 2**63), got {args.seed}")
-    return evaluation.Budget(
-        stopping_densities=args.stopping_densities,
-        random_instances=args.random_instances,
-        seed=args.seed,
-        adversary_steps=args.adversary_steps,
-        search_steps=args.search_steps,
-    )
+    return training.commands.budget(args)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -259,12 +229,10 @@ def main(argv: list[str] | None = None) -> int:
         return args.run(args)
     except (
         UsageError,
-        SettingError,
-        TraceError,
+        InputError,
         ConfigError,
         CheckpointError,
         TrainError,
-        PolicyFileError,
         ExportError,
         RunError,
         FolderError,
@@ -285,65 +253,51 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_OUT_OF_MEMORY
 
 
-SETTING_FLAGS = ("resources", "low", "high", "rounds", "max_demand", "demand_levels")
-
-
 def run_evaluate(args: argparse.Namespace) -> int:
     """``advonline evaluate``: a table (or JSON) of measured ratios."""
     if args.problem not in registry.names():
         raise UsageError(f"unknown problem {args.problem!r}; known: {', '.join(registry.names())}")
+    problem = registry.get(args.problem)
+    training = problem.training
+    if training is None:
+        raise UsageError(
+            f"evaluate --problem {args.problem}: 'advonline run' measures this problem's "
+            "policies beside its baselines"
+        )
+    commands = training.commands
     names = _baseline_names(
-        args.algorithm or ([] if args.checkpoint or args.policy else list(BASELINES))
+        args.algorithm or ([] if args.checkpoint or args.policy else list(problem.baselines)),
+        problem,
     )
-    budget = _budget(args)
+    budget = _budget(args, training)
     if args.instances:
-        return _evaluate_trace(args, names, budget)
-    if args.capacity:
-        raise UsageError("--capacity applies to --instances traces; settings use capacity 1")
+        print(commands.evaluate_trace(args, names, budget))
+        return 0
     policies, source = {}, {}
     if args.checkpoint or args.policy:
         flag = "--checkpoint" if args.checkpoint else "--policy"
-        given = [f"--{f.replace('_', '-')}" for f in SETTING_FLAGS if getattr(args, f) is not None]
-        if given or args.indivisible:
-            raise UsageError(
-                f"{(given or ['--indivisible'])[0]} conflicts with {flag}, which "
-                "evaluates on its own setting"
-            )
+        if (given := commands.given_setting_flag(args)) is not None:
+            raise UsageError(f"{given} conflicts with {flag}, which evaluates on its own setting")
     if args.checkpoint:
         return _evaluate_checkpoint(args, names, budget)
     if args.policy:
-        loaded = policy_file.load(args.policy)
-        setting, tabulated = from_file(loaded)
-        name = loaded.provenance.get("algorithm", "policy")
+        setting, policy, name = commands.load_policy(args.policy)
         if name in names:  # a baseline of the same name would replace the file's policy
             name = f"{name} (policy file)"
-        policies[name] = tabulated
+        policies[name] = policy
         source = {"policy": str(args.policy)}
     else:
-        default = Setting()
-        resources = _given(args.resources, 1)
-        if resources < 1:
-            raise UsageError(f"--resources must be >= 1, got {resources}")
-        setting = Setting(
-            resources=resources,
-            low=_given(args.low, default.low),
-            high=_given(args.high, default.high),
-            rounds=_given(args.rounds, default.rounds),
-            max_demand=_given(args.max_demand, default.max_demand),
-            demand_levels=_given(args.demand_levels, default.demand_levels),
-            divisible=not args.indivisible,
-            capacities=(1.0,) * resources,
-        )
-    preflight.check(registry.get(args.problem).training.evaluation_needs(setting, budget))
+        setting = commands.setting(args)
+    preflight.check(training.evaluation_needs(setting, budget))
     mesh = parallel.batch_mesh(_given(args.devices, 0))
-    policies.update({name: make_baseline(name, setting) for name in names})
+    policies.update({name: problem.baselines[name](setting) for name in names})
     results = [
-        evaluation.measure(setting, name, policy, budget, mesh) for name, policy in policies.items()
+        training.measure(setting, name, policy, budget, mesh) for name, policy in policies.items()
     ]
     if args.json:
-        print(json.dumps(evaluation.report(setting, budget, results, **source)))
+        print(json.dumps(training.report(setting, budget, results, **source)))
     else:
-        print(_table(setting, budget, evaluation.reference_ratio(setting), results))
+        print(commands.table(setting, budget, results))
     return 0
 
 
@@ -357,18 +311,19 @@ def _evaluate_checkpoint(args: argparse.Namespace, names: tuple[str, ...], budge
     if args.json:
         print(json.dumps(document))
         return 0
-    print(_table(run.setting, budget, evaluation.reference_ratio(run.setting), results))
+    print(run.config.training().commands.table(run.setting, budget, results))
     if "verdict" in document:
         print(document["verdict"])
     print(f"measured ratios stored in {run.folder / pipeline.EVALUATION_NAME}")
     return 0
 
 
-def _baseline_names(names: list[str]) -> tuple[str, ...]:
-    """The baselines ``--algorithm`` names, each known, in the order given."""
+def _baseline_names(names: list[str], problem) -> tuple[str, ...]:
+    """The baselines ``--algorithm`` names, each one of ``problem``'s, in the order given."""
     for name in names:
-        if name not in BASELINES:
-            raise UsageError(f"unknown algorithm {name!r}; known: {', '.join(BASELINES)}")
+        if name not in problem.baselines:
+            known = ", ".join(problem.baselines)
+            raise UsageError(f"unknown algorithm {name!r}; known: {known}")
     return tuple(dict.fromkeys(names))
 
 
@@ -444,14 +399,14 @@ def run_export(args: argparse.Namespace) -> int:
     check_target(args.out)
     run = pipeline.open_run(args.checkpoint)
     algorithm = "learned-deterministic" if args.read_out else "learned"
-    budget = None if args.no_measure else evaluation.Budget()
+    budget = None if args.no_measure else run.config.training().budget()
     if budget is not None:
         print(
             f"measuring the exported {algorithm} policy (budget {budget.describe()})",
             file=sys.stderr,
         )
     path, measured = pipeline.export_run(run, args.out, algorithm, budget, table=args.table)
-    figure = "" if measured is None else f"; measured CR {_fmt(measured.competitive_ratio)}"
+    figure = "" if measured is None else f"; measured CR {format_ratio(measured.competitive_ratio)}"
     version = "version 1, table" if args.table else "version 2, network"
     print(f"wrote {path} ({algorithm}, {version}, {run.steps} training steps{figure})")
     return 0
@@ -460,7 +415,7 @@ def run_export(args: argparse.Namespace) -> int:
 def run_plot(args: argparse.Namespace) -> int:
     """``advonline plot RUN_DIR... --out DIR``: every figure, PNG and PDF."""
     say = functools.partial(print, file=sys.stderr)
-    written = pipeline.plot_runs(args.runs, args.out, evaluation.Budget(), say=say)
+    written = pipeline.plot_runs(args.runs, args.out, say=say)
     print("\n".join(str(path) for path in written if path.suffix == ".png"))
     print(f"({len(written)} files: each figure as PNG and PDF in {args.out})")
     return 0
@@ -490,40 +445,23 @@ def run_archive(args: argparse.Namespace) -> int:
         )
         return 0
     shown = rows if args.top == 0 else rows[: args.top]
-    setting = run.setting
+    commands = run.config.training().commands
     print(
         f"archive of {run.folder}: {len(rows)} instances after {int(run.state.epoch)} epochs "
-        f"(K = {setting.resources}, densities [{setting.low:g}, {setting.high:g}], "
-        f"T = {setting.rounds}); ratios OPT / E[ALG], exact"
+        f"({commands.archive_title(run.setting)}); ratios OPT / E[ALG], exact"
     )
-    header = (
-        "slot",
-        "epoch",
-        "found by",
-        "weight",
-        "OPT",
-        "vs current",
-        "vs delivered",
-        "buyers",
-        "densities",
-    )
-    print("  ".join(f"{name:>12}" for name in header))
+    header = ("slot", "epoch", "found by", "weight", "OPT", "vs current", "vs delivered")
+    print("  ".join(f"{name:>12}" for name in (*header, *commands.ARCHIVE_COLUMNS)))
     for row in shown:
-        densities = (
-            "-"
-            if row["buyers"] == 0
-            else f"{row['lowest_density']:.3g}-{row['highest_density']:.3g}"
-        )
         cells = (
             row["slot"],
             row["found_at_epoch"],
             row["found_by"],
             f"{row['mixture_weight']:.3f}",
             f"{row['optimum']:.4g}",
-            _fmt(row["ratio_current"]),
-            _fmt(row["ratio_delivered"]),
-            row["buyers"],
-            densities,
+            format_ratio(row["ratio_current"]),
+            format_ratio(row["ratio_delivered"]),
+            *commands.archive_cells(row),
         )
         print("  ".join(f"{cell!s:>12}" for cell in cells))
     if len(shown) < len(rows):
@@ -537,14 +475,16 @@ def run_main_job(args: argparse.Namespace) -> int:
     if configs.problem_of(tables, args.config).training is None:  # the interface alone
         return _problem_job(args, problem_run.from_dict(tables, args.config))
     run_config = _run_config(args)
-    budget = _budget(args)
-    baselines = _baseline_names(args.algorithm or list(BASELINES))
+    training = run_config.training()
+    budget = _budget(args, training)
+    problem = registry.get(run_config.problem)
+    baselines = _baseline_names(args.algorithm or list(problem.baselines), problem)
     folder = args.out or pipeline.default_run_folder(args.config)
     check_folder(folder, resume=False)
     largest, available = preflight.check(
         [
-            *run_config.training().training_needs(run_config),
-            *run_config.training().evaluation_needs(run_config.setting, budget),
+            *training.training_needs(run_config),
+            *training.evaluation_needs(run_config.setting, budget),
         ]
     )
     if args.check:
@@ -556,8 +496,7 @@ def run_main_job(args: argparse.Namespace) -> int:
     bar.close()
     mesh = parallel.batch_mesh(run_config.game.devices)
     result = pipeline.finish_run(folder, budget, say, baselines, mesh)
-    setting = result.run.setting
-    print(_table(setting, budget, evaluation.reference_ratio(setting), result.results))
+    print(training.commands.table(result.run.setting, budget, result.results))
     print(result.report["verdict"])
     print(
         f"trained {result.run.steps} steps in {result.run.wall_seconds:.0f} s; run folder {folder}"
@@ -594,108 +533,6 @@ def _problem_job(args: argparse.Namespace, config: problem_run.ProblemRunConfig)
     print(f"trained in {report['training']['seconds']:.0f} s; run folder {folder}")
     print(f"exported policy: {folder / problem_run.POLICY_NAME}")
     return 0
-
-
-# a trace sets its own rounds and demands (--low, --high, --resources, --capacity and
-# --indivisible apply to it)
-NOT_FOR_TRACES = ("checkpoint", "policy", "rounds", "max_demand", "demand_levels")
-
-
-def _evaluate_trace(args: argparse.Namespace, names: list[str], budget) -> int:
-    for flag in NOT_FOR_TRACES:
-        if getattr(args, flag) is not None:
-            raise UsageError(
-                f"--{flag.replace('_', '-')} does not apply to --instances (the trace sets "
-                "rounds and demands; the baselines are measured on it)"
-            )
-    values, demands = load_trace(args.instances)
-    resources = demands.shape[1]
-    if args.resources is not None and args.resources != resources:
-        raise UsageError(
-            f"--resources {args.resources} but the trace has {resources} demand columns"
-        )
-    capacities = tuple(args.capacity or [1.0])
-    if len(capacities) == 1:
-        capacities *= resources
-    default = Setting()
-    setting = Setting(
-        resources=resources,
-        low=_given(args.low, default.low),
-        high=_given(args.high, default.high),
-        rounds=len(values),
-        max_demand=1.0,
-        divisible=not args.indivisible,
-        capacities=capacities,
-    )
-    check_buyers(values, demands, setting.low, setting.high, capacities, args.instances)
-    instance = Instance(values=values, demands=demands)
-    results = [
-        evaluation.run_trace(setting, name, make_baseline(name, setting), instance, budget)
-        for name in names
-    ]
-    optimum = evaluation.trace_optimum(setting, instance)
-    described = {**setting.describe(), "trace": str(args.instances)}
-    if args.json:
-        report = {
-            "setting": described,
-            "offline_optimum": optimum,
-            "results": [r.to_json() for r in results],
-        }
-        print(json.dumps(report))
-        return 0
-    print(
-        f"trace {args.instances}: {len(values)} buyers, K={resources}, capacities "
-        f"{list(capacities)}, {'divisible' if setting.divisible else 'indivisible'}, "
-        f"offline optimum {optimum:.6g}"
-    )
-    print(f"{'algorithm':<12}{'welfare':>12}{'revenue':>12}{'OPT/ALG':>10}")
-    for r in results:
-        print(f"{r.algorithm:<12}{r.welfare:>12.6g}{r.revenue:>12.6g}{_fmt(r.ratio):>10}")
-    return 0
-
-
-def _fmt(ratio: float | None) -> str:
-    if ratio is None:
-        return "n/a"
-    if math.isinf(ratio):
-        return "inf"
-    return f"{ratio:.4f}" if ratio < 1e5 else f"{ratio:.3e}"
-
-
-def _table(setting: Setting, budget, reference, results) -> str:
-    kind = "divisible" if setting.divisible else "indivisible"
-    lines = [
-        f"setting: posted-price K={setting.resources} L={setting.low:g} U={setting.high:g} "
-        f"T={setting.rounds} max demand {setting.max_demand:g} "
-        f"({setting.demand_levels} level{'s' * (setting.demand_levels > 1)}), {kind}",
-        f"budget: {budget.summary()}",
-    ]
-    if reference is not None:
-        lines.append(f"reference: 1 + ln(U/L) = {reference:.4f} (optimal CR, small-demand limit)")
-    columns = evaluation.SOURCE_NAMES
-    if any(ARCHIVE_SOURCE in r.sources for r in results):
-        columns += (ARCHIVE_SOURCE,)
-    width = max([12] + [len(r.algorithm) + 2 for r in results])
-    lines.append(
-        f"{'algorithm':<{width}}{'CR':>10}  {'worst':<10}"
-        + "".join(f"{c:>10}" for c in columns)
-        + f"{'bound':>10}"
-    )
-    for r in results:
-        cells = "".join(
-            f"{_fmt(r.sources[c].ratio if c in r.sources else None):>10}" for c in columns
-        )
-        lines.append(
-            f"{r.algorithm:<{width}}{_fmt(r.competitive_ratio):>10}  {r.worst_source:<10}{cells}"
-            f"{_fmt(r.upper_bound.ratio):>10}"
-        )
-    for r in results:
-        for c in columns:
-            if c in r.sources and r.sources[c].ratio is None:
-                lines.append(f"note: {r.algorithm} {c}: {r.sources[c].note}")
-        if r.upper_bound.ratio is not None:
-            lines.append(f"note: {r.algorithm} bound: {r.upper_bound.note}")
-    return "\n".join(lines)
 
 
 if __name__ == "__main__":

@@ -289,7 +289,7 @@ def finish_run(
 def plot_runs(
     run_folders: list[str | Path],
     out: str | Path,
-    budget,
+    budget=None,
     say: Callable[[str], None] = print,
 ) -> list[Path]:
     """Every figure of ``advonline plot`` for the runs in ``run_folders``, written to ``out`` (a
@@ -298,8 +298,8 @@ def plot_runs(
     Per run: ratio over training, exploitability, and the price curve (K = 1) or the price
     heatmap (K >= 2). Across the runs: learned vs baselines per setting (grouped bars) and the
     training convergence (per-round vs REINFORCE when the runs differ in their update).
-    A run without a current ``evaluation.json`` is measured first with ``budget``
-    (and the report stored in its folder).
+    A run without a current ``evaluation.json`` is measured first with ``budget`` (default:
+    its problem's standard budget), and the report stored in its folder.
     """
     out = folders.check_own(out, folders.KINDS)
     written, bars, bounds, convergence, updates, budgets = [], [], [], {}, set(), set()
@@ -312,6 +312,7 @@ def plot_runs(
         name = run.folder.name
         evaluation = stored_evaluation(run)
         if evaluation is None:
+            budget = budget or run.config.training().budget()
             say(
                 f"measuring {run.folder} (no current {EVALUATION_NAME}; budget {budget.describe()})"
             )

@@ -78,6 +78,12 @@ class Training(NamedTuple):
       (:mod:`advonline.train`, :mod:`advonline.oracle_loop`): a hashable object whose methods
       answer what they ask (fresh parameters and states, payoffs, updates, oracles, the
       certificate, the delivered policies, policy files and figures);
+    - ``commands``: its part of the command line (for posted pricing
+      :mod:`posted_price.commands`): ``add_setting_flags(parser)``, ``add_budget_flags(parser)``,
+      ``setting(args)``, ``budget(args)``, ``given_setting_flag(args)``,
+      ``evaluate_trace(args, names, budget) -> str``, ``load_policy(path) -> (setting,
+      policy, name)``, ``table(setting, budget, results) -> str``, ``archive_title(setting)``,
+      ``ARCHIVE_COLUMNS`` and ``archive_cells(row)``;
     - the evaluator (:mod:`advonline.evaluation`'s protocol): ``budget``, its budget class
       (defaults are the standard budget; ``describe() -> dict``, ``summary() -> str``),
       ``measure(setting, name, policy, budget, mesh) -> Measurement`` and
@@ -90,6 +96,7 @@ class Training(NamedTuple):
     training_needs: Callable
     evaluation_needs: Callable
     game: Callable
+    commands: Any
     budget: type
     measure: Callable
     report: Callable

@@ -38,6 +38,15 @@ def ratios_of_payoffs(payoffs) -> np.ndarray:
         return np.where(payoffs > 0, 1.0 / np.maximum(payoffs, 1e-300), np.inf)
 
 
+def format_ratio(ratio: float | None) -> str:
+    """A ratio as the command line's tables print it (``n/a`` where none was measured)."""
+    if ratio is None:
+        return "n/a"
+    if np.isinf(ratio):
+        return "inf"
+    return f"{ratio:.4f}" if ratio < 1e5 else f"{ratio:.3e}"
+
+
 def softmin_weights(payoff: jax.Array, valid: jax.Array, temperature: float) -> jax.Array:
     """Weights over inputs that favour the lowest payoffs (the hardest inputs): a softmax of
     ``-payoff / temperature`` over the ``valid`` ones (the others weigh 0)."""

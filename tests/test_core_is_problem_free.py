@@ -1,7 +1,6 @@
 """The core (advonline/) names no problem: no posted-price word in its code (docstrings and
-comments may name examples). The modules that posted pricing's own pipeline still runs through
-are listed in :data:`NOT_YET_GENERIC`; each must still need the listing, so the list only
-shrinks."""
+comments may name examples), and no import of a problem's or a baseline's module by name (the
+core reaches problems through the registry, advonline/problems)."""
 
 from __future__ import annotations
 
@@ -12,12 +11,7 @@ from pathlib import Path
 
 CORE = Path(__file__).resolve().parents[1] / "advonline"
 WORDS = re.compile(r"price|buyer|densit|demand|utilisation", re.IGNORECASE)
-
-#: Core modules that posted pricing's own pipeline (training, evaluation, export) still runs
-#: through; they move onto the problem interface one by one.
-NOT_YET_GENERIC = {
-    "cli.py",
-}
+PROBLEM_IMPORT = re.compile(r"^\s*(from|import)\s+advonline\.(problems|baselines)\.", re.MULTILINE)
 
 
 def code_hits(path: Path) -> list[str]:
@@ -41,22 +35,22 @@ def _is_docstring(tokens, index: int) -> bool:
     return not before or before[-1].type in (tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT)
 
 
-def test_generic_core_modules_name_no_problem():
-    hits = [
-        hit
-        for path in sorted(CORE.glob("*.py"))
-        if path.name not in NOT_YET_GENERIC
-        for hit in code_hits(path)
-    ]
+def test_the_core_names_no_problem():
+    hits = [hit for path in sorted(CORE.glob("*.py")) for hit in code_hits(path)]
     assert hits == []
 
 
-def test_every_listed_module_still_needs_the_listing():
-    clean = sorted(name for name in NOT_YET_GENERIC if not code_hits(CORE / name))
-    assert clean == [], "these are problem-free now: take them off NOT_YET_GENERIC"
+def test_the_core_imports_no_problem_module():
+    """Only the registry (advonline/problems/__init__.py, outside the core's folder) names the
+    problems' modules; a core module imports none of them, nor a baseline's."""
+    named = [p.name for p in sorted(CORE.glob("*.py")) if PROBLEM_IMPORT.search(p.read_text())]
+    assert named == []
 
 
 def test_the_check_sees_code_but_not_docstrings(tmp_path):
     sample = tmp_path / "sample.py"
     sample.write_text('"""Prices for buyers."""\n\n# the demand\nx = 1\ndensity = 2\n')
     assert code_hits(sample) == ["sample.py:5: density"]
+    assert not PROBLEM_IMPORT.search(sample.read_text())
+    sample.write_text("def f():\n    from advonline.problems.posted_price import model\n")
+    assert PROBLEM_IMPORT.search(sample.read_text())

@@ -26,10 +26,11 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
+from advonline.errors import InputError
 from advonline.problems.one_way_trading.policy_file import GRID_SLACK
 
 
-class SettingError(ValueError):
+class SettingError(InputError):
     """A setting that does not describe a valid one-way trading problem."""
 
 

@@ -7,13 +7,15 @@ from __future__ import annotations
 
 import numpy as np
 
+from advonline.errors import InputError
+
 FORMAT = "advonline-one-way-trading-curve"
 
 #: Relative slack when a rate is placed on the grid (as the simulator's).
 GRID_SLACK = 1e-6
 
 
-class PolicyFileError(ValueError):
+class PolicyFileError(InputError):
     """A policy file that is not a one-way trading curve."""
 
 

@@ -28,8 +28,10 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
+from advonline.errors import InputError
 
-class SettingError(ValueError):
+
+class SettingError(InputError):
     """A setting that does not describe a valid posted-price problem."""
 
 

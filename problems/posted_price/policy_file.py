@@ -76,6 +76,8 @@ from pathlib import Path
 
 import numpy as np
 
+from advonline.errors import InputError
+
 FORMAT = "advonline.pricing-policy"
 VERSION = 2  # what ``advonline export`` writes; version 1 (tables) is still read and written
 VERSIONS = (1, 2)
@@ -84,7 +86,7 @@ INPUTS = {"joint": None, "per-resource": 4}  # input width (joint: K + 1)
 PROBABILITY_TOLERANCE = 1e-5  # |sum of a row - 1| allowed (the file stores 8 significant digits)
 
 
-class PolicyFileError(ValueError):
+class PolicyFileError(InputError):
     """A policy file that cannot be read as an ``advonline.pricing-policy`` (one-line message)."""
 
 

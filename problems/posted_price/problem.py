@@ -21,6 +21,7 @@ from advonline.networks import AlgorithmNetwork
 from advonline.problem import Certificate, LowerBound, PolicyHead, Problem, Training
 from advonline.problems.posted_price import (
     certify,
+    commands,
     config,
     evaluate,
     lower_bound,
@@ -140,6 +141,7 @@ PROBLEM = Problem(
         training_needs=memory.training_needs,
         evaluation_needs=memory.evaluation_needs,
         game=Game.build,  # (run_config, mesh)
+        commands=commands,
         budget=evaluate.Budget,
         measure=evaluate.measure,
         report=evaluate.report,

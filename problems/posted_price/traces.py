@@ -9,8 +9,10 @@ from pathlib import Path
 
 import numpy as np
 
+from advonline.errors import InputError
 
-class TraceError(ValueError):
+
+class TraceError(InputError):
     """A trace file that cannot be read as buyers."""
 
 
