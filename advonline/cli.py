@@ -16,10 +16,11 @@ from tqdm import tqdm
 
 from advonline import archive_view, configs, folders, parallel, pipeline, preflight, problem_run
 from advonline import problems as registry
-from advonline.checkpoint import CheckpointError
+from advonline.checkpoint import CheckpointError, checkpoint_path
 from advonline.configs import ConfigError
 from advonline.errors import InputError
 from advonline.export import ExportError, check_target
+from advonline.export import write as write_policy
 from advonline.folders import FolderError, check_path
 from advonline.parallel import DevicesError
 from advonline.pipeline import RunError
@@ -260,10 +261,7 @@ def run_evaluate(args: argparse.Namespace) -> int:
     problem = registry.get(args.problem)
     training = problem.training
     if training is None:
-        raise UsageError(
-            f"evaluate --problem {args.problem}: 'advonline run' measures this problem's "
-            "policies beside its baselines"
-        )
+        return _evaluate_interface(args, problem)
     commands = training.commands
     names = _baseline_names(
         args.algorithm or ([] if args.checkpoint or args.policy else list(problem.baselines)),
@@ -299,6 +297,51 @@ def run_evaluate(args: argparse.Namespace) -> int:
     else:
         print(commands.table(setting, budget, results))
     return 0
+
+
+def _evaluate_interface(args: argparse.Namespace, problem) -> int:
+    """``evaluate --problem NAME`` for a problem on the interface alone: a policy file (or a
+    run folder's) measured on its own setting beside the baselines."""
+    flag = _default_commands().given_setting_flag(args) or (
+        "--instances" if args.instances else None
+    )
+    if flag is not None:
+        raise UsageError(f"{flag} does not apply to --problem {problem.name}")
+    if args.checkpoint:
+        path = Path(args.checkpoint) / problem_run.POLICY_NAME
+    elif args.policy:
+        path = Path(args.policy)
+    else:
+        raise UsageError(
+            f"evaluate --problem {problem.name} measures a policy: give --policy FILE.json or "
+            "--checkpoint RUN_DIR (a folder of advonline run)"
+        )
+    names = _baseline_names(args.algorithm or list(problem.baselines), problem)
+    budget = problem_run.Budget(
+        search_steps=args.search_steps, random_instances=args.random_instances, seed=args.seed
+    )
+    report = problem_run.evaluate_file(problem, path, budget, names)
+    if args.json:
+        print(json.dumps(report))
+        return 0
+    print(problem_run.table(report))
+    if report["verdict"] is not None:
+        print(report["verdict"])
+    return 0
+
+
+def _interface_runs(folders_given: list[str]) -> bool:
+    """Whether the run folders are ``advonline run``'s for problems on the interface alone
+    (no checkpoint); a mix with training runs is refused."""
+    interface = [problem_run.is_run(f) and not checkpoint_path(f).exists() for f in folders_given]
+    if any(interface) and not all(interface):
+        for folder, alone in zip(folders_given, interface, strict=True):
+            if not alone and not checkpoint_path(folder).exists():
+                raise UsageError(f"{folder} holds no run (no checkpoint, no evaluation.json)")
+        raise UsageError(
+            "runs of problems on the interface alone and training runs are plotted separately"
+        )
+    return all(interface)
 
 
 def _evaluate_checkpoint(args: argparse.Namespace, names: tuple[str, ...], budget) -> int:
@@ -397,6 +440,13 @@ def _checked(config: str, folder, largest: preflight.Need, available: float) -> 
 def run_export(args: argparse.Namespace) -> int:
     """``advonline export --checkpoint DIR --out POLICY.json``: the policy file, measured."""
     check_target(args.out)
+    if _interface_runs([args.checkpoint]):
+        if args.read_out or args.table:
+            raise UsageError("--read-out and --table apply to training runs")
+        folder = Path(args.checkpoint)
+        write_policy(args.out, problem_run.read_json(folder / problem_run.POLICY_NAME, "policy"))
+        print(f"wrote {args.out} (the policy of {folder}, as measured in its evaluation.json)")
+        return 0
     run = pipeline.open_run(args.checkpoint)
     algorithm = "learned-deterministic" if args.read_out else "learned"
     budget = None if args.no_measure else run.config.training().budget()
@@ -415,7 +465,10 @@ def run_export(args: argparse.Namespace) -> int:
 def run_plot(args: argparse.Namespace) -> int:
     """``advonline plot RUN_DIR... --out DIR``: every figure, PNG and PDF."""
     say = functools.partial(print, file=sys.stderr)
-    written = pipeline.plot_runs(args.runs, args.out, say=say)
+    if _interface_runs(args.runs):
+        written = problem_run.plot_runs(args.runs, args.out)
+    else:
+        written = pipeline.plot_runs(args.runs, args.out, say=say)
     print("\n".join(str(path) for path in written if path.suffix == ".png"))
     print(f"({len(written)} files: each figure as PNG and PDF in {args.out})")
     return 0
@@ -428,6 +481,11 @@ def run_archive(args: argparse.Namespace) -> int:
         raise UsageError(f"--top must be >= 0, got {args.top}")
     if args.traces is not None and check_path(args.traces, "--traces").exists():
         raise UsageError(f"--traces {args.traces} already exists; name a new folder")
+    if _interface_runs([args.run_dir]):
+        raise UsageError(
+            f"{args.run_dir} is a run of a problem on the interface alone, which keeps no "
+            "archive (its measured worst cases are in evaluation.json)"
+        )
     run = pipeline.open_run(args.run_dir)
     if run.config.game.loop != "oracle":
         raise UsageError(

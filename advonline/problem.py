@@ -122,6 +122,9 @@ class Problem:
     - ``export(setting, policy) -> dict`` and ``load(dict) -> (setting, numpy_policy)``: the
       policy file (the loaded policy needs NumPy only).
     - ``reference(setting) -> (label, ratio) | None``: the known optimal ratio, if any.
+    - ``restore(dict) -> (setting, policy)``: a policy file read back as a policy the
+      simulator runs (``advonline evaluate --policy``); None where the problem has its own
+      command line (:class:`Training`).
     - ``training``: what a problem that trains with the full game (``advonline train``)
       adds (:class:`Training`); None for one that trains with ``advonline run`` alone.
     """
@@ -140,4 +143,5 @@ class Problem:
     export: Callable
     load: Callable
     reference: Callable
+    restore: Callable | None = None
     training: Training | None = None

@@ -29,6 +29,7 @@ import numpy as np
 
 from advonline import environment, folders, plots
 from advonline.configs import ConfigError, build_section, problem_of, read_toml
+from advonline.errors import InputError
 from advonline.folders import atomic_write
 from advonline.problem import Problem
 from advonline.problem_loop import LoopConfig, Trained, input_ratios, train
@@ -134,16 +135,36 @@ def measure(problem: Problem, setting, policies: dict, budget: Budget) -> dict:
     return results
 
 
-def _verdict(results: dict) -> str:
-    """How the learned policy compares with the best baseline, by the evaluator's ratios."""
-    learned = results[LEARNED]["ratio"]
-    others = {name: row["ratio"] for name, row in results.items() if name != LEARNED}
+def _verdict(results: dict, learned_name: str = LEARNED) -> str | None:
+    """How the learned policy compares with the best baseline, by the evaluator's ratios (None
+    without a baseline)."""
+    learned = results[learned_name]["ratio"]
+    others = {name: row["ratio"] for name, row in results.items() if name != learned_name}
+    if not others:
+        return None
     best = min(others, key=others.get)
     relation = "matches or beats" if learned <= others[best] * (1 + 1e-9) else "loses to"
     return (
-        f"verdict: learned {learned:.4f} {relation} the best baseline, {best} "
+        f"verdict: {learned_name} {learned:.4f} {relation} the best baseline, {best} "
         f"{others[best]:.4f}: {learned / others[best]:.3f}x"
     )
+
+
+def report_of(problem: Problem, setting, budget: Budget, results: dict, **extra) -> dict:
+    """The report of ``results`` (:func:`measure`): the setting, the budget, the certified
+    lower bound and the known optimum beside the ratios (``evaluation.json``)."""
+    bound = problem.lower_bound(setting)
+    label, reference = problem.reference(setting) or (None, None)
+    return {
+        "setting": {**setting.describe(), "environment": environment.describe()},
+        "budget": budget.describe(),
+        **extra,
+        "lower_bound": {"ratio": bound.ratio, "best_response": bound.best_response}
+        if bound
+        else None,
+        "reference": {"label": label, "ratio": reference} if reference else None,
+        "algorithms": results,
+    }
 
 
 def _write_metrics(path: Path, trained: Trained) -> None:
@@ -165,13 +186,11 @@ def _write_metrics(path: Path, trained: Trained) -> None:
             )
 
 
-def _figures(folder: Path, config: ProblemRunConfig, report: dict, trained: Trained) -> list[Path]:
-    title = setting_line(config.setting.describe())
-    out = folder / "figures"
-    rows = [
-        {"step": r.epoch, "wall_seconds": r.seconds, "certificate": r.certificate}
-        for r in trained.rows
-    ]
+def figures(rows: list[dict], report: dict, out: Path) -> list[Path]:
+    """A run's figures from its metrics ``rows`` (``step``, ``wall_seconds``, ``certificate``)
+    and its ``report``: the certified ratio over training, and the learned policy beside the
+    baselines and the lower bound."""
+    title = setting_line(report["setting"])
     bound = report["lower_bound"]["ratio"] if report["lower_bound"] else None
     files = plots.convergence_figure(
         {LEARNED: rows},
@@ -185,7 +204,8 @@ def _figures(folder: Path, config: ProblemRunConfig, report: dict, trained: Trai
     ratios = {name: row["ratio"] for name, row in report["algorithms"].items()}
     if bound is not None:
         ratios["lower bound (every algorithm)"] = bound
-    files += plots.bars_figure([(config.problem.name, ratios)], out, "learned-vs-baselines", title)
+    name = report["setting"]["problem"]
+    files += plots.bars_figure([(name, ratios)], out, "learned-vs-baselines", title)
     return files
 
 
@@ -233,26 +253,81 @@ def main_job(
     with jax.enable_x64(True):  # the baselines' policies and every measurement in float64
         policies = {LEARNED: learned, **{name: problem.baselines[name](setting) for name in names}}
         results = measure(problem, setting, policies, budget)
-    bound = problem.lower_bound(setting)
-    label, reference = problem.reference(setting) or (None, None)
-    report = {
-        "setting": {**setting.describe(), "environment": environment.describe()},
-        "budget": budget.describe(),
-        "training": {**dataclasses.asdict(config.loop), "seconds": trained.rows[-1].seconds},
-        "lower_bound": {"ratio": bound.ratio, "best_response": bound.best_response}
-        if bound
-        else None,
-        "reference": {"label": label, "ratio": reference} if reference else None,
-        "algorithms": results,
-    }
+    training = {**dataclasses.asdict(config.loop), "seconds": trained.rows[-1].seconds}
+    report = report_of(problem, setting, budget, results, training=training)
     report["verdict"] = _verdict(results)
     atomic_write(folder / EVALUATION_NAME, (json.dumps(report, indent=1) + "\n").encode())
     atomic_write(
         folder / POLICY_NAME,
         (json.dumps(problem.export(setting, learned), indent=1) + "\n").encode(),
     )
-    report["figures"] = [str(path) for path in _figures(folder, config, report, trained)]
+    rows = [
+        {"step": r.epoch, "wall_seconds": r.seconds, "certificate": r.certificate}
+        for r in trained.rows
+    ]
+    report["figures"] = [str(path) for path in figures(rows, report, folder / "figures")]
     return report
+
+
+def evaluate_file(
+    problem: Problem, path: str | Path, budget: Budget, baselines: tuple[str, ...]
+) -> dict:
+    """The report of a policy file measured on its own setting beside ``baselines``, with the
+    evaluator of :func:`measure` (InputError: the file cannot be used)."""
+    document = read_json(path, "policy file")
+    setting, policy = problem.restore(document)
+    provenance = document.get("provenance")
+    algorithm = provenance.get("algorithm") if isinstance(provenance, dict) else None
+    name = f"{algorithm} (policy file)" if algorithm else "policy file"
+    with jax.enable_x64(True):
+        policies = {name: policy, **{b: problem.baselines[b](setting) for b in baselines}}
+        results = measure(problem, setting, policies, budget)
+    report = report_of(problem, setting, budget, results, policy=str(path))
+    report["verdict"] = _verdict(results, name)
+    return report
+
+
+def read_json(path: str | Path, what: str):
+    """The JSON document at ``path``; InputError says why it cannot be read."""
+    try:
+        return json.loads(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise InputError(f"{what} {path} does not exist") from None
+    except IsADirectoryError:
+        raise InputError(f"{what} {path} is a folder, not a file") from None
+    except OSError as error:
+        raise InputError(f"cannot read {what} {path}: {error.strerror or error}") from None
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        raise InputError(f"{what} {path} is not UTF-8 JSON") from None
+
+
+def is_run(folder: str | Path) -> bool:
+    """Whether ``folder`` holds a finished ``advonline run`` of a problem on the interface."""
+    return (Path(folder) / EVALUATION_NAME).is_file() and (Path(folder) / POLICY_NAME).is_file()
+
+
+def plot_runs(run_folders: list[str | Path], out: str | Path) -> list[Path]:
+    """The figures of finished runs (:func:`main_job`'s), from their ``metrics.csv`` and
+    ``evaluation.json``, into ``out`` (a new folder or one the tool made), one sub-folder per
+    run."""
+    out = folders.check_own(out, folders.KINDS)
+    loaded = []
+    for folder in map(Path, run_folders):
+        report = read_json(folder / EVALUATION_NAME, "run report")
+        try:
+            rows = plots.read_metrics(folder / METRICS_NAME, ("certificate",))
+        except (OSError, ValueError) as error:
+            raise InputError(f"{folder} has no metrics table advonline wrote ({error})") from None
+        keys = ("setting", "budget", "lower_bound", "reference", "algorithms")
+        if not isinstance(report, dict) or not all(key in report for key in keys):
+            raise InputError(f"{folder / EVALUATION_NAME} is not a run report advonline wrote")
+        loaded.append((folder, rows, report))
+    folders.claim(
+        out, "figures", {"made_by": "advonline plot", "runs": list(map(str, run_folders))}
+    )
+    return [
+        path for folder, rows, report in loaded for path in figures(rows, report, out / folder.name)
+    ]
 
 
 def setting_line(described: dict) -> str:
@@ -274,12 +349,13 @@ def table(report: dict) -> str:
         lines.append(
             f"known optimum {report['reference']['label']}: {report['reference']['ratio']:.4f}"
         )
-    lines.append(f"{'algorithm':<14} {'ratio':>9} {'certified':>10}")
+    width = max([14, *(len(name) for name in report["algorithms"])])
+    lines.append(f"{'algorithm':<{width}} {'ratio':>9} {'certified':>10}")
     for name, row in report["algorithms"].items():
         certified = (
             "-"
             if row["certified"] is None
             else f"{row['certified']:.4f}" + (" exact" if row["exact"] else "")
         )
-        lines.append(f"{name:<14} {row['ratio']:>9.4f} {certified:>10}")
+        lines.append(f"{name:<{width}} {row['ratio']:>9.4f} {certified:>10}")
     return "\n".join(lines)

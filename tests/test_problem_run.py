@@ -87,3 +87,43 @@ def test_check_algorithm_and_devices_flags(tmp_path, capsys):
     assert capsys.readouterr().err == ""
     report = json.loads((out / "evaluation.json").read_text())
     assert set(report["algorithms"]) == {"learned", "reservation"}
+
+
+def test_every_command_takes_a_run_of_the_interface(tmp_path, capsys):
+    """evaluate, export, plot, archive and train on one-way trading: the run's policy file
+    measured again on its own setting gives the run's figure; export copies it, never over a
+    file; plot redraws the figures; archive and train say in one line what they do not do."""
+    config = tmp_path / "owt.toml"
+    config.write_text(TINY.replace("epochs = 6", "epochs = 1"))
+    run = tmp_path / "run"
+    budget = ["--search-steps", "8", "--random-instances", "8"]
+    assert cli.main(["run", str(config), "--out", str(run), "--quiet", *budget]) == 0
+    measured = json.loads((run / "evaluation.json").read_text())["algorithms"]["learned"]
+    capsys.readouterr()
+    evaluate = ["evaluate", "--problem", "one-way-trading", *budget, "--json"]
+    assert cli.main([*evaluate, "--policy", str(run / "policy.json")]) == 0
+    again = json.loads(capsys.readouterr().out)["algorithms"]
+    assert again["policy file"]["certified"] == pytest.approx(measured["certified"], rel=1e-9)
+    assert set(again) == {"policy file", "threshold", "optimal", "reservation", "all-at-once"}
+    assert cli.main([*evaluate, "--checkpoint", str(run), "--algorithm", "reservation"]) == 0
+    assert set(json.loads(capsys.readouterr().out)["algorithms"]) == {"policy file", "reservation"}
+    for refused, message in [
+        ([*evaluate], "give --policy FILE.json or --checkpoint RUN_DIR"),
+        ([*evaluate, "--policy", str(run / "metrics.csv")], "is not UTF-8 JSON"),
+        ([*evaluate, "--policy", str(run / "evaluation.json")], "not a one-way trading policy"),
+        ([*evaluate, "--policy", str(run / "policy.json"), "--low", "2"], "--low does not apply"),
+        (["archive", str(run)], "keeps no archive"),
+        (["train", str(config), "--out", str(tmp_path / "t")], "trains with 'advonline run' only"),
+    ]:
+        assert cli.main(refused) == 2
+        assert message in capsys.readouterr().err
+    copy = tmp_path / "copy.json"
+    assert cli.main(["export", "--checkpoint", str(run), "--out", str(copy)]) == 0
+    assert json.loads(copy.read_text()) == json.loads((run / "policy.json").read_text())
+    before = copy.read_bytes()
+    assert cli.main(["export", "--checkpoint", str(run), "--out", str(copy)]) == 2
+    assert "exists" in capsys.readouterr().err and copy.read_bytes() == before
+    figures = tmp_path / "figures"
+    assert cli.main(["plot", str(run), "--out", str(figures)]) == 0
+    assert (figures / "run" / "convergence.png").is_file()
+    assert (figures / "run" / "learned-vs-baselines.pdf").is_file()

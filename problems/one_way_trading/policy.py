@@ -21,6 +21,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from advonline.problem import PolicyHead
+from advonline.problems.one_way_trading import policy_file
 from advonline.problems.one_way_trading.model import CurvePolicy, Setting
 from advonline.problems.one_way_trading.policy_file import FORMAT
 
@@ -80,3 +81,18 @@ def export(setting: Setting, policy: CurvePolicy) -> dict:
         "rates": [float(rate) for rate in setting.rates],
         "fractions": [float(value) for value in np.asarray(policy.fractions)],
     }
+
+
+def restore(document: dict) -> tuple[Setting, CurvePolicy]:
+    """A policy file read back for measuring: its setting and its curve as the simulator runs
+    it; PolicyFileError (or SettingError) says what is wrong."""
+    described, curve = policy_file.load(document)
+    try:
+        setting = Setting.from_config({k: v for k, v in described.items() if k != "problem"})
+    except (TypeError, AttributeError):
+        raise policy_file.PolicyFileError("one-way trading policy file: a bad setting") from None
+    if not np.allclose(curve.rates, setting.rates, rtol=1e-9):
+        raise policy_file.PolicyFileError(
+            "one-way trading policy file: its rates are not its setting's grid"
+        )
+    return setting, CurvePolicy(fractions=jnp.asarray(curve.fractions), rates=setting.rates)

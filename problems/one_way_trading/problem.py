@@ -34,5 +34,6 @@ PROBLEM = Problem(
     families=lambda setting: {"rise-and-drop": model.rise_and_drop(setting)},
     export=policy.export,
     load=policy_file.load,
+    restore=policy.restore,
     reference=reference,
 )
