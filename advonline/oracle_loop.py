@@ -330,22 +330,25 @@ def _mixture_probe(
 
 
 def keep_best(
-    state: OracleState,
+    state,
     network_score: float | None,
     mixture: tuple[dict, jax.Array] | None = None,
     mixture_score: float | None = None,
-) -> OracleState:
-    """Keep the current network (score ``network_score``) or the mixture ``(snapshots,
-    weights)`` (score ``mixture_score``) where it beats the best guarantee so far, the network
-    first; the guarantee never rises. Keeping a network clears the kept mixture's weights;
-    keeping a mixture leaves the best network as it was (its read-out is the heaviest
-    member's)."""
+):
+    """The best-so-far selector of both loops (lower scores are better): keep the current
+    network (score ``network_score``) or the mixture ``(snapshots, weights)`` (score
+    ``mixture_score``) where it beats the best score so far, the network first; the best
+    score never rises. In the oracle loop keeping a network clears the kept mixture's
+    weights, and keeping a mixture leaves the best network as it was (its read-out is the
+    heaviest member's). ``state`` is any loop's state with ``algorithm``,
+    ``best_algorithm`` and ``best_score``."""
     if network_score is not None and network_score < float(state.best_score):
         state = state.replace(
             best_algorithm=state.algorithm,
             best_score=jnp.asarray(network_score, state.best_score.dtype),
-            best_weights=jnp.zeros_like(state.best_weights),
         )
+        if isinstance(state, OracleState):
+            state = state.replace(best_weights=jnp.zeros_like(state.best_weights))
     if mixture_score is not None and mixture_score < float(state.best_score):
         state = state.replace(
             best_members=mixture[0],

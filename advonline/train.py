@@ -37,7 +37,6 @@ from pathlib import Path
 from typing import Any
 
 import jax
-import jax.numpy as jnp
 
 from advonline import checkpoint, environment, folders, parallel
 from advonline.configs import RunConfig
@@ -45,6 +44,7 @@ from advonline.oracle_loop import (
     MemberSales,
     OracleState,
     init_oracle_state,
+    keep_best,
     measure_epoch,
     record_row,
     train_epoch,
@@ -275,10 +275,7 @@ def _row(game, state, metrics, done: int, wall: float) -> tuple[dict, Any]:
         if game.config.game.keep_best:
             bound = game.certify(state.algorithm)
             row["upper_bound"] = "" if bound is None else bound
-            score = fresh if bound is None else bound
-            if score < float(state.best_score):
-                kept = jnp.asarray(score, state.best_score.dtype)  # a leaf like the template's
-                state = state.replace(best_algorithm=state.algorithm, best_score=kept)
+            state = keep_best(state, fresh if bound is None else bound)
         row["fresh_ratio"] = fresh
         row["exploitability"] = fresh - row["adversary_ratio"] if math.isfinite(fresh) else fresh
         if game.config.game.replay_fresh:

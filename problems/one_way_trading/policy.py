@@ -23,7 +23,6 @@ import numpy as np
 from advonline.problem import PolicyHead
 from advonline.problems.one_way_trading import policy_file
 from advonline.problems.one_way_trading.model import CurvePolicy, Setting
-from advonline.problems.one_way_trading.policy_file import FORMAT
 
 
 class CurveNetwork(nn.Module):
@@ -76,7 +75,7 @@ def _dtype(params):
 def export(setting: Setting, policy: CurvePolicy) -> dict:
     """The policy file's content: the setting and the curve on its grid."""
     return {
-        "format": FORMAT,
+        "format": policy_file.FORMAT,
         "setting": setting.describe(),
         "rates": [float(rate) for rate in setting.rates],
         "fractions": [float(value) for value in np.asarray(policy.fractions)],
@@ -84,15 +83,12 @@ def export(setting: Setting, policy: CurvePolicy) -> dict:
 
 
 def restore(document: dict) -> tuple[Setting, CurvePolicy]:
-    """A policy file read back for measuring: its setting and its curve as the simulator runs
-    it; PolicyFileError (or SettingError) says what is wrong."""
+    """A policy file read back as the curve the simulator runs, with its setting."""
     described, curve = policy_file.load(document)
     try:
         setting = Setting.from_config({k: v for k, v in described.items() if k != "problem"})
-    except (TypeError, AttributeError):
+    except TypeError:  # a value of the wrong kind
         raise policy_file.PolicyFileError("one-way trading policy file: a bad setting") from None
     if not np.allclose(curve.rates, setting.rates, rtol=1e-9):
-        raise policy_file.PolicyFileError(
-            "one-way trading policy file: its rates are not its setting's grid"
-        )
+        raise policy_file.PolicyFileError("one-way trading policy file: rates off its grid")
     return setting, CurvePolicy(fractions=jnp.asarray(curve.fractions), rates=setting.rates)
