@@ -2,7 +2,7 @@
 
 A config has seven tables, each optional: ``[problem]`` (its ``name``; the registry's
 default problem without it), the problem's own ``[setting]``, ``[algorithm]`` and
-``[adversary]`` (:attr:`advonline.problem.Problem.sections`), and the core's ``[game]``,
+``[adversary]`` (:attr:`advonline.problem.Training.sections`), and the core's ``[game]``,
 ``[oracle]`` (the oracle loop) and ``[log]`` (defaults below). Unknown tables or keys, wrong
 types and invalid values are refused with one :class:`ConfigError` line naming the key.
 """
@@ -172,7 +172,7 @@ class LogConfig:
 @dataclasses.dataclass(frozen=True)
 class RunConfig:
     """Everything one training run needs: the problem's own sections (``setting``,
-    ``algorithm``, ``adversary``: the classes its :attr:`~advonline.problem.Problem.sections`
+    ``algorithm``, ``adversary``: the classes its :attr:`~advonline.problem.Training.sections`
     name) and the core's (``game``, ``oracle``, ``log``). Build one with :func:`from_dict`."""
 
     problem: str  # the registry's name of the problem
@@ -224,7 +224,7 @@ def from_dict(data: dict, origin: str = "config") -> RunConfig:
 
     The ``[problem] name`` (default: the registry's default problem) says whose sections
     ``[setting]``, ``[algorithm]`` and ``[adversary]`` are; the problem checks how its
-    sections and the core's fit together (:attr:`~advonline.problem.Problem.check_run`)."""
+    sections and the core's fit together (:attr:`~advonline.problem.Training.check_run`)."""
     problem = problem_of(data, origin)
     if problem.training is None:
         raise ConfigError(f"{origin}: {problem.name} trains with 'advonline run' only")

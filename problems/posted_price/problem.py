@@ -1,9 +1,12 @@
 """Posted pricing as an advonline problem (advonline/problem.py): its ``PROBLEM``.
 
-Training, evaluation and export of posted pricing still run through their own modules
-(``advonline/pipeline.py`` and what it calls); this object gives the core and the shared problem
-tests the parts of the interface those modules already have in this form. The parts left
-``None`` (families, export and load) are not yet in this form.
+Posted pricing trains with the full game: its :class:`~advonline.problem.Training` bundle
+gives the core its config sections, memory estimates, game (:mod:`posted_price.game`),
+command-line part (:mod:`posted_price.commands`) and evaluator (:mod:`posted_price.evaluate`),
+and the run pipeline (``advonline/pipeline.py``) trains, measures, exports and plots through
+them. The interface's own fields serve the shared problem tests; ``families``, ``export``,
+``load`` and ``restore`` are left ``None`` because the game and the evaluator provide them in
+their richer form (families per demand pair, policy files with provenance and versions).
 """
 
 from __future__ import annotations
