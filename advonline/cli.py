@@ -216,11 +216,26 @@ def _budget_flags(parser: argparse.ArgumentParser) -> None:
 
 def _budget(args: argparse.Namespace, training):
     """The budget of ``training``'s evaluator the flags ask for."""
+    _check_budget_flags(args)
+    return training.commands.budget(args)
+
+
+def _interface_budget(args: argparse.Namespace) -> problem_run.Budget:
+    """The budget of the evaluator of problems on the interface alone the flags ask for."""
+    _check_budget_flags(args)
+    if args.random_instances < 1:
+        raise UsageError(f"--random-instances must be >= 1, got {args.random_instances}")
+    return problem_run.Budget(
+        search_steps=args.search_steps, random_instances=args.random_instances, seed=args.seed
+    )
+
+
+def _check_budget_flags(args: argparse.Namespace) -> None:
+    """The core's budget flags, whatever the problem."""
     if args.search_steps < 0:
         raise UsageError(f"--search-steps must be >= 0, got {args.search_steps}")
     if not 0 <= args.seed < 2**63:
         raise UsageError(f"--seed must be a whole number in [0, 2**63), got {args.seed}")
-    return training.commands.budget(args)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -317,10 +332,7 @@ def _evaluate_interface(args: argparse.Namespace, problem) -> int:
             "--checkpoint RUN_DIR (a folder of advonline run)"
         )
     names = _baseline_names(args.algorithm or list(problem.baselines), problem)
-    budget = problem_run.Budget(
-        search_steps=args.search_steps, random_instances=args.random_instances, seed=args.seed
-    )
-    report = problem_run.evaluate_file(problem, path, budget, names)
+    report = problem_run.evaluate_file(problem, path, _interface_budget(args), names)
     if args.json:
         print(json.dumps(report))
         return 0
@@ -577,12 +589,10 @@ def _problem_job(args: argparse.Namespace, config: problem_run.ProblemRunConfig)
             )
     folder = Path(args.out) if args.out else pipeline.default_run_folder(args.config)
     folders.check_own(folder, ("run",))
+    budget = _interface_budget(args)
     if args.check:
         print(f"{args.config}: valid; run folder {folder} usable; nothing written")
         return 0
-    budget = problem_run.Budget(
-        search_steps=args.search_steps, random_instances=args.random_instances, seed=args.seed
-    )
     say = (lambda line: None) if args.quiet else functools.partial(print, file=sys.stderr)
     names = tuple(args.algorithm) if args.algorithm else None
     report = problem_run.main_job(config, args.config, folder, budget, say=say, baselines=names)

@@ -170,3 +170,20 @@ def test_a_problem_from_outside_the_package_runs(tmp_path, monkeypatch, capsys):
     assert algorithms["learned"]["certified"] <= 1.05 * report["reference"]["ratio"]
     assert (out / "figures" / "learned-vs-baselines.png").is_file()
     assert "ski-rental" in capsys.readouterr().out
+
+
+def test_bad_budget_flags_get_one_line_before_any_work(tmp_path, capsys):
+    config = tmp_path / "owt.toml"
+    config.write_text(TINY)
+    out = tmp_path / "run"
+    for flag, value, message in [
+        ("--search-steps", "-1", "--search-steps must be >= 0"),
+        ("--random-instances", "0", "--random-instances must be >= 1"),
+        ("--seed", "-3", "--seed must be a whole number"),
+    ]:
+        assert cli.main(["run", str(config), "--out", str(out), flag, value]) == 2
+        assert message in capsys.readouterr().err
+        evaluate = ["evaluate", "--problem", "one-way-trading", "--policy", "p.json"]
+        assert cli.main([*evaluate, flag, value]) == 2
+        assert message in capsys.readouterr().err
+    assert not out.exists()
