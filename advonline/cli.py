@@ -6,6 +6,7 @@ Bad input gets one line on stderr naming the problem and exit status 2, never a 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import json
 import sys
@@ -431,10 +432,13 @@ def run_train(args: argparse.Namespace) -> int:
     largest, available = preflight.check(run_config.training().training_needs(run_config))
     if args.check:
         return _checked(args.config, args.out, largest, available)
-    _device_line("train", args.config, args.out, run_config)
-    bar, report = _progress(run_config.game.steps, args.quiet or not parallel.writes_files())
-    state = train(run_config, args.out, resume=args.resume, report=report)
-    bar.close()
+    with contextlib.ExitStack() as writing:
+        if parallel.writes_files():  # a second writer is refused before anything is printed
+            writing.enter_context(folders.FolderLock(args.out))
+        _device_line("train", args.config, args.out, run_config)
+        bar, report = _progress(run_config.game.steps, args.quiet or not parallel.writes_files())
+        state = train(run_config, args.out, resume=args.resume, report=report)
+        bar.close()
     if parallel.writes_files():
         print(f"trained {int(state.step)} steps; checkpoint and metrics.csv in {args.out}")
     return 0
@@ -477,10 +481,13 @@ def run_export(args: argparse.Namespace) -> int:
 def run_plot(args: argparse.Namespace) -> int:
     """``advonline plot RUN_DIR... --out DIR``: every figure, PNG and PDF."""
     say = functools.partial(print, file=sys.stderr)
-    if _interface_runs(args.runs):
-        written = problem_run.plot_runs(args.runs, args.out)
-    else:
-        written = pipeline.plot_runs(args.runs, args.out, say=say)
+    interface = _interface_runs(args.runs)
+    folders.check_own(args.out, folders.KINDS)  # before the lock writes its file there
+    with folders.FolderLock(args.out):
+        if interface:
+            written = problem_run.plot_runs(args.runs, args.out)
+        else:
+            written = pipeline.plot_runs(args.runs, args.out, say=say)
     print("\n".join(str(path) for path in written if path.suffix == ".png"))
     print(f"({len(written)} files: each figure as PNG and PDF in {args.out})")
     return 0
@@ -559,13 +566,14 @@ def run_main_job(args: argparse.Namespace) -> int:
     )
     if args.check:
         return _checked(args.config, folder, largest, available)
-    _device_line("run", args.config, folder, run_config)
-    bar, report = _progress(run_config.game.steps, args.quiet)
-    say = functools.partial(print, file=sys.stderr)
-    train(run_config, folder, report=report)
-    bar.close()
-    mesh = parallel.batch_mesh(run_config.game.devices)
-    result = pipeline.finish_run(folder, budget, say, baselines, mesh)
+    with folders.FolderLock(folder):  # one writer from training to the last figure
+        _device_line("run", args.config, folder, run_config)
+        bar, report = _progress(run_config.game.steps, args.quiet)
+        say = functools.partial(print, file=sys.stderr)
+        train(run_config, folder, report=report)
+        bar.close()
+        mesh = parallel.batch_mesh(run_config.game.devices)
+        result = pipeline.finish_run(folder, budget, say, baselines, mesh)
     print(training.commands.table(result.run.setting, budget, result.results))
     print(result.report["verdict"])
     print(
@@ -595,7 +603,8 @@ def _problem_job(args: argparse.Namespace, config: problem_run.ProblemRunConfig)
         return 0
     say = (lambda line: None) if args.quiet else functools.partial(print, file=sys.stderr)
     names = tuple(args.algorithm) if args.algorithm else None
-    report = problem_run.main_job(config, args.config, folder, budget, say=say, baselines=names)
+    with folders.FolderLock(folder):
+        report = problem_run.main_job(config, args.config, folder, budget, say, names)
     print(problem_run.table(report))
     print(report["verdict"])
     print(f"trained in {report['training']['seconds']:.0f} s; run folder {folder}")

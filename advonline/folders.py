@@ -6,18 +6,28 @@ a small JSON object naming the tool, the kind of folder (``run`` or ``figures``)
 and when. Anything else is refused in one line, before any work starts, so a user's own files
 are never replaced. A run folder from before markers existed is still recognised by its
 checkpoint. Paths whose parent is a file are refused the same way.
+
+One writer at a time: ``train``, ``run`` and ``plot`` hold :class:`FolderLock` on the folder
+they write (an ``flock`` on ``.advonline.lock``, which the system releases however the process
+ends). A second writer is refused at once in one line naming the holder; a lock file left by a
+process that died is taken over, with one line saying so. Readers (``evaluate``, ``export``,
+``archive``) take no lock and never wait.
 """
 
 from __future__ import annotations
 
 import datetime
+import fcntl
 import json
 import os
+import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from advonline import __version__
 
 MARKER_NAME = ".advonline"
+LOCK_NAME = ".advonline.lock"
 KINDS = ("run", "figures")
 
 
@@ -47,7 +57,8 @@ def marker(folder: str | Path) -> dict | None:
 
 
 def is_empty(folder: Path) -> bool:
-    return folder.is_dir() and not any(folder.iterdir())
+    """Whether ``folder`` holds nothing (but perhaps the lock its writer took first)."""
+    return folder.is_dir() and all(entry.name == LOCK_NAME for entry in folder.iterdir())
 
 
 def check_own(folder: str | Path, kinds: tuple[str, ...], flag: str = "--out", legacy=()) -> Path:
@@ -96,3 +107,64 @@ def atomic_write(path: Path, payload: bytes) -> None:
         handle.flush()
         os.fsync(handle.fileno())
     os.replace(temporary, path)
+
+
+#: The folders this process holds locked (their lock files' descriptors), so that a command
+#: that locks a folder may call another that locks it too.
+_HELD: dict[Path, int] = {}
+
+
+class FolderLock:
+    """The exclusive right to write into ``folder`` (created if new), held inside a ``with``
+    block; FolderError, at once, if another process holds it. ``say`` hears the one line
+    printed when a lock left by a process that died is taken over."""
+
+    def __init__(self, folder: str | Path, say: Callable[[str], None] | None = None):
+        self.folder = Path(folder)
+        self.say = say or (lambda line: print(line, file=sys.stderr))
+        self.nested = False
+
+    def __enter__(self) -> FolderLock:
+        key = self.folder.resolve()
+        if key in _HELD:
+            self.nested = True
+            return self
+        self.folder.mkdir(parents=True, exist_ok=True)
+        descriptor = os.open(self.folder / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            holder = _holder(descriptor)
+            os.close(descriptor)
+            raise FolderError(
+                f"{self.folder} is in use by process {holder.get('pid', '?')} (started "
+                f"{holder.get('started', '?')}); wait for it to end or choose another folder"
+            ) from None
+        left = _holder(descriptor)
+        if left.get("pid") not in (None, os.getpid()):
+            self.say(
+                f"advonline: {self.folder}: taking over the lock of process {left['pid']} "
+                f"(started {left.get('started', '?')}), which is no longer running"
+            )
+        started = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
+        os.ftruncate(descriptor, 0)
+        os.pwrite(descriptor, json.dumps({"pid": os.getpid(), "started": started}).encode(), 0)
+        _HELD[key] = descriptor
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.nested:
+            return
+        descriptor = _HELD.pop(self.folder.resolve())
+        os.ftruncate(descriptor, 0)  # a clean end leaves no holder behind
+        fcntl.flock(descriptor, fcntl.LOCK_UN)
+        os.close(descriptor)
+
+
+def _holder(descriptor: int) -> dict:
+    """Who a lock file names as its holder (empty when it names nobody)."""
+    try:
+        document = json.loads(os.pread(descriptor, 4096, 0) or b"{}")
+    except ValueError:
+        return {}
+    return document if isinstance(document, dict) else {}

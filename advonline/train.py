@@ -178,9 +178,20 @@ def train(
     """Train to ``config.game.steps``; returns the final state (also in the checkpoint).
 
     The batches are sharded over ``config.game.devices`` devices (advonline/parallel.py). In a
-    multi-process run every process calls this; process 0 alone reads and writes ``folder``
-    and sends the state it starts from to the others."""
+    multi-process run every process calls this; process 0 alone reads and writes ``folder``,
+    holding its lock (:class:`~advonline.folders.FolderLock`) throughout, and sends the state
+    it starts from to the others."""
     folder = Path(folder)
+    if not parallel.writes_files():
+        return _train(config, folder, resume, report)
+    check_folder(folder, resume)  # before the lock writes its file there
+    with folders.FolderLock(folder):
+        return _train(config, folder, resume, report)
+
+
+def _train(
+    config: RunConfig, folder: Path, resume: bool, report: Callable[[dict], None] | None
+) -> Any:
     mesh = parallel.batch_mesh(config.game.devices)
     check_processes(config)
     if parallel.writes_files():

@@ -157,9 +157,16 @@ def test_two_processes_write_one_checkpoint_that_resumes(tmp_path):
     stopped = int(state.step)
     assert 0 < stopped < steps and stopped % 10 == 0
     assert stored.game.devices == 0
-    # process 0 alone wrote: one marker, config, metrics table and checkpoint, no leftovers
+    # process 0 alone wrote: one marker, its lock, config, metrics table and checkpoint, no
+    # leftovers
     names = sorted(path.name for path in folder.iterdir())
-    assert names == [".advonline", "checkpoint.msgpack", "config.json", "metrics.csv"]
+    assert names == [
+        ".advonline",
+        ".advonline.lock",
+        "checkpoint.msgpack",
+        "config.json",
+        "metrics.csv",
+    ]
 
     processes = _launch_two(config, folder, "--resume")
     outputs = [process.communicate(timeout=120) for process in processes]

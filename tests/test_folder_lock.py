@@ -1,0 +1,69 @@
+"""One writer per folder: a second ``train`` into a run folder another process is writing is
+refused at once in one line naming the holder; a lock left by a process that died is taken
+over with one line; a finished writer leaves the folder free."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from advonline.cli import main
+from advonline.folders import LOCK_NAME, FolderError, FolderLock
+from tests.test_train import TINY_TOML
+
+HOLD = """
+import sys, time
+from advonline.folders import FolderLock
+with FolderLock(sys.argv[1]):
+    print("held", flush=True)
+    time.sleep(120)
+"""
+
+
+@pytest.fixture
+def held(tmp_path):
+    """A run folder whose lock another process holds, and that process."""
+    folder = tmp_path / "run"
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD, str(folder)], stdout=subprocess.PIPE, text=True
+    )
+    assert holder.stdout.readline().strip() == "held"
+    yield folder, holder
+    holder.kill()
+    holder.communicate()
+
+
+def test_a_second_writer_is_refused_at_once_naming_the_holder(held, tmp_path, capsys):
+    folder, holder = held
+    config = tmp_path / "tiny.toml"
+    config.write_text(TINY_TOML.format(steps=4))
+    assert main(["train", str(config), "--out", str(folder), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"in use by process {holder.pid}" in err
+    assert sorted(path.name for path in folder.iterdir()) == [LOCK_NAME]  # nothing written
+    assert main(["plot", str(tmp_path / "some-run"), "--out", str(folder)]) == 2  # plot too
+    assert f"in use by process {holder.pid}" in capsys.readouterr().err
+    with pytest.raises(FolderError, match=f"in use by process {holder.pid}"):
+        FolderLock(folder).__enter__()
+
+
+def test_a_lock_left_by_a_dead_process_is_taken_over_with_one_line(tmp_path):
+    folder = tmp_path / "run"
+    folder.mkdir()
+    stale = {"pid": 2**22 + 7, "started": "2026-01-01T00:00:00+00:00"}
+    (folder / LOCK_NAME).write_text(json.dumps(stale))
+    said = []
+    with FolderLock(folder, say=said.append):
+        holder = json.loads((folder / LOCK_NAME).read_text())
+        assert holder["pid"] == os.getpid()
+        with FolderLock(folder, say=said.append):  # the same process may lock it again
+            pass
+    assert len(said) == 1 and f"taking over the lock of process {stale['pid']}" in said[0]
+    assert (folder / LOCK_NAME).read_text() == ""  # a clean end names nobody
+    with FolderLock(folder, say=said.append):
+        pass
+    assert len(said) == 1
