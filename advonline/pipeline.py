@@ -302,12 +302,17 @@ def plot_runs(
     its problem's standard budget), and the report stored in its folder.
     """
     out = folders.check_own(out, folders.KINDS)
-    written, bars, bounds, convergence, updates, budgets = [], [], [], {}, set(), set()
     runs = [open_run(folder) for folder in run_folders]
     metrics = [read_metrics(run) for run in runs]  # every run checked before any figure
-    folders.claim(
-        out, "figures", {"made_by": "advonline plot", "runs": [str(run.folder) for run in runs]}
-    )
+    with folders.FolderLock(out):  # one writer; taken once the runs are known to be drawable
+        about = {"made_by": "advonline plot", "runs": [str(run.folder) for run in runs]}
+        folders.claim(out, "figures", about)
+        return _draw(runs, metrics, out, budget, say)
+
+
+def _draw(runs: list[TrainedRun], metrics: list, out: Path, budget, say) -> list[Path]:
+    """:func:`plot_runs`' figures, into the claimed folder ``out``."""
+    written, bars, bounds, convergence, updates, budgets = [], [], [], {}, set(), set()
     for run, rows in zip(runs, metrics, strict=True):
         name = run.folder.name
         evaluation = stored_evaluation(run)

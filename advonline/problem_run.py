@@ -322,12 +322,14 @@ def plot_runs(run_folders: list[str | Path], out: str | Path) -> list[Path]:
         if not isinstance(report, dict) or not all(key in report for key in keys):
             raise InputError(f"{folder / EVALUATION_NAME} is not a run report advonline wrote")
         loaded.append((folder, rows, report))
-    folders.claim(
-        out, "figures", {"made_by": "advonline plot", "runs": list(map(str, run_folders))}
-    )
-    return [
-        path for folder, rows, report in loaded for path in figures(rows, report, out / folder.name)
-    ]
+    with folders.FolderLock(out):  # one writer; taken once the runs are known to be drawable
+        about = {"made_by": "advonline plot", "runs": [str(folder) for folder, _, _ in loaded]}
+        folders.claim(out, "figures", about)
+        return [
+            path
+            for folder, rows, report in loaded
+            for path in figures(rows, report, out / folder.name)
+        ]
 
 
 def setting_line(described: dict) -> str:

@@ -13,6 +13,7 @@ import pytest
 
 from advonline.cli import main
 from advonline.folders import LOCK_NAME, FolderError, FolderLock
+from tests.test_problem_run import TINY
 from tests.test_train import TINY_TOML
 
 HOLD = """
@@ -45,8 +46,14 @@ def test_a_second_writer_is_refused_at_once_naming_the_holder(held, tmp_path, ca
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and f"in use by process {holder.pid}" in err
     assert sorted(path.name for path in folder.iterdir()) == [LOCK_NAME]  # nothing written
-    assert main(["plot", str(tmp_path / "some-run"), "--out", str(folder)]) == 2  # plot too
+    trading = tmp_path / "owt.toml"
+    trading.write_text(TINY.replace("epochs = 6", "epochs = 1"))
+    done, budget = tmp_path / "done", ["--search-steps", "4", "--random-instances", "4"]
+    assert main(["run", str(trading), "--out", str(done), "--quiet", *budget]) == 0
+    capsys.readouterr()
+    assert main(["plot", str(done), "--out", str(folder)]) == 2  # plot is refused the same way
     assert f"in use by process {holder.pid}" in capsys.readouterr().err
+    assert sorted(path.name for path in folder.iterdir()) == [LOCK_NAME]
     with pytest.raises(FolderError, match=f"in use by process {holder.pid}"):
         FolderLock(folder).__enter__()
 

@@ -246,7 +246,7 @@ def test_running_out_of_memory_part_way_is_one_line_and_keeps_the_folder(
     from advonline import cli
 
     def exhausted(config, folder, **kwargs):
-        Path(folder).mkdir()
+        Path(folder).mkdir(exist_ok=True)  # the command holds its lock there
         (Path(folder) / "saved").write_text("checkpoint\n")
         raise jax.errors.JaxRuntimeError("RESOURCE_EXHAUSTED: Out of memory allocating 9 bytes.")
 

@@ -81,7 +81,8 @@ def check_buyers(
     """Refuse a buyer the setting does not allow: a value density ``value / sum(demand)``
     outside [L, U] (relative tolerance 1e-9), a demand above a resource's capacity, or a value
     without a demand. A row with no demand and no value is a round where nobody came."""
-    total = demands.sum(axis=1)
+    with np.errstate(over="ignore"):  # an overflowing total is refused below, not warned of
+        total = demands.sum(axis=1)
     for index in range(len(values)):
         line = index + 2
         if total[index] == 0:
