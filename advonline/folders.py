@@ -20,6 +20,7 @@ import datetime
 import fcntl
 import json
 import os
+import secrets
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -100,13 +101,26 @@ def claim(folder: str | Path, kind: str, about: dict) -> Path:
 
 
 def atomic_write(path: Path, payload: bytes) -> None:
-    """Write ``payload`` to ``path`` so that readers see the old file or the new, never half."""
-    temporary = path.with_name(f".{path.name}.tmp")
-    with open(temporary, "wb") as handle:
-        handle.write(payload)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(temporary, path)
+    """Write ``payload`` to ``path`` so that readers see the old file or the new, never half:
+    into a temporary file whose name no other process uses (its PID and a random suffix),
+    synced to disk, renamed over ``path``, and the folder synced so the rename survives a
+    crash."""
+    path = Path(path)
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+    try:
+        with open(temporary, "wb") as handle:
+            handle.write(payload)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temporary, path)
+    except BaseException:
+        temporary.unlink(missing_ok=True)
+        raise
+    folder = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(folder)
+    finally:
+        os.close(folder)
 
 
 #: The folders this process holds locked (their lock files' descriptors), so that a command

@@ -1,6 +1,7 @@
-"""One writer per folder: a second ``train`` into a run folder another process is writing is
-refused at once in one line naming the holder; a lock left by a process that died is taken
-over with one line; a finished writer leaves the folder free."""
+"""One writer per folder, and writes that cannot collide or tear: a second ``train`` into a run
+folder another process is writing is refused at once in one line naming the holder; a lock left
+by a process that died is taken over with one line; a finished writer leaves the folder free;
+a write that fails before its rename leaves the old file and no temporary."""
 
 from __future__ import annotations
 
@@ -74,3 +75,29 @@ def test_a_lock_left_by_a_dead_process_is_taken_over_with_one_line(tmp_path):
     with FolderLock(folder, say=said.append):
         pass
     assert len(said) == 1
+
+
+def test_an_interrupted_write_leaves_the_old_file_and_no_temporary(tmp_path, monkeypatch):
+    """atomic_write's temporary names are per process (PID and a random suffix), and a write
+    that fails before its rename leaves the old file whole and no temporary behind."""
+    from advonline import folders
+
+    target = tmp_path / "checkpoint.msgpack"
+    folders.atomic_write(target, b"old")
+    names = set()
+    real_replace = os.replace
+
+    def failing(source, destination):
+        names.add(os.path.basename(source))
+        raise OSError("disk full")
+
+    monkeypatch.setattr(os, "replace", failing)
+    for _ in range(2):
+        with pytest.raises(OSError, match="disk full"):
+            folders.atomic_write(target, b"new")
+    monkeypatch.setattr(os, "replace", real_replace)
+    assert target.read_bytes() == b"old"
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["checkpoint.msgpack"]
+    assert len(names) == 2 and all(f".{os.getpid()}." in name for name in names)
+    folders.atomic_write(target, b"new")
+    assert target.read_bytes() == b"new"
