@@ -27,7 +27,7 @@ from advonline.parallel import DevicesError
 from advonline.pipeline import RunError
 from advonline.preflight import PreflightError
 from advonline.ratio import format_ratio
-from advonline.train import TrainError, check_folder, check_processes, train
+from advonline.train import TrainError, check_folder, check_processes, check_resumable, train
 
 EXIT_BAD_INPUT = 2
 EXIT_OUT_OF_MEMORY = 3  # a command that ran out of memory part way (after its checks passed)
@@ -429,6 +429,7 @@ def run_train(args: argparse.Namespace) -> int:
     check_processes(run_config)
     if parallel.writes_files():
         check_folder(args.out, args.resume)
+        check_resumable(args.out, run_config)  # before the banner and the progress bar
     largest, available = preflight.check(run_config.training().training_needs(run_config))
     if args.check:
         return _checked(args.config, args.out, largest, available)

@@ -109,6 +109,8 @@ def delivered_policies(game, state) -> dict:
 
 def open_run(folder: str | Path) -> TrainedRun:
     """The trained run in ``folder`` (CheckpointError if it has none)."""
+    if not Path(folder).is_dir():
+        raise RunError(f"no run folder {folder}")
     state, config, wall = checkpoint.load(folder)
     return TrainedRun(Path(folder), state, config, wall)
 

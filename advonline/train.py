@@ -122,16 +122,27 @@ def initial_state(config: RunConfig, key: jax.Array):
     return game.init_state(key)
 
 
+def check_resumable(folder: str | Path, config: RunConfig) -> None:
+    """Refuse, before any work, to resume the run in ``folder`` with another config."""
+    if checkpoint.checkpoint_path(folder).exists():
+        _, stored, _ = checkpoint.load(folder)
+        _check_same_run(folder, stored, config)
+
+
+def _check_same_run(folder, stored: RunConfig, config: RunConfig) -> None:
+    if not stored.same_run(config):
+        raise TrainError(
+            f"the config differs from the one {folder} was trained with; "
+            "resume with the same config or choose another --out"
+        )
+
+
 def prepare_folder(folder: Path, config: RunConfig, resume: bool) -> tuple[Any, float]:
     """The state to start from: fresh, or the folder's checkpoint with ``resume``."""
     check_folder(folder, resume)
     if checkpoint.checkpoint_path(folder).exists():  # resume (check_folder saw to that)
         state, stored, wall = checkpoint.load(folder)
-        if not stored.same_run(config):
-            raise TrainError(
-                f"the config differs from the one {folder} was trained with; "
-                "resume with the same config or choose another --out"
-            )
+        _check_same_run(folder, stored, config)
         return state, wall
     about = {
         "made_by": "advonline train",

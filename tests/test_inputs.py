@@ -259,3 +259,40 @@ def test_running_out_of_memory_part_way_is_one_line_and_keeps_the_folder(
     assert "Traceback" not in err and last.startswith("advonline: error: out of memory"), err
     assert "--check" in last
     assert (folder / "saved").read_text() == "checkpoint\n"
+
+
+def test_numbers_paths_and_folders_are_named_as_the_user_gave_them(tmp_path, capsys):
+    """Infinite or NaN flag values name the flag; a missing, folder or binary policy file says
+    which; plot on a folder that does not exist says so (not which file it lacks)."""
+    trace = tmp_path / "trace.csv"
+    trace.write_text("value,demand\n1,0.5\n")
+    binary = tmp_path / "binary.json"
+    binary.write_bytes("{}".encode("utf-16"))
+    greedy = ["--algorithm", "greedy"]
+    for argv, message in [
+        (["evaluate", "--high", "inf", *greedy], "--high expects a finite number, got inf"),
+        (["evaluate", "--low", "inf", *greedy], "--low expects a finite number, got inf"),
+        (["evaluate", "--max-demand", "nan", *greedy], "--max-demand expects a finite number"),
+        (["evaluate", "--instances", str(trace), "--capacity", "nan", *greedy], "--capacity"),
+        (["evaluate", "--policy", str(tmp_path / "none.json")], "none.json does not exist"),
+        (["evaluate", "--policy", str(tmp_path)], "is a folder, not a file"),
+        (["evaluate", "--policy", str(binary)], "is not UTF-8 text"),
+        (["plot", str(tmp_path / "nowhere"), "--out", str(tmp_path / "f")], "no run folder"),
+    ]:
+        one_line_exit_2(capsys, argv, message)
+    assert not (tmp_path / "f").exists()
+
+
+def test_resuming_with_another_config_is_one_line_before_any_output(tmp_path, capsys):
+    from tests.test_train import TINY_TOML
+
+    config = tmp_path / "tiny.toml"
+    config.write_text(TINY_TOML.format(steps=2))
+    folder = tmp_path / "run"
+    assert main(["train", str(config), "--out", str(folder), "--quiet"]) == 0
+    capsys.readouterr()
+    before = tree_digest(folder)
+    config.write_text(TINY_TOML.format(steps=4))
+    argv = ["train", str(config), "--out", str(folder), "--resume"]
+    one_line_exit_2(capsys, argv, "the config differs from the one")  # no banner, no bar
+    assert tree_digest(folder) == before

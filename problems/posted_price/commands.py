@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 
 from advonline.baselines.posted_price import BASELINES
 from advonline.errors import InputError
@@ -83,8 +84,19 @@ def given_setting_flag(args: argparse.Namespace) -> str | None:
     return given[0] if given else None
 
 
+def check_finite(args: argparse.Namespace) -> None:
+    """Refuse an infinite or NaN number given to a setting flag, naming the flag."""
+    for flag in ("low", "high", "max_demand", "capacity"):
+        given = getattr(args, flag)
+        for value in given if isinstance(given, list) else [given]:
+            if value is not None and not math.isfinite(value):
+                name = flag.replace("_", "-")
+                raise InputError(f"--{name} expects a finite number, got {value}")
+
+
 def setting(args: argparse.Namespace) -> Setting:
     """The setting the flags describe (defaults where not given)."""
+    check_finite(args)
     if args.capacity:
         raise InputError("--capacity applies to --instances traces; settings use capacity 1")
     default = Setting()
@@ -113,6 +125,7 @@ def load_policy(path: str) -> tuple[Setting, object, str]:
 def evaluate_trace(args: argparse.Namespace, names: tuple[str, ...], budget_) -> str:
     """``evaluate --instances TRACE.csv``: every named baseline run on the buyer trace, as
     printed (one JSON object with ``--json``)."""
+    check_finite(args)
     for flag in NOT_FOR_TRACES:
         if getattr(args, flag) is not None:
             raise InputError(

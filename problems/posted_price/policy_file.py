@@ -332,9 +332,16 @@ def load(path: str | Path) -> PricingPolicy:
     """Read and validate a policy file; :class:`PolicyFileError` says what is wrong in one line."""
     path = Path(path)
     try:
-        text = path.read_text()
-    except (OSError, UnicodeDecodeError) as error:
-        raise PolicyFileError(f"cannot read policy file {path}: {error}") from None
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise PolicyFileError(f"policy file {path} does not exist") from None
+    except IsADirectoryError:
+        raise PolicyFileError(f"policy file {path} is a folder, not a file") from None
+    except UnicodeDecodeError:
+        raise PolicyFileError(f"policy file {path} is not UTF-8 text (a JSON file)") from None
+    except OSError as error:
+        reason = error.strerror or error
+        raise PolicyFileError(f"cannot read policy file {path}: {reason}") from None
     if not text.strip():
         raise PolicyFileError(f"policy file {path} is empty")
     try:
