@@ -259,7 +259,7 @@ def test_plot_refuses_folders_it_cannot_draw_with_one_line(finished, tmp_path, c
     bare = tmp_path / "checkpoint-only"
     bare.mkdir()
     (bare / "checkpoint.msgpack").write_bytes((finished / "checkpoint.msgpack").read_bytes())
-    cases = {str(tmp_path / "missing"): "no checkpoint", str(bare): "no readable metrics.csv"}
+    cases = {str(tmp_path / "missing"): "no run folder", str(bare): "no readable metrics.csv"}
     for folder, message in cases.items():
         figures = tmp_path / "figures"
         assert main(["plot", str(finished), folder, "--out", str(figures)]) == 2
