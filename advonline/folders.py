@@ -26,6 +26,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from advonline import __version__
+from advonline.errors import InputError
 
 MARKER_NAME = ".advonline"
 LOCK_NAME = ".advonline.lock"
@@ -98,6 +99,22 @@ def claim(folder: str | Path, kind: str, about: dict) -> Path:
         }
         path.write_text(json.dumps(document, indent=1) + "\n")
     return folder
+
+
+def read_text(path: str | Path, what: str, error: type[Exception] = InputError) -> str:
+    """The UTF-8 text of the file at ``path``; otherwise ``error``, one line naming ``what`` the
+    file is and why it cannot be read (missing, a folder, not UTF-8, unreadable)."""
+    path = Path(path)
+    try:
+        return path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise error(f"{what} {path} does not exist") from None
+    except IsADirectoryError:
+        raise error(f"{what} {path} is a folder, not a file") from None
+    except UnicodeDecodeError:
+        raise error(f"{what} {path} is not UTF-8 text") from None
+    except OSError as failure:
+        raise error(f"cannot read {what} {path}: {failure.strerror or failure}") from None
 
 
 def atomic_write(path: Path, payload: bytes) -> None:

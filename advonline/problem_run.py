@@ -289,15 +289,10 @@ def evaluate_file(
 
 def read_json(path: str | Path, what: str):
     """The JSON document at ``path``; InputError says why it cannot be read."""
+    text = folders.read_text(path, what)
     try:
-        return json.loads(Path(path).read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise InputError(f"{what} {path} does not exist") from None
-    except IsADirectoryError:
-        raise InputError(f"{what} {path} is a folder, not a file") from None
-    except OSError as error:
-        raise InputError(f"cannot read {what} {path}: {error.strerror or error}") from None
-    except (UnicodeDecodeError, json.JSONDecodeError):
+        return json.loads(text)
+    except json.JSONDecodeError:
         raise InputError(f"{what} {path} is not UTF-8 JSON") from None
 
 

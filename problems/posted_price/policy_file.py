@@ -77,6 +77,7 @@ from pathlib import Path
 import numpy as np
 
 from advonline.errors import InputError
+from advonline.folders import read_text
 
 FORMAT = "advonline.pricing-policy"
 VERSION = 2  # what ``advonline export`` writes; version 1 (tables) is still read and written
@@ -331,17 +332,7 @@ def parse(document, source: str = "<dict>") -> PricingPolicy:
 def load(path: str | Path) -> PricingPolicy:
     """Read and validate a policy file; :class:`PolicyFileError` says what is wrong in one line."""
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise PolicyFileError(f"policy file {path} does not exist") from None
-    except IsADirectoryError:
-        raise PolicyFileError(f"policy file {path} is a folder, not a file") from None
-    except UnicodeDecodeError:
-        raise PolicyFileError(f"policy file {path} is not UTF-8 text (a JSON file)") from None
-    except OSError as error:
-        reason = error.strerror or error
-        raise PolicyFileError(f"cannot read policy file {path}: {reason}") from None
+    text = read_text(path, "policy file", PolicyFileError)
     if not text.strip():
         raise PolicyFileError(f"policy file {path} is empty")
     try:
