@@ -139,4 +139,4 @@ def test_negative_capacity_is_refused(tmp_path, capsys):
     trace = tmp_path / "ok.csv"
     trace.write_text("value,demand\n1,0.2\n")
     assert main(["evaluate", "--instances", str(trace), "--capacity", "-1"]) == 2
-    assert "capacities must be positive" in capsys.readouterr().err
+    assert "--capacity must be positive" in capsys.readouterr().err

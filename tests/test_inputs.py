@@ -270,9 +270,9 @@ def test_numbers_paths_and_folders_are_named_as_the_user_gave_them(tmp_path, cap
     binary.write_bytes("{}".encode("utf-16"))
     greedy = ["--algorithm", "greedy"]
     for argv, message in [
-        (["evaluate", "--high", "inf", *greedy], "--high expects a finite number, got inf"),
-        (["evaluate", "--low", "inf", *greedy], "--low expects a finite number, got inf"),
-        (["evaluate", "--max-demand", "nan", *greedy], "--max-demand expects a finite number"),
+        (["evaluate", "--high", "inf", *greedy], "--high must be a finite number, got inf"),
+        (["evaluate", "--low", "inf", *greedy], "--low must be a finite number, got inf"),
+        (["evaluate", "--max-demand", "nan", *greedy], "--max-demand must be a finite number"),
         (["evaluate", "--instances", str(trace), "--capacity", "nan", *greedy], "--capacity"),
         (["evaluate", "--policy", str(tmp_path / "none.json")], "none.json does not exist"),
         (["evaluate", "--policy", str(tmp_path)], "is a folder, not a file"),
@@ -281,6 +281,27 @@ def test_numbers_paths_and_folders_are_named_as_the_user_gave_them(tmp_path, cap
     ]:
         one_line_exit_2(capsys, argv, message)
     assert not (tmp_path / "f").exists()
+
+
+def test_a_setting_given_by_flags_is_refused_naming_the_flags(tmp_path, capsys):
+    """What is wrong with a setting is said in the words the user wrote it in: flags on the
+    command line, keys in a config file."""
+    greedy = ["--algorithm", "greedy"]
+    for flags, message in [
+        (["--max-demand", "0.3", "--demand-levels", "7"], "--demand-levels / --max-demand must"),
+        (["--low", "5", "--high", "2"], "--high (density U) must exceed L"),
+        (["--rounds", "0"], "--rounds must be >= 1, got 0"),
+        (["--max-demand", "2"], "--max-demand must lie in (0, 1]"),
+        (["--demand-levels", "0"], "--demand-levels must be >= 1"),
+    ]:
+        one_line_exit_2(capsys, ["evaluate", *flags, *greedy], message)
+    config = tmp_path / "grid.toml"
+    config.write_text("[setting]\nmax_demand = 0.3\ndemand_levels = 7\n")
+    one_line_exit_2(
+        capsys,
+        ["train", str(config), "--out", str(tmp_path / "run")],
+        "[setting]: demand_levels / max_demand must be a whole number",
+    )
 
 
 def test_resuming_with_another_config_is_one_line_before_any_output(tmp_path, capsys):

@@ -15,7 +15,7 @@ from advonline.baselines.posted_price import BASELINES
 from advonline.errors import InputError
 from advonline.evaluation import ARCHIVE_SOURCE
 from advonline.problems.posted_price import evaluate, policy_file
-from advonline.problems.posted_price.model import Instance, Setting
+from advonline.problems.posted_price.model import Instance, Setting, SettingError
 from advonline.problems.posted_price.tabulated import from_file
 from advonline.problems.posted_price.traces import check_buyers, load_trace
 from advonline.ratio import format_ratio
@@ -91,7 +91,27 @@ def check_finite(args: argparse.Namespace) -> None:
         for value in given if isinstance(given, list) else [given]:
             if value is not None and not math.isfinite(value):
                 name = flag.replace("_", "-")
-                raise InputError(f"--{name} expects a finite number, got {value}")
+                raise InputError(f"--{name} must be a finite number, got {value}")
+
+
+#: The setting's fields as the flags name them.
+FLAG_NAMES = {
+    "resources": "--resources",
+    "low": "--low",
+    "high": "--high",
+    "rounds": "--rounds",
+    "max_demand": "--max-demand",
+    "demand_levels": "--demand-levels",
+    "capacities": "--capacity",
+}
+
+
+def _setting_of_flags(**fields) -> Setting:
+    """The setting of ``fields`` taken from flags: a problem with it names the flags."""
+    try:
+        return Setting(**fields)
+    except SettingError as error:
+        raise InputError(error.naming(FLAG_NAMES)) from None
 
 
 def setting(args: argparse.Namespace) -> Setting:
@@ -103,7 +123,7 @@ def setting(args: argparse.Namespace) -> Setting:
     resources = _given(args.resources, 1)
     if resources < 1:
         raise InputError(f"--resources must be >= 1, got {resources}")
-    return Setting(
+    return _setting_of_flags(
         resources=resources,
         low=_given(args.low, default.low),
         high=_given(args.high, default.high),
@@ -142,7 +162,7 @@ def evaluate_trace(args: argparse.Namespace, names: tuple[str, ...], budget_) ->
     if len(capacities) == 1:
         capacities *= resources
     default = Setting()
-    trace_setting = Setting(
+    trace_setting = _setting_of_flags(
         resources=resources,
         low=_given(args.low, default.low),
         high=_given(args.high, default.high),

@@ -32,7 +32,29 @@ from advonline.errors import InputError
 
 
 class SettingError(InputError):
-    """A setting that does not describe a valid posted-price problem."""
+    """A setting that does not describe a valid posted-price problem. Its problems are
+    templates naming the setting's fields as ``{low}``, ``{max_demand}``, ...; the message
+    names them as the config file does (:data:`FIELD_NAMES`), and :meth:`naming` phrases them
+    with other names (the command line's flags)."""
+
+    def __init__(self, problems: list[str] | str) -> None:
+        if isinstance(problems, str):  # a message naming no field
+            problems = [problems.replace("{", "{{").replace("}", "}}")]
+        self.problems = list(problems)
+        super().__init__(self.naming(FIELD_NAMES))
+
+    def naming(self, names: dict[str, str]) -> str:
+        """The message with each field called by ``names`` (its config key when not there)."""
+        return "; ".join(problem.format_map({**FIELD_NAMES, **names}) for problem in self.problems)
+
+
+#: The setting's fields as a config file's ``[setting]`` table names them.
+FIELD_NAMES = {
+    name: name
+    for name in (
+        "resources", "low", "high", "rounds", "max_demand", "demand_levels", "capacities"
+    )
+}  # fmt: skip
 
 
 @dataclasses.dataclass(frozen=True)
@@ -51,30 +73,33 @@ class Setting:
     def __post_init__(self) -> None:
         problems = []
         if self.resources < 1:
-            problems.append(f"resources must be >= 1, got {self.resources}")
+            problems.append(f"{{resources}} must be >= 1, got {self.resources}")
         if not (math.isfinite(self.low) and self.low > 0):
-            problems.append(f"low density L must be positive, got {self.low}")
+            problems.append(f"{{low}} (density L) must be a positive number, got {self.low}")
         if not (math.isfinite(self.high) and self.high > self.low):
-            problems.append(f"high density U must exceed L, got L={self.low}, U={self.high}")
+            problems.append(f"{{high}} (density U) must exceed L, got L={self.low}, U={self.high}")
         if self.rounds < 1:
-            problems.append(f"rounds must be >= 1, got {self.rounds}")
+            problems.append(f"{{rounds}} must be >= 1, got {self.rounds}")
         if not (0 < self.max_demand <= 1):
-            problems.append(f"max demand must lie in (0, 1], got {self.max_demand}")
+            problems.append(f"{{max_demand}} must lie in (0, 1], got {self.max_demand}")
         if self.demand_levels < 1:
-            problems.append(f"demand levels must be >= 1, got {self.demand_levels}")
+            problems.append(f"{{demand_levels}} must be >= 1, got {self.demand_levels}")
         if len(self.capacities) != self.resources:
-            problems.append(f"need {self.resources} capacities, got {len(self.capacities)}")
+            problems.append(
+                f"need {self.resources} {{capacities}}, one per resource, got "
+                f"{len(self.capacities)}"
+            )
         if any(not (math.isfinite(c) and c > 0) for c in self.capacities):
-            problems.append(f"capacities must be positive, got {list(self.capacities)}")
+            problems.append(f"{{capacities}} must be positive, got {list(self.capacities)}")
         if not problems:
             grid = self.demand_levels / self.max_demand
             if abs(grid - round(grid)) > 1e-9 * grid:
                 problems.append(
-                    "demand_levels / max_demand must be a whole number (the utilisation grid); "
-                    f"got {self.demand_levels} / {self.max_demand}"
+                    "{demand_levels} / {max_demand} must be a whole number (the utilisation "
+                    f"grid); got {self.demand_levels} / {self.max_demand}"
                 )
         if problems:
-            raise SettingError("; ".join(problems))
+            raise SettingError(problems)
 
     @property
     def theta(self) -> float:
