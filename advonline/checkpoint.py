@@ -1,27 +1,36 @@
-"""Checkpoints of a training run: one msgpack file (Flax serialization), written atomically.
+"""Checkpoints of a training run: one msgpack file (Flax serialization), written atomically
+and checksummed.
 
 ``DIR/checkpoint.msgpack`` holds the game state (parameters, optimiser states, replay, PRNG
-key, step) and its metadata (the validated config, wall time so far, package version). It is
-written to a temporary file in the same folder, flushed to disk and then renamed over the old
-one, so a kill at any moment leaves either the previous checkpoint or the new one, never a
-torn file. Nothing here ever deletes a checkpoint.
+key, step) and its metadata (the validated config, wall time so far, package version), behind
+a header line with the SHA-256 of that payload (:mod:`advonline.checksums`). It is written to
+a temporary file in the same folder, flushed to disk and then renamed over the old one, so a
+kill at any moment leaves either the previous checkpoint or the new one, never a torn file.
+
+The last two checkpoints are kept: before a new one is written, the current one becomes
+``DIR/checkpoint.previous.msgpack`` (a hard link renamed into place, so at every moment both
+names hold a complete checkpoint). A checkpoint that fails its checksum is refused in one line
+that offers the previous one when it is intact. A checkpoint written before checksums loads
+with a note. Nothing here deletes a checkpoint the run still needs.
 """
 
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
 import jax
 from flax import serialization
 
-from advonline import __version__, parallel
+from advonline import __version__, checksums, parallel
 from advonline.configs import RunConfig, from_dict
 from advonline.folders import atomic_write
 from advonline.oracle_loop import init_oracle_state
 
 CHECKPOINT_NAME = "checkpoint.msgpack"
+PREVIOUS_NAME = "checkpoint.previous.msgpack"
 
 
 class CheckpointError(ValueError):
@@ -30,6 +39,10 @@ class CheckpointError(ValueError):
 
 def checkpoint_path(folder: str | Path) -> Path:
     return Path(folder) / CHECKPOINT_NAME
+
+
+def previous_path(folder: str | Path) -> Path:
+    return Path(folder) / PREVIOUS_NAME
 
 
 def save(folder: str | Path, state, config: RunConfig, wall_seconds: float) -> None:
@@ -46,7 +59,13 @@ def save(folder: str | Path, state, config: RunConfig, wall_seconds: float) -> N
             "version": __version__,
         },
     }
-    atomic_write(checkpoint_path(folder), serialization.msgpack_serialize(record))
+    current = checkpoint_path(folder)
+    if current.exists():  # keep it as the previous checkpoint, with no moment of absence
+        link = current.with_name(f".{PREVIOUS_NAME}.{os.getpid()}.link")
+        link.unlink(missing_ok=True)
+        os.link(current, link)
+        os.replace(link, previous_path(folder))
+    atomic_write(current, checksums.framed(serialization.msgpack_serialize(record)))
 
 
 def load(folder: str | Path) -> tuple[Any, RunConfig, float]:
@@ -55,7 +74,13 @@ def load(folder: str | Path) -> tuple[Any, RunConfig, float]:
     if not path.is_file():
         raise CheckpointError(f"no checkpoint at {path}")
     try:
-        record = serialization.msgpack_restore(path.read_bytes())
+        payload, verified = checksums.unframed(
+            path.read_bytes(), f"checkpoint {path}", CheckpointError
+        )
+    except CheckpointError as error:
+        raise CheckpointError(f"{error}{_offer_previous(folder)}") from None
+    try:
+        record = serialization.msgpack_restore(payload)
         meta = record["meta"]
         config = from_dict(json.loads(meta["config"]), f"config stored in {path}")
         template = _template(config)
@@ -77,7 +102,22 @@ def load(folder: str | Path) -> tuple[Any, RunConfig, float]:
         raise
     except Exception as error:  # any corruption: msgpack, missing keys, shapes
         raise CheckpointError(f"{path} is not a readable advonline checkpoint ({error})") from None
+    if not verified:
+        checksums.note_unverified(f"checkpoint {path}")
     return state.replace(key=jax.random.wrap_key_data(state.key)), config, wall
+
+
+def _offer_previous(folder: str | Path) -> str:
+    """The clause offering the previous checkpoint when it is intact (empty otherwise)."""
+    previous = previous_path(folder)
+    try:
+        checksums.unframed(previous.read_bytes(), str(previous), CheckpointError)
+    except (OSError, CheckpointError):
+        return "; no intact previous checkpoint is kept"
+    return (
+        f"; the previous checkpoint {previous} is intact (one save earlier): move the "
+        f"corrupted file aside and rename that one to {CHECKPOINT_NAME} to go on from it"
+    )
 
 
 def _template(config: RunConfig):

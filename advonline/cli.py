@@ -10,6 +10,7 @@ import contextlib
 import functools
 import json
 import sys
+import warnings
 from pathlib import Path
 
 import jax
@@ -18,6 +19,7 @@ from tqdm import tqdm
 from advonline import archive_view, configs, folders, parallel, pipeline, preflight, problem_run
 from advonline import problems as registry
 from advonline.checkpoint import CheckpointError, checkpoint_path
+from advonline.checksums import UnverifiedFile
 from advonline.configs import ConfigError
 from advonline.errors import InputError
 from advonline.export import ExportError, check_target
@@ -241,6 +243,21 @@ def _check_budget_flags(args: argparse.Namespace) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``advonline`` console script."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("always", UnverifiedFile)
+        warnings.showwarning = _show_warning
+        return _main(argv)
+
+
+def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    """Notes about the user's files as one line each; other warnings as Python prints them."""
+    if issubclass(category, UnverifiedFile):
+        print(f"advonline: note: {message}", file=sys.stderr)
+    else:
+        sys.stderr.write(warnings.formatwarning(message, category, filename, lineno, line))
+
+
+def _main(argv: list[str] | None) -> int:
     try:
         args = build_parser().parse_args(argv)
         return args.run(args)
@@ -461,7 +478,7 @@ def run_export(args: argparse.Namespace) -> int:
         if args.read_out or args.table:
             raise UsageError("--read-out and --table apply to training runs")
         folder = Path(args.checkpoint)
-        write_policy(args.out, problem_run.read_json(folder / problem_run.POLICY_NAME, "policy"))
+        write_policy(args.out, problem_run.read_policy(folder / problem_run.POLICY_NAME))
         print(f"wrote {args.out} (the policy of {folder}, as measured in its evaluation.json)")
         return 0
     run = pipeline.open_run(args.checkpoint)

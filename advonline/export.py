@@ -1,6 +1,7 @@
 """``advonline export``: what every policy file shares, whatever the problem: where the policy
 came from (:func:`provenance`), numbers written exactly (:func:`float32_list`) or compactly
-(:func:`significant`), and a write that never overwrites (:func:`write`). The document itself
+(:func:`significant`), and a write that never overwrites and carries the file's checksum
+(:func:`write`). The document itself
 is the problem's (for posted pricing :mod:`posted_price.policy_writer`)."""
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from advonline import __version__
+from advonline import __version__, checksums
 from advonline.configs import RunConfig
 from advonline.folders import atomic_write, check_path
 
@@ -69,7 +70,9 @@ def check_target(path: str | Path) -> Path:
 
 
 def write(path: str | Path, document: dict) -> None:
-    """Write ``document`` to a new file atomically (parent folders created)."""
+    """Write ``document`` to a new file atomically (parent folders created), carrying the
+    SHA-256 of its content (:func:`checksums.signed`)."""
     path = check_target(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write(path, json.dumps(document, separators=(",", ":")).encode())
+    text = json.dumps(checksums.signed(document), separators=(",", ":"))
+    atomic_write(path, text.encode())

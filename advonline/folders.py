@@ -10,7 +10,8 @@ checkpoint. Paths whose parent is a file are refused the same way.
 One writer at a time: ``train``, ``run`` and ``plot`` hold :class:`FolderLock` on the folder
 they write (an ``flock`` on ``.advonline.lock``, which the system releases however the process
 ends). A second writer is refused at once in one line naming the holder; a lock file left by a
-process that died is taken over, with one line saying so. Readers (``evaluate``, ``export``,
+process that died is taken over, with one line saying so, and the temporary files that process
+left half-written are removed. Readers (``evaluate``, ``export``,
 ``archive``) take no lock and never wait.
 """
 
@@ -177,6 +178,7 @@ class FolderLock:
                 f"advonline: {self.folder}: taking over the lock of process {left['pid']} "
                 f"(started {left.get('started', '?')}), which is no longer running"
             )
+        _sweep_leftovers(self.folder)
         started = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
         os.ftruncate(descriptor, 0)
         os.pwrite(descriptor, json.dumps({"pid": os.getpid(), "started": started}).encode(), 0)
@@ -190,6 +192,28 @@ class FolderLock:
         os.ftruncate(descriptor, 0)  # a clean end leaves no holder behind
         fcntl.flock(descriptor, fcntl.LOCK_UN)
         os.close(descriptor)
+
+
+def _sweep_leftovers(folder: Path) -> None:
+    """Remove the temporary files (``.NAME.PID.*.tmp``, ``.NAME.PID.link``) that writers
+    killed part-way left in ``folder``: only the lock holder writes there, so a temporary file
+    of any process that is no longer running is a leftover. The files they were to replace
+    are untouched."""
+    for path in [*folder.glob(".*.tmp"), *folder.glob(".*.link")]:
+        fields = path.name.split(".")
+        pid = fields[-3] if path.suffix == ".tmp" else fields[-2]
+        if pid.isdigit() and int(pid) != os.getpid() and not _running(int(pid)):
+            path.unlink(missing_ok=True)
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
 
 
 def _holder(descriptor: int) -> dict:

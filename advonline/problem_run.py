@@ -27,7 +27,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from advonline import environment, folders, plots
+from advonline import checksums, environment, folders, plots
 from advonline.configs import ConfigError, build_section, problem_of, read_toml
 from advonline.errors import InputError
 from advonline.folders import atomic_write
@@ -257,10 +257,8 @@ def main_job(
     report = report_of(problem, setting, budget, results, training=training)
     report["verdict"] = _verdict(results)
     atomic_write(folder / EVALUATION_NAME, (json.dumps(report, indent=1) + "\n").encode())
-    atomic_write(
-        folder / POLICY_NAME,
-        (json.dumps(problem.export(setting, learned), indent=1) + "\n").encode(),
-    )
+    policy = checksums.signed(problem.export(setting, learned))
+    atomic_write(folder / POLICY_NAME, (json.dumps(policy, indent=1) + "\n").encode())
     rows = [
         {"step": r.epoch, "wall_seconds": r.seconds, "certificate": r.certificate}
         for r in trained.rows
@@ -275,7 +273,10 @@ def evaluate_file(
     """The report of a policy file measured on its own setting beside ``baselines``, with the
     evaluator of :func:`measure` (InputError: the file cannot be used)."""
     document = read_json(path, "policy file")
+    verified = checksums.verified(document, f"policy file {path}", InputError)
     setting, policy = problem.restore(document)
+    if not verified:
+        checksums.note_unverified(f"policy file {path}")
     provenance = document.get("provenance")
     algorithm = provenance.get("algorithm") if isinstance(provenance, dict) else None
     name = f"{algorithm} (policy file)" if algorithm else "policy file"
@@ -294,6 +295,14 @@ def read_json(path: str | Path, what: str):
         return json.loads(text)
     except json.JSONDecodeError:
         raise InputError(f"{what} {path} is not UTF-8 JSON") from None
+
+
+def read_policy(path: str | Path) -> dict:
+    """The policy file at ``path`` once its checksum matches (InputError otherwise)."""
+    document = read_json(path, "policy file")
+    if not checksums.verified(document, f"policy file {path}", InputError):
+        checksums.note_unverified(f"policy file {path}")
+    return document
 
 
 def is_run(folder: str | Path) -> bool:

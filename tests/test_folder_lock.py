@@ -64,6 +64,16 @@ def test_a_lock_left_by_a_dead_process_is_taken_over_with_one_line(tmp_path):
     folder.mkdir()
     stale = {"pid": 2**22 + 7, "started": "2026-01-01T00:00:00+00:00"}
     (folder / LOCK_NAME).write_text(json.dumps(stale))
+    leftovers = [
+        folder / f".checkpoint.msgpack.{stale['pid']}.0a1b2c3d.tmp",  # killed mid-write
+        folder / f".checkpoint.previous.msgpack.{stale['pid']}.link",
+    ]
+    kept = [
+        folder / f".checkpoint.msgpack.{os.getpid()}.0a1b2c3d.tmp",  # a live writer's
+        folder / "checkpoint.msgpack",
+    ]
+    for path in [*leftovers, *kept]:
+        path.write_bytes(b"half")
     said = []
     with FolderLock(folder, say=said.append):
         holder = json.loads((folder / LOCK_NAME).read_text())
@@ -71,6 +81,8 @@ def test_a_lock_left_by_a_dead_process_is_taken_over_with_one_line(tmp_path):
         with FolderLock(folder, say=said.append):  # the same process may lock it again
             pass
     assert len(said) == 1 and f"taking over the lock of process {stale['pid']}" in said[0]
+    assert not any(path.exists() for path in leftovers)
+    assert all(path.read_bytes() == b"half" for path in kept)
     assert (folder / LOCK_NAME).read_text() == ""  # a clean end names nobody
     with FolderLock(folder, say=said.append):
         pass

@@ -120,6 +120,12 @@ def test_every_command_takes_a_run_of_the_interface(tmp_path, capsys):
     copy = tmp_path / "copy.json"
     assert cli.main(["export", "--checkpoint", str(run), "--out", str(copy)]) == 0
     assert json.loads(copy.read_text()) == json.loads((run / "policy.json").read_text())
+    edited = tmp_path / "edited.json"  # the copy with one fraction changed by hand
+    document = json.loads(copy.read_text())
+    document["fractions"][0] += 1e-9
+    edited.write_text(json.dumps(document))
+    assert cli.main([*evaluate, "--policy", str(edited)]) == 2
+    assert capsys.readouterr().err.strip().endswith("is corrupted: checksum mismatch")
     before = copy.read_bytes()
     assert cli.main(["export", "--checkpoint", str(run), "--out", str(copy)]) == 2
     assert "exists" in capsys.readouterr().err and copy.read_bytes() == before

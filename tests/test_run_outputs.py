@@ -14,7 +14,7 @@ import matplotlib.image
 import numpy as np
 import pytest
 
-from advonline import pipeline
+from advonline import checksums, pipeline
 from advonline.cli import main
 from advonline.problems.posted_price.model import price_table
 from advonline.problems.posted_price.policy_file import PolicyFileError, load
@@ -161,7 +161,7 @@ def test_a_policy_named_like_a_baseline_is_measured_beside_it(finished, tmp_path
     document = json.loads((finished / "policy-readout.json").read_text())
     document["provenance"]["algorithm"] = "greedy"
     renamed = tmp_path / "greedy.json"
-    renamed.write_text(json.dumps(document))
+    renamed.write_text(json.dumps(checksums.signed(document)))
     measured = _ratios(capsys, ["evaluate", "--policy", str(renamed), "--algorithm", "greedy"])
     assert list(measured) == ["greedy (policy file)", "greedy"]
     from_checkpoint = _ratios(
@@ -196,9 +196,17 @@ def test_export_never_overwrites(finished, tmp_path, capsys):
 
 
 def _corrupt(document: dict, change) -> str:
+    """``document`` edited by ``change`` and signed again, as a hand edit that kept the
+    checksum right would be: the reader's own checks must still refuse it."""
     document = json.loads(json.dumps(document))
     change(document)
-    return json.dumps(document)
+    return json.dumps(checksums.signed(document))
+
+
+def _flip_digit(text: str) -> str:
+    """``text`` with its first digit changed: still valid JSON, no longer what was written."""
+    at = next(i for i, c in enumerate(text) if c.isdigit())
+    return text[:at] + str((int(text[at]) + 1) % 10) + text[at + 1 :]
 
 
 def _set_version(document):
@@ -234,6 +242,10 @@ BAD_FILES = {
     "NaN prices": (lambda d, r: _corrupt(r, _first_price(float("nan"))), "NaN"),
     "negative prices": (lambda d, r: _corrupt(r, _first_price(-1.0)), "negative prices"),
     "probabilities": (lambda d, r: _corrupt(d, _first_probability), "summing to 1"),
+    "one digit changed": (
+        lambda d, r: _flip_digit(json.dumps(d)),
+        "is corrupted: checksum mismatch",
+    ),
 }
 
 

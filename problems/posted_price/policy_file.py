@@ -13,8 +13,17 @@ Two versions share the top level::
                   "rounds": T, "max_demand": ..., "demand_levels": ..., "divisible": ...,
                   "capacities": [...]},
       ...                                               # version-specific, below
-      "provenance": {...}                               # config, seed, training steps, measured
-    }                                                   # ratio, package version, created
+      "provenance": {...},                              # config, seed, training steps, measured
+                                                        # ratio, package version, created
+      "checksum": "sha256 of the canonical JSON of every other entry",
+      "sha256": "..."                                   # hexadecimal
+    }
+
+``sha256`` is the SHA-256 of every other entry (``checksum`` included) written as canonical
+JSON: keys sorted, separators ``,`` and ``:``, no spaces, non-ASCII characters as they are
+(``json.dumps(rest, sort_keys=True, separators=(",", ":"), ensure_ascii=False)``). The loader
+refuses a file it does not match, and loads one with neither entry (written before checksums)
+with an ``UnverifiedFile`` warning.
 
 **Version 2** (written by ``advonline export``, any K) stores the pricing network itself::
 
@@ -76,6 +85,7 @@ from pathlib import Path
 
 import numpy as np
 
+from advonline import checksums
 from advonline.errors import InputError
 from advonline.folders import read_text
 
@@ -343,10 +353,14 @@ def load(path: str | Path) -> PricingPolicy:
         ) from None
     except RecursionError:
         raise PolicyFileError(f"policy file {path} nests too deeply to be a policy") from None
+    verified = checksums.verified(document, f"policy file {path}", PolicyFileError)
     try:
-        return parse(document, str(path))
+        policy = parse(document, str(path))
     except RecursionError:  # a deep structure where a list of numbers belongs
         raise PolicyFileError(f"policy file {path} nests too deeply to be a policy") from None
+    if not verified:
+        checksums.note_unverified(f"policy file {path}")
+    return policy
 
 
 def _fail(source: str, message: str) -> None:
