@@ -155,6 +155,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     job.add_argument("--quiet", action="store_true", help="no progress bar")
     job.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue the interrupted run in --out: train from its checkpoint, then measure, "
+        "export and plot (policy files it already wrote are kept)",
+    )
+    job.add_argument(
         "--algorithm",
         action="append",
         default=None,
@@ -571,8 +577,11 @@ def run_main_job(args: argparse.Namespace) -> int:
     budget = _budget(args, training)
     problem = registry.get(run_config.problem)
     baselines = _baseline_names(args.algorithm or list(problem.baselines), problem)
+    if args.resume and not args.out:
+        raise UsageError("--resume continues the run in --out: name its folder")
     folder = args.out or pipeline.default_run_folder(args.config)
-    check_folder(folder, resume=False)
+    check_folder(folder, resume=args.resume)
+    check_resumable(folder, run_config)  # before the banner and the progress bar
     largest, available = preflight.check(
         [
             *training.training_needs(run_config),
@@ -585,10 +594,10 @@ def run_main_job(args: argparse.Namespace) -> int:
         _device_line("run", args.config, folder, run_config)
         bar, report = _progress(run_config.game.steps, args.quiet)
         say = functools.partial(print, file=sys.stderr)
-        train(run_config, folder, report=report)
+        train(run_config, folder, resume=args.resume, report=report)
         bar.close()
         mesh = parallel.batch_mesh(run_config.game.devices)
-        result = pipeline.finish_run(folder, budget, say, baselines, mesh)
+        result = pipeline.finish_run(folder, budget, say, baselines, mesh, args.resume)
     print(training.commands.table(result.run.setting, budget, result.results))
     print(result.report["verdict"])
     print(
@@ -602,6 +611,8 @@ def run_main_job(args: argparse.Namespace) -> int:
 
 def _problem_job(args: argparse.Namespace, config: problem_run.ProblemRunConfig) -> int:
     """``advonline run`` for a problem that provides the whole problem interface."""
+    if args.resume:
+        raise UsageError(f"--resume: {config.problem.name} runs train in one go; start again")
     if args.devices is not None:
         raise UsageError(f"--devices: {config.problem.name} runs on one device")
     for name in args.algorithm or []:

@@ -271,19 +271,27 @@ def finish_run(
     say: Callable[[str], None] = print,
     baselines: tuple[str, ...] | None = None,
     mesh: Mesh | None = None,
+    resume: bool = False,
 ) -> FinishedRun:
     """After training (the main job's first half): measure the learned policies beside the
     ``baselines`` (default every one), export both learned policies, and draw the run's
-    figures into ``folder/figures``."""
+    figures into ``folder/figures``. With ``resume`` (the job was interrupted after training)
+    a policy file it already wrote is kept once it loads: the measurement is recomputed from
+    the same checkpoint with the same evaluator stream, so it is the same file but for its
+    creation time."""
     run = open_run(folder)
     baselines = tuple(run.baselines()) if baselines is None else baselines
     say(f"measuring learned and {', '.join(baselines)} (budget: {budget.describe()})")
     document, results = evaluate_run(run, budget, baselines, mesh)
     by_name = {m.algorithm: m for m in results}
-    exported = [
-        export_run(run, run.folder / name, algorithm, budget, by_name[algorithm])[0]
-        for algorithm, name in POLICY_NAMES.items()
-    ]
+    exported = []
+    for algorithm, name in POLICY_NAMES.items():
+        target = run.folder / name
+        if resume and target.exists():
+            run.config.training().commands.load_policy(str(target))  # refused if damaged
+            exported.append(target)
+        else:
+            exported.append(export_run(run, target, algorithm, budget, by_name[algorithm])[0])
     figures = plot_runs([run.folder], run.folder / "figures", budget, say)
     return FinishedRun(run, document, results, exported, figures)
 

@@ -2,10 +2,12 @@
 
 Files in the run folder:
 
-- ``checkpoint.msgpack``: the latest state (:mod:`advonline.checkpoint`, atomic);
+- ``checkpoint.msgpack``: the latest state (:mod:`advonline.checkpoint`, atomic and
+  checksummed), and ``checkpoint.previous.msgpack`` the one before;
 - ``config.json``: the validated config (for people; the checkpoint holds its own copy);
-- ``metrics.csv``: one row per logged step (:data:`METRIC_FIELDS`). On ``--resume`` rows
-  after the checkpoint's step are dropped, so the file describes exactly one run.
+- ``metrics.csv``: one row per logged step (:data:`METRIC_FIELDS`), each appended whole and
+  flushed before the checkpoint that follows it. On ``--resume`` rows after the checkpoint's
+  step, and a last row a kill cut short, are dropped, so the file describes exactly one run.
 
 Exploitability (method.md §3): every ``log.exploit_every`` steps a fresh adversary is trained from
 scratch against the frozen pricing network for ``log.exploit_steps`` steps; the row records
@@ -29,8 +31,10 @@ A resumed run still reproduces the run exactly.
 from __future__ import annotations
 
 import csv
+import io
 import json
 import math
+import os
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -159,25 +163,36 @@ def prepare_folder(folder: Path, config: RunConfig, resume: bool) -> tuple[Any, 
 
 def _trim_metrics(path: Path, state: Any) -> None:
     """Drop the rows a resumed run will write again: those after the checkpoint's step (or,
-    in the oracle loop, of the epochs it has not measured)."""
+    in the oracle loop, of the epochs it has not measured), and a last line cut short by a
+    kill. Rewritten atomically, so a kill during the trim loses nothing."""
     if not path.exists():
         return
-    with open(path, newline="") as handle:
-        rows = list(csv.DictReader(handle))
+    text = path.read_text()
+    complete = text[: text.rfind("\n") + 1]  # a row is written whole only with its newline
+    rows = list(csv.DictReader(io.StringIO(complete)))
     if isinstance(state, OracleState):
         rows = [row for row in rows if int(row["epoch"]) < int(state.epoch)]
     else:
         rows = [row for row in rows if int(row["step"]) <= int(state.step)]
-    _write_rows(path, rows, "w")
+    folders.atomic_write(path, _csv_text(rows, header=True).encode())
 
 
-def _write_rows(path: Path, rows: list[dict], mode: str) -> None:
-    new_file = mode == "w" or not path.exists()
-    with open(path, mode, newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=METRIC_FIELDS)
-        if new_file:
-            writer.writeheader()
-        writer.writerows(rows)
+def _csv_text(rows: list[dict], header: bool) -> str:
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=METRIC_FIELDS)
+    if header:
+        writer.writeheader()
+    writer.writerows(rows)
+    return buffer.getvalue()
+
+
+def _write_rows(path: Path, rows: list[dict]) -> None:
+    """Append ``rows`` (with the header first in a new file), flushed to disk."""
+    text = _csv_text(rows, header=not path.exists())
+    with open(path, "a", newline="") as handle:
+        handle.write(text)
+        handle.flush()
+        os.fsync(handle.fileno())
 
 
 def train(
@@ -231,7 +246,7 @@ def _train(
             row, state = _row(game, state, metrics, done, wall_before + now - started)
             row["steps_per_second"] = window_steps / max(now - window_start, 1e-9)
             if parallel.writes_files():
-                _write_rows(metrics_path, [row], "a")
+                _write_rows(metrics_path, [row])
             if report is not None:
                 report(row)
             window_start, window_steps = time.perf_counter(), 0  # exploitability excluded
@@ -272,8 +287,10 @@ def _train_oracle_loop(
             wall_seconds=round(wall_before + now - started, 3),
             steps_per_second=config.oracle.epoch_steps / (now - trained) if training else "",
         )
+        # the row first: a kill between the two leaves a row after the checkpoint, which a
+        # resume drops and writes again (the other order would lose the row)
+        _write_rows(metrics_path, [row])
         checkpoint.save(folder, state, config, wall_before + time.perf_counter() - started)
-        _write_rows(metrics_path, [row], "a")
         if report is not None:
             report(row)
     return state

@@ -5,10 +5,12 @@ a write that fails before its rename leaves the old file and no temporary."""
 
 from __future__ import annotations
 
+import csv
 import json
 import os
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -113,3 +115,25 @@ def test_an_interrupted_write_leaves_the_old_file_and_no_temporary(tmp_path, mon
     assert len(names) == 2 and all(f".{os.getpid()}." in name for name in names)
     folders.atomic_write(target, b"new")
     assert target.read_bytes() == b"new"
+
+
+def test_a_second_train_is_refused_and_the_first_ends_with_every_row_once(tmp_path, capsys):
+    """The natural mistake: ``train --resume`` in a second terminal while the run goes on."""
+    steps = 1500
+    config = tmp_path / "tiny.toml"
+    config.write_text(
+        TINY_TOML.format(steps=steps).replace("checkpoint_every = 2", "checkpoint_every = 50")
+    )
+    folder = tmp_path / "run"
+    argv = ["train", str(config), "--out", str(folder), "--quiet"]
+    first = subprocess.Popen([sys.executable, "-m", "advonline", *argv])
+    while first.poll() is None and not (folder / "checkpoint.msgpack").exists():
+        time.sleep(0.05)
+    assert main([*argv, "--resume"]) == 2
+    assert first.poll() is None, "the first run ended before the second could try"
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"in use by process {first.pid} (started 20" in err
+    assert first.wait() == 0
+    with open(folder / "metrics.csv", newline="") as handle:
+        logged = [int(row["step"]) for row in csv.DictReader(handle)]
+    assert logged == list(range(1, steps + 1))

@@ -4,6 +4,7 @@ checkpoint posts, `evaluate --policy` measuring them like the checkpoint, the fi
 one-line errors for bad policy files."""
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -347,3 +348,28 @@ def test_plot_draws_again_into_its_own_folder_and_nowhere_else(finished, tmp_pat
     assert main(["plot", str(finished), "--out", str(tmp_path / "mine")]) == 2
     assert "not a folder advonline made" in capsys.readouterr().err
     assert (tmp_path / "mine" / "ratio.png").read_bytes() == b"mine"
+
+
+def test_an_interrupted_main_job_resumes_keeping_what_it_wrote(finished, tmp_path, capsys):
+    """``run --resume`` after a job stopped while exporting: training is done, the policy file
+    written is kept as it is, the missing one is written, and the measurement is the same."""
+    interrupted = tmp_path / "interrupted"
+    shutil.copytree(finished, interrupted)
+    for name in ("policy-readout.json", "evaluation.json"):
+        (interrupted / name).unlink()
+    kept = (interrupted / "policy.json").read_bytes()
+    config = finished.parent / "tiny.toml"
+    argv = ["run", str(config), "--out", str(interrupted), "--quiet", *SMALL_BUDGET]
+    assert main(argv) == 2  # a folder that holds a run needs --resume
+    assert "pass --resume" in capsys.readouterr().err
+    assert main([*argv, "--resume"]) == 0
+    assert (interrupted / "policy.json").read_bytes() == kept
+    readout = load(interrupted / "policy-readout.json")
+    assert readout.kind == load(finished / "policy-readout.json").kind == "deterministic"
+    measured = [json.loads((f / "evaluation.json").read_text()) for f in (finished, interrupted)]
+    assert measured[1]["results"] == measured[0]["results"]
+    other = tmp_path / "other.toml"
+    other.write_text(config.read_text().replace("seed = 3", "seed = 4"))
+    capsys.readouterr()
+    assert main(["run", str(other), "--out", str(interrupted), "--resume", "--quiet"]) == 2
+    assert "the config differs" in capsys.readouterr().err

@@ -222,3 +222,26 @@ def test_a_checkpoint_from_before_keep_best_still_loads(tmp_path):
     for want, got in zip(last, jax.tree.leaves(state.best_algorithm), strict=True):
         np.testing.assert_array_equal(got, want)
     assert np.isinf(state.best_score)
+
+
+class _Stopped(Exception):
+    pass
+
+
+def test_a_resume_drops_rows_after_the_checkpoint_and_a_row_cut_short(tmp_path):
+    config = configs.load(_config(tmp_path, 6))
+    folder = tmp_path / "run"
+
+    def stop_at_step_three(row: dict) -> None:
+        if row["step"] == 3:
+            raise _Stopped
+
+    with pytest.raises(_Stopped):
+        train(config, folder, report=stop_at_step_three)
+    assert int(checkpoint.load(folder)[0].step) == 2  # rows 1-3 written, checkpoint at 2
+    with open(folder / "metrics.csv", "a") as handle:
+        handle.write("4,0.5")  # a kill in the middle of writing a row
+    train(config, folder, resume=True)
+    with open(folder / "metrics.csv", newline="") as handle:
+        logged = [int(row["step"]) for row in csv.DictReader(handle)]
+    assert logged == list(range(1, 7))
