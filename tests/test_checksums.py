@@ -14,36 +14,7 @@ from advonline import checkpoint, checksums, configs
 from advonline.cli import main
 from advonline.problems.posted_price.policy_file import PolicyFileError, load
 from advonline.train import train
-
-TINY_TOML = """
-[setting]
-low = 1.0
-high = 4.0
-rounds = 8
-max_demand = 0.25
-
-[algorithm]
-price_atoms = 4
-hidden = 4
-layers = 1
-
-[adversary]
-density_levels = 4
-hidden = 4
-batch = 8
-
-[game]
-steps = 4
-replay_size = 8
-replay_per_step = 2
-seed = 1
-
-[log]
-every = 1
-exploit_every = 50
-exploit_steps = 2
-checkpoint_every = 2
-"""
+from tests.test_train import TINY_TOML
 
 
 @pytest.fixture(scope="module")
@@ -51,7 +22,7 @@ def trained(tmp_path_factory) -> tuple[Path, Path]:
     """A four-step run (checkpoints after steps 2 and 4) and its exported network policy."""
     root = tmp_path_factory.mktemp("checksums")
     config = root / "tiny.toml"
-    config.write_text(TINY_TOML)
+    config.write_text(TINY_TOML.format(steps=4))
     folder = root / "run"
     train(configs.load(config), folder)
     policy = root / "policy.json"
