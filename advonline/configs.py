@@ -16,6 +16,8 @@ import typing
 from pathlib import Path
 from typing import Any
 
+from advonline.folders import read_text
+
 LOOPS = ("simultaneous", "oracle")
 OPTIMA = ("device", "highs")  # where the K >= 2 training step solves OPT
 
@@ -278,12 +280,7 @@ def read_toml(path: str | Path) -> dict:
     """The tables of the TOML config file at ``path``; ConfigError says why it cannot be
     read."""
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as error:
-        raise ConfigError(f"cannot read config {path}: {error.strerror or error}") from None
-    except UnicodeDecodeError:
-        raise ConfigError(f"config {path} is not UTF-8 text (a TOML file)") from None
+    text = read_text(path, "config", ConfigError)
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as error:

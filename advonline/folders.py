@@ -103,13 +103,16 @@ def claim(folder: str | Path, kind: str, about: dict) -> Path:
 
 
 def read_text(path: str | Path, what: str, error: type[Exception] = InputError) -> str:
-    """The UTF-8 text of the file at ``path``; otherwise ``error``, one line naming ``what`` the
-    file is and why it cannot be read (missing, a folder, not UTF-8, unreadable)."""
+    """The UTF-8 text of the file at ``path`` (a leading byte-order mark, which spreadsheet
+    programs write, dropped); otherwise ``error``, one line naming ``what`` the file is and why
+    it cannot be read (no such file, a folder, not UTF-8, unreadable). Every file a user gives
+    (configs, traces, policy files, run reports) is read through here, so the wording is the
+    same for all."""
     path = Path(path)
     try:
-        return path.read_text(encoding="utf-8")
+        return path.read_text(encoding="utf-8").removeprefix("\ufeff")
     except FileNotFoundError:
-        raise error(f"{what} {path} does not exist") from None
+        raise error(f"{what} {path}: no such file") from None
     except IsADirectoryError:
         raise error(f"{what} {path} is a folder, not a file") from None
     except UnicodeDecodeError:

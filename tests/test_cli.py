@@ -80,7 +80,7 @@ BAD = [
     (["evaluate", "--problem", "tsp"], "unknown problem"),
     (["evaluate", "--rounds", "many"], "invalid int"),
     (["evaluate", "--max-demand", "0.03", "--demand-levels", "1"], "whole number"),
-    (["evaluate", "--instances", "missing.csv"], "cannot read"),
+    (["evaluate", "--instances", "missing.csv"], "trace missing.csv: no such file"),
     (["evaluate", "--resources", "0"], "--resources must be >= 1"),
     (["evaluate", "--seed", str(2**70)], "--seed must be a whole number"),
     (["evaluate", "--seed", "-1"], "--seed must be a whole number"),

@@ -274,9 +274,13 @@ def test_numbers_paths_and_folders_are_named_as_the_user_gave_them(tmp_path, cap
         (["evaluate", "--low", "inf", *greedy], "--low must be a finite number, got inf"),
         (["evaluate", "--max-demand", "nan", *greedy], "--max-demand must be a finite number"),
         (["evaluate", "--instances", str(trace), "--capacity", "nan", *greedy], "--capacity"),
-        (["evaluate", "--policy", str(tmp_path / "none.json")], "none.json does not exist"),
+        (["evaluate", "--policy", str(tmp_path / "none.json")], "none.json: no such file"),
         (["evaluate", "--policy", str(tmp_path)], "is a folder, not a file"),
         (["evaluate", "--policy", str(binary)], "is not UTF-8 text"),
+        (["evaluate", "--instances", str(binary)], f"trace {binary} is not UTF-8 text"),
+        (["evaluate", "--instances", str(tmp_path)], f"trace {tmp_path} is a folder"),
+        (["train", str(binary), "--out", str(tmp_path / "r")], f"config {binary} is not UTF-8"),
+        (["train", str(tmp_path), "--out", str(tmp_path / "r")], f"config {tmp_path} is a folder"),
         (["plot", str(tmp_path / "nowhere"), "--out", str(tmp_path / "f")], "no run folder"),
     ]:
         one_line_exit_2(capsys, argv, message)

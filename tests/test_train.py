@@ -139,7 +139,7 @@ def test_a_bad_config_gets_one_line(tmp_path):
     assert "game.steps must be >= 1" in result.stderr and "Traceback" not in result.stderr
     assert not (tmp_path / "never").exists()
     missing = _cli("train", str(tmp_path / "missing.toml"), "--out", str(tmp_path / "x"))
-    assert missing.returncode == 2 and "cannot read config" in missing.stderr
+    assert missing.returncode == 2 and "missing.toml: no such file" in missing.stderr
 
 
 def test_evaluate_checkpoint_measures_learned_beside_baselines(tmp_path, capsys):

@@ -4,12 +4,14 @@
 from __future__ import annotations
 
 import csv
+import io
 import math
 from pathlib import Path
 
 import numpy as np
 
 from advonline.errors import InputError
+from advonline.folders import read_text
 
 
 class TraceError(InputError):
@@ -19,13 +21,8 @@ class TraceError(InputError):
 def load_trace(path: str | Path) -> tuple[np.ndarray, np.ndarray]:
     """Values ``[T]`` and demands ``[T, K]`` (float64) from the CSV at ``path``."""
     path = Path(path)
-    try:
-        with path.open(newline="", encoding="utf-8-sig") as handle:  # spreadsheets write a BOM
-            rows = list(csv.reader(handle))
-    except OSError as error:
-        raise TraceError(f"cannot read trace {path}: {error.strerror or error}") from None
-    except UnicodeDecodeError:
-        raise TraceError(f"trace {path} is not a text CSV file") from None
+    text = read_text(path, "trace", TraceError)
+    rows = list(csv.reader(io.StringIO(text, newline="")))
     if not rows:
         raise TraceError(f"trace {path} is empty")
     header = [name.strip() for name in rows[0]]
