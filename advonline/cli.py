@@ -16,7 +16,16 @@ from pathlib import Path
 import jax
 from tqdm import tqdm
 
-from advonline import archive_view, configs, folders, parallel, pipeline, preflight, problem_run
+from advonline import (
+    archive_view,
+    compilation_cache,
+    configs,
+    folders,
+    parallel,
+    pipeline,
+    preflight,
+    problem_run,
+)
 from advonline import problems as registry
 from advonline.checkpoint import CheckpointError, checkpoint_path
 from advonline.checksums import UnverifiedFile
@@ -249,6 +258,7 @@ def _check_budget_flags(args: argparse.Namespace) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``advonline`` console script."""
+    compilation_cache.enable()
     with warnings.catch_warnings():
         warnings.simplefilter("always", UnverifiedFile)
         warnings.showwarning = _show_warning
@@ -603,6 +613,9 @@ def run_main_job(args: argparse.Namespace) -> int:
     print(
         f"trained {result.run.steps} steps in {result.run.wall_seconds:.0f} s; run folder {folder}"
     )
+    if (phases := result.report.get("phase_seconds")) is not None:
+        spent = ", ".join(f"{k.removeprefix('seconds_')} {v:.0f} s" for k, v in phases.items())
+        print(f"where the time went: {spent} (compiling happens inside the phases)")
     print(f"measured ratios: {folder}/{pipeline.EVALUATION_NAME}")
     print("exported policies: " + ", ".join(str(path) for path in result.policies))
     print(f"figures: {folder}/figures/ ({len(result.figures)} files, PNG and PDF)")

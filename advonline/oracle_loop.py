@@ -68,6 +68,7 @@ from flax import struct
 from advonline import archive as archives
 from advonline import meta
 from advonline.mixture import SnapshotMixture
+from advonline.profile import PhaseClock
 from advonline.ratio import ratios_of_payoffs, softmin_weights
 from advonline.search import Found
 
@@ -364,56 +365,70 @@ def keep_best(
 
 
 def measure_epoch(
-    game, state: OracleState, sales: MemberSales | None = None
+    game, state: OracleState, sales: MemberSales | None = None, clock: PhaseClock | None = None
 ) -> tuple[OracleState, EpochRecord]:
     """Steps 1-4 of an epoch (module docstring) for the current network; ``sales`` keeps the
-    snapshots' sale tables from one epoch to the next (a fresh memo when None)."""
+    snapshots' sale tables from one epoch to the next (a fresh memo when None); ``clock``
+    hears the seconds of each phase (:mod:`advonline.profile`)."""
     sales = MemberSales() if sales is None else sales
+    clock = PhaseClock() if clock is None else clock
     oracle = game.config.oracle
     epoch = int(state.epoch)
     keep = np.asarray(state.algorithm_mixture) > 0
-    archive, slot = archives.add_snapshot(state.archive, state.algorithm, epoch, keep)
-    state = state.replace(archive=_score_row(game, archive, slot))
-    found = _oracle_search(game, state, slot, oracle.budget(), epoch_key(state, _ORACLES))
-    state = state.replace(archive=_archive_found(game, state, found, slot, "oracles"))
-    state, solution = _solve(state)
+    with clock.phase("oracles"):
+        archive, slot = archives.add_snapshot(state.archive, state.algorithm, epoch, keep)
+        state = state.replace(archive=_score_row(game, archive, slot))
+        found = _oracle_search(game, state, slot, oracle.budget(), epoch_key(state, _ORACLES))
+        state = state.replace(archive=_archive_found(game, state, found, slot, "oracles"))
+        oracle_ratio = float(jnp.max(found.ratios))
+        jax.block_until_ready(state.archive)
+    with clock.phase("meta_solver"):
+        state, solution = _solve(state)
     archive_ratio = float(_current_ratios(state.archive, slot).max())
     last = int(state.step) >= game.config.game.steps
     probe_ratio = exploitability = mixture_ratio = mixture_exploitability = None
     mixture = None  # ((snapshots, weights), measured worst case) of the best mixture measured
     if last or epoch % oracle.probe_every == 0:
         probe_budget = oracle.budget().scaled(oracle.probe_scale)
-        probed = _oracle_search(game, state, slot, probe_budget, epoch_key(state, _PROBE))
-        probe_ratio = float(jnp.max(probed.ratios))
-        exploitability = max(probe_ratio, archive_ratio) / solution.ratio - 1.0
-        state = state.replace(archive=_archive_found(game, state, probed, slot, "probe"))
-        state, solution = _solve(state)
+        with clock.phase("probe"):
+            probed = _oracle_search(game, state, slot, probe_budget, epoch_key(state, _PROBE))
+            probe_ratio = float(jnp.max(probed.ratios))
+            exploitability = max(probe_ratio, archive_ratio) / solution.ratio - 1.0
+            state = state.replace(archive=_archive_found(game, state, probed, slot, "probe"))
+            jax.block_until_ready(state.archive)
+        with clock.phase("meta_solver"):
+            state, solution = _solve(state)
         rounds = 1 + (oracle.closing_rounds if last else 0)
         for round_ in range(rounds):
             if not probes_mixture(game, state):
                 break
             measured = (state.archive.snapshots, state.algorithm_mixture)
             key = jax.random.fold_in(epoch_key(state, _MIXTURE_PROBE), round_)
-            mixture_ratio, against_mixture = _mixture_probe(game, state, probe_budget, key, sales)
-            mixture_exploitability = mixture_ratio / solution.ratio - 1.0
-            if mixture is None or mixture_ratio < mixture[1]:
-                mixture = (measured, mixture_ratio)
-            archive = _archive_found(game, state, against_mixture, slot, "probe")
-            state = state.replace(archive=archive)
-            state, solution = _solve(state)
+            with clock.phase("closing"):
+                mixture_ratio, against_mixture = _mixture_probe(
+                    game, state, probe_budget, key, sales
+                )
+                mixture_exploitability = mixture_ratio / solution.ratio - 1.0
+                if mixture is None or mixture_ratio < mixture[1]:
+                    mixture = (measured, mixture_ratio)
+                archive = _archive_found(game, state, against_mixture, slot, "probe")
+                state = state.replace(archive=jax.block_until_ready(archive))
+            with clock.phase("meta_solver"):
+                state, solution = _solve(state)
             if mixture_exploitability <= oracle.closing_tolerance:
                 break
     attained = max(archive_ratio, probe_ratio or 0.0)  # a lower bound on the CR
     bound = None
     if game.certifies and attained < float(state.best_score):  # else no bound beats the best
         start = attained * (1 - _ROUNDING)  # below the float32 ratio's rounding
-        bound = game.certify(state.algorithm, start)
+        with clock.phase("certificate"):
+            bound = game.certify(state.algorithm, start)
     score = bound if game.certifies else attained  # no certificate: the worst case measured
     best_mixture, best_mixture_ratio = mixture if mixture is not None else (None, None)
     state = keep_best(state, score, best_mixture, best_mixture_ratio)
     record = EpochRecord(
         restricted_ratio=solution.ratio,
-        oracle_ratio=float(jnp.max(found.ratios)),
+        oracle_ratio=oracle_ratio,
         archive_ratio=archive_ratio,
         probe_ratio=probe_ratio,
         exploitability=exploitability,

@@ -16,7 +16,7 @@ from typing import Any
 
 from jax.sharding import Mesh
 
-from advonline import checkpoint, export, folders, plots
+from advonline import checkpoint, export, folders, plots, profile
 from advonline import problems as registry
 from advonline.archive_view import worst_delivered
 from advonline.configs import RunConfig
@@ -146,6 +146,8 @@ def evaluate_run(
     )
     if baselines:
         document["verdict"] = verdict(results, "learned", tuple(baselines))
+    document["training_seconds"] = run.wall_seconds
+    document["phase_seconds"] = phase_seconds(run)
     folders.atomic_write(run.folder / EVALUATION_NAME, json.dumps(document, indent=1).encode())
     return document, results
 
@@ -169,6 +171,15 @@ def stored_evaluation(run: TrainedRun) -> dict | None:
     except (OSError, ValueError, KeyError, TypeError, RecursionError):
         return None
     return document if current else None
+
+
+def phase_seconds(run: TrainedRun) -> dict | None:
+    """Where the run's training time went (:func:`profile.totals` of its metrics), or None
+    when its metrics do not say (a simultaneous-loop run, or one from before the profile)."""
+    try:
+        return profile.totals(plots.read_metrics(run.folder / METRICS_NAME, METRIC_FIELDS))
+    except (OSError, ValueError, csv.Error):
+        return None
 
 
 def read_metrics(run: TrainedRun) -> list[dict]:

@@ -42,7 +42,7 @@ from typing import Any
 
 import jax
 
-from advonline import checkpoint, environment, folders, parallel
+from advonline import checkpoint, environment, folders, parallel, profile
 from advonline.configs import RunConfig
 from advonline.oracle_loop import (
     MemberSales,
@@ -75,6 +75,8 @@ METRIC_FIELDS = (
     "support",
     "mixture_ratio",
     "mixture_exploitability",
+    # the oracle loop's seconds per phase in the epoch (advonline/profile.py)
+    *profile.COLUMNS,
 )
 METRICS_NAME = "metrics.csv"
 
@@ -269,18 +271,20 @@ def _train_oracle_loop(
     metrics_path = folder / METRICS_NAME
     epochs = config.game.steps // config.oracle.epoch_steps
     started = time.perf_counter()
-    sales = MemberSales()
+    sales, clock = MemberSales(), profile.PhaseClock()
     while int(state.epoch) <= epochs:
         measured_at = int(state.step)
-        state, record = measure_epoch(game, state, sales)
+        state, record = measure_epoch(game, state, sales, clock)
         trained = time.perf_counter()
         training = int(state.step) < config.game.steps
         if training:
-            state = train_epoch(game, state)
-            jax.block_until_ready(state.algorithm)  # dispatch is asynchronous: time the work
+            with clock.phase("training"):
+                state = train_epoch(game, state)
+                jax.block_until_ready(state.algorithm)  # asynchronous dispatch: time the work
         now = time.perf_counter()
         row = dict.fromkeys(METRIC_FIELDS, "")
         row.update(record_row(record))
+        row.update(clock.row())
         row.update(
             step=measured_at,
             epoch=int(state.epoch) - 1,

@@ -21,7 +21,7 @@ import jax
 import numpy as np
 import pytest
 
-from advonline import checkpoint, checksums
+from advonline import checkpoint, checksums, profile
 from tests.test_several_resource_oracles import TINY_TWO
 from tests.test_train import TINY_TOML
 
@@ -80,6 +80,7 @@ sys.exit(main(sys.argv[4:]))
 BUDGET = ["--adversary-steps", "3", "--random-instances", "8", "--stopping-densities", "5"]
 BUDGET += ["--search-steps", "8", "--algorithm", "threshold"]
 KILLS = 10
+TIMINGS = ("wall_seconds", "steps_per_second", *profile.COLUMNS)
 
 # Long enough in steps that eight kills during training, each after at most two searches or
 # checkpoints of its attempt, cannot finish it: the export kills then come after training.
@@ -158,9 +159,7 @@ def _metrics(folder: Path) -> list[dict]:
     """The metrics rows without their timings (which differ from run to run)."""
     with open(folder / "metrics.csv", newline="") as handle:
         rows = list(csv.DictReader(handle))
-    return [
-        {k: v for k, v in r.items() if k not in ("wall_seconds", "steps_per_second")} for r in rows
-    ]
+    return [{k: v for k, v in r.items() if k not in TIMINGS} for r in rows]
 
 
 def _policy(path: Path) -> dict:

@@ -15,7 +15,7 @@ import jax
 import numpy as np
 import pytest
 
-from advonline import checkpoint, cli, configs, evaluation, pipeline
+from advonline import checkpoint, cli, configs, evaluation, pipeline, profile
 from advonline.archive import instance_slots
 from advonline.archive_view import worst_delivered
 from advonline.oracle_loop import train_against
@@ -79,6 +79,22 @@ def straight_run(tmp_path_factory):
     config_path = _config(folder.parent, 8)
     train(configs.load(config_path), folder)
     return folder, config_path
+
+
+def test_every_row_says_where_its_epoch_spent_its_time(straight_run):
+    folder, _ = straight_run
+    rows = _rows(folder)
+    seconds = [{c: float(r[c]) for c in profile.COLUMNS} for r in rows]
+    assert all(value >= 0 for row in seconds for value in row.values())
+    assert all(row["seconds_oracles"] > 0 and row["seconds_meta_solver"] > 0 for row in seconds)
+    assert all(row["seconds_training"] > 0 for row in seconds[:-1])  # the last only measures
+    assert seconds[-1]["seconds_training"] == 0 and seconds[-1]["seconds_probe"] > 0
+    assert seconds[0]["seconds_compiling"] > 0  # the first epoch compiles
+    phases = [sum(row[f"seconds_{p}"] for p in profile.PHASES) for row in seconds]
+    walls = np.diff([0.0] + [float(r["wall_seconds"]) for r in rows])
+    assert np.all(np.asarray(phases) <= walls + 0.01)  # the phases are parts of the wall time
+    totals = profile.totals(rows)
+    assert totals["seconds_oracles"] == pytest.approx(sum(r["seconds_oracles"] for r in seconds))
 
 
 def test_every_epoch_is_logged_and_the_guarantee_never_rises(straight_run):
