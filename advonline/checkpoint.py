@@ -17,7 +17,6 @@ with a note. Nothing here deletes a checkpoint the run still needs.
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +25,7 @@ from flax import serialization
 
 from advonline import __version__, checksums, parallel
 from advonline.configs import RunConfig, from_dict
-from advonline.folders import atomic_write
+from advonline.folders import atomic_link, atomic_write
 from advonline.oracle_loop import init_oracle_state
 
 CHECKPOINT_NAME = "checkpoint.msgpack"
@@ -61,10 +60,7 @@ def save(folder: str | Path, state, config: RunConfig, wall_seconds: float) -> N
     }
     current = checkpoint_path(folder)
     if current.exists():  # keep it as the previous checkpoint, with no moment of absence
-        link = current.with_name(f".{PREVIOUS_NAME}.{os.getpid()}.link")
-        link.unlink(missing_ok=True)
-        os.link(current, link)
-        os.replace(link, previous_path(folder))
+        atomic_link(current, previous_path(folder))
     atomic_write(current, checksums.framed(serialization.msgpack_serialize(record)))
 
 

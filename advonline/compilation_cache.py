@@ -36,7 +36,7 @@ def folder() -> Path | None:
 def enable() -> Path | None:
     """Turn the persistent cache on (every compiled program, however small) and return its
     folder, or None when it stays off."""
-    if os.environ.get("JAX_COMPILATION_CACHE_DIR") or jax.config.jax_compilation_cache_dir:
+    if jax.config.jax_compilation_cache_dir:  # given to JAX (JAX_COMPILATION_CACHE_DIR)
         return Path(jax.config.jax_compilation_cache_dir)
     where = folder()
     if where is None:

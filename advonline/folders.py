@@ -144,6 +144,16 @@ def atomic_write(path: Path, payload: bytes) -> None:
         os.close(folder)
 
 
+def atomic_link(path: Path, target: Path) -> None:
+    """Make ``target`` name the file ``path`` names (the same bytes, no copy), replacing what
+    ``target`` named, so that at every moment ``target`` names a whole file: a hard link under
+    a temporary name (its PID, as :func:`atomic_write`'s) renamed over ``target``."""
+    link = target.with_name(f".{target.name}.{os.getpid()}.link")
+    link.unlink(missing_ok=True)
+    os.link(path, link)
+    os.replace(link, target)
+
+
 #: The folders this process holds locked (their lock files' descriptors), so that a command
 #: that locks a folder may call another that locks it too.
 _HELD: dict[Path, int] = {}
@@ -198,10 +208,10 @@ class FolderLock:
 
 
 def _sweep_leftovers(folder: Path) -> None:
-    """Remove the temporary files (``.NAME.PID.*.tmp``, ``.NAME.PID.link``) that writers
-    killed part-way left in ``folder``: only the lock holder writes there, so a temporary file
-    of any process that is no longer running is a leftover. The files they were to replace
-    are untouched."""
+    """Remove the temporary files (:func:`atomic_write`'s ``.NAME.PID.*.tmp``,
+    :func:`atomic_link`'s ``.NAME.PID.link``) that writers killed part-way left in ``folder``:
+    only the lock holder writes there, so a temporary file of any process that is no longer
+    running is a leftover. The files they were to replace are untouched."""
     for path in [*folder.glob(".*.tmp"), *folder.glob(".*.link")]:
         fields = path.name.split(".")
         pid = fields[-3] if path.suffix == ".tmp" else fields[-2]
