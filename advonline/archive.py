@@ -26,7 +26,7 @@ from flax import struct
 
 #: Which search found an instance (the ``origin`` column): the epoch's oracles (adversary
 #: networks and local search together) or the stronger probe.
-ORIGINS = ("oracles", "probe")
+ORIGINS = ("oracles", "probe", "certificate")
 
 
 @struct.dataclass

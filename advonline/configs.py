@@ -115,7 +115,11 @@ class OracleConfig:
     candidates: int = 32
     search_steps: int = 40
     probe_scale: int = 2  # the probe: this many times the restarts, steps and chains
-    probe_every: int = 1  # epochs between probes (the last epoch is always probed)
+    probe_every: int = 1  # epochs between probes; the last epoch is always probed, and with
+    # 0 only the last
+    certificate_instances: int = 0  # where the game certifies: instances drawn each epoch
+    # from the adversary strategy that attains the certificate (an exact best response; its
+    # hardest draws join the archive), 0 for none
     mixtures: bool = True  # K >= 2: each probed epoch also probes the equilibrium mixture of
     # snapshots, and the run delivers it when its measured worst case is the lowest so far
     closing_rounds: int = 0  # K >= 2: the last measurement probes the mixture up to this many
@@ -140,8 +144,9 @@ class OracleConfig:
             "adversary_batch",
             "candidates",
             "probe_scale",
-            "probe_every",
         )
+        if self.probe_every < 0:
+            problems.append("oracle.probe_every must be >= 0")
         if min(self.restarts, self.adversary_steps, self.chains, self.search_steps) < 0:
             problems.append("oracle budgets (restarts, steps, chains) must be >= 0")
         if not 0 <= self.anchor < float("inf"):

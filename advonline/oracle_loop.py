@@ -57,6 +57,7 @@ or its seeds: the archive is filled by the oracles alone.
 from __future__ import annotations
 
 import functools
+import math
 from typing import NamedTuple
 
 import jax
@@ -76,7 +77,7 @@ from advonline.search import Found
 _ROUNDING = 1e-4
 
 #: Fold-in tags that keep the run's key streams apart.
-_TRAIN, _ORACLES, _PROBE, _MIXTURE_PROBE = 0, 1, 2, 3
+_TRAIN, _ORACLES, _PROBE, _MIXTURE_PROBE, _CERTIFICATE = 0, 1, 2, 3, 4
 
 
 @struct.dataclass
@@ -106,6 +107,8 @@ class EpochRecord(NamedTuple):
     oracle_ratio: float  # worst ratio the epoch's oracles found against the current network
     archive_ratio: float  # worst ratio of any archived instance against it
     probe_ratio: float | None  # worst ratio the probe found (None when not probed)
+    certificate_ratio: float | None  # worst ratio of the draws from the certificate's
+    # strategy (None when none were drawn)
     exploitability: float | None  # max(probe, archive) / restricted CR - 1
     upper_bound: float | None  # the DP certificate's bound on the current network's CR (K = 1)
     guarantee: float  # the best bound so far (never rises; K >= 2: best measured worst case)
@@ -286,6 +289,18 @@ def _oracle_search(game, state: OracleState, slot: int, budget, key: jax.Array) 
     return game.best_responses(state.algorithm, budget, key, starts if starts.size else None)
 
 
+def _certificate_found(
+    game, state: OracleState, slot: int, types: np.ndarray
+) -> tuple[float, archives.Archive]:
+    """The certificate as an oracle: ``types`` ``[N, T]``, instances drawn from the adversary
+    strategy behind the DP's value, scored exactly against the current network; the worst
+    draw's ratio, and the archive with the hardest draws added."""
+    optimum = game.optimum_of(types)
+    payoffs = snapshot_payoffs(game, state.algorithm, jnp.asarray(types), jnp.asarray(optimum))
+    found = Found(jnp.asarray(types), jnp.asarray(ratios_of_payoffs(payoffs)))
+    return float(np.max(found.ratios)), _archive_found(game, state, found, slot, "certificate")
+
+
 def probes_mixture(game, state: OracleState) -> bool:
     """Whether this epoch's probe also measures the algorithm's equilibrium mixture: the game
     allows mixtures (:attr:`~posted_price.game.Game.mixes`) and the mixture has two snapshots or
@@ -388,7 +403,7 @@ def measure_epoch(
     last = int(state.step) >= game.config.game.steps
     probe_ratio = exploitability = mixture_ratio = mixture_exploitability = None
     mixture = None  # ((snapshots, weights), measured worst case) of the best mixture measured
-    if last or epoch % oracle.probe_every == 0:
+    if last or (oracle.probe_every > 0 and epoch % oracle.probe_every == 0):
         probe_budget = oracle.budget().scaled(oracle.probe_scale)
         with clock.phase("probe"):
             probed = _oracle_search(game, state, slot, probe_budget, epoch_key(state, _PROBE))
@@ -418,11 +433,21 @@ def measure_epoch(
             if mixture_exploitability <= oracle.closing_tolerance:
                 break
     attained = max(archive_ratio, probe_ratio or 0.0)  # a lower bound on the CR
-    bound = None
-    if game.certifies and attained < float(state.best_score):  # else no bound beats the best
-        start = attained * (1 - _ROUNDING)  # below the float32 ratio's rounding
-        with clock.phase("certificate"):
-            bound = game.certify(state.algorithm, start)
+    bound = drawn = certificate_ratio = None
+    draws = game.certifies and oracle.certificate_instances > 0
+    key = epoch_key(state, _CERTIFICATE) if draws else None
+    with clock.phase("certificate"):
+        if game.certifies and attained < float(state.best_score):  # else no bound beats it
+            start = attained * (1 - _ROUNDING)  # below the float32 ratio's rounding
+            bound, drawn = game.certify(state.algorithm, start, key)
+        elif draws and math.isfinite(attained):  # the strategy at least as hard as attained
+            drawn = game.certificate_instances(state.algorithm, attained, key)
+        if drawn is not None:
+            certificate_ratio, archive = _certificate_found(game, state, slot, drawn)
+            state = state.replace(archive=jax.block_until_ready(archive))
+    if drawn is not None:
+        with clock.phase("meta_solver"):
+            state, solution = _solve(state)
     score = bound if game.certifies else attained  # no certificate: the worst case measured
     best_mixture, best_mixture_ratio = mixture if mixture is not None else (None, None)
     state = keep_best(state, score, best_mixture, best_mixture_ratio)
@@ -431,6 +456,7 @@ def measure_epoch(
         oracle_ratio=oracle_ratio,
         archive_ratio=archive_ratio,
         probe_ratio=probe_ratio,
+        certificate_ratio=certificate_ratio,
         exploitability=exploitability,
         upper_bound=bound,
         guarantee=float(state.best_score),

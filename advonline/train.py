@@ -70,6 +70,7 @@ METRIC_FIELDS = (
     "oracle_ratio",
     "archive_ratio",
     "probe_ratio",
+    "certificate_ratio",
     "guarantee",
     "archive_size",
     "support",
@@ -316,7 +317,7 @@ def _row(game, state, metrics, done: int, wall: float) -> tuple[dict, Any]:
         found = game.fresh_adversary(state.algorithm, exploitability_key(game.config, done))
         fresh = float(found.worst_ratio)
         if game.config.game.keep_best:
-            bound = game.certify(state.algorithm)
+            bound, _ = game.certify(state.algorithm)
             row["upper_bound"] = "" if bound is None else bound
             state = keep_best(state, fresh if bound is None else bound)
         row["fresh_ratio"] = fresh

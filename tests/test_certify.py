@@ -11,7 +11,14 @@ import pytest
 from policies import RandomTablePolicy, TablePolicy
 
 from advonline.baselines.posted_price import make_baseline
-from advonline.problems.posted_price.certify import _sweep, certify_closed_form, certify_dp
+from advonline.problems.posted_price.buyer_types import BuyerTypes
+from advonline.problems.posted_price.certify import (
+    _sweep,
+    certify_and_draw,
+    certify_closed_form,
+    certify_dp,
+)
+from advonline.problems.posted_price.learned import price_atoms
 from advonline.problems.posted_price.model import (
     Instance,
     Setting,
@@ -247,3 +254,78 @@ def test_randomised_certificate_of_a_point_mass_is_the_deterministic_one():
         want = certify_dp(setting, deterministic).ratio
         got = certify_dp(setting, as_random).ratio
     assert got == pytest.approx(want, rel=1e-12)
+
+
+def _exact_ratios(setting: Setting, policy, vocabulary: BuyerTypes, types: np.ndarray):
+    """OPT / E[ALG] of instances written as buyer types ``[N, T]`` (exact, float64)."""
+    with jax.enable_x64(True):
+        instances = vocabulary.instances(jnp.asarray(types), jnp.float64)
+        welfare = jax.vmap(
+            lambda values, demands: expected_welfare_exact(
+                setting, policy, Instance(values=values, demands=demands)
+            )
+        )(instances.values, instances.demands)
+    values = np.asarray(instances.values)
+    units = np.rint(np.asarray(instances.demands)[..., 0] / setting.demand_unit).astype(int)
+    opt = _opt_numpy(values, units, setting.grid_size, setting.divisible)
+    return opt / np.asarray(welfare)
+
+
+def _on_grid(setting: Setting, seed: int, randomised: bool):
+    """A policy whose prices are the adversary's density grid (as a learned network's are):
+    a random table of grid prices, or random probabilities over the grid."""
+    rng = np.random.default_rng(seed)
+    grid = np.asarray(price_atoms(setting, 5))
+    shape = (setting.rounds, setting.grid_size + 1)
+    if randomised:
+        probs = rng.dirichlet(np.ones(grid.size), shape)
+        return RandomTablePolicy(levels=jnp.asarray(grid), probs=jnp.asarray(probs))
+    table = grid[rng.integers(0, grid.size, shape)]
+    table[:, 0] = setting.low  # a finite ratio
+    return TablePolicy(prices=jnp.asarray(table))
+
+
+@pytest.mark.parametrize("setting", TINY, ids=["div-2lv", "ind-2lv", "div-T4", "ind-T4"])
+def test_the_strategy_behind_a_deterministic_certificate_attains_it(setting):
+    """Every draw of the DP's maximising strategy, written in the adversary's vocabulary, is
+    an instance whose exact ratio is the certificate (up to the vocabulary's just-below
+    densities, a relative 1e-4 under the suprema the programme uses), never above it."""
+    vocabulary = BuyerTypes.build(setting, 5)
+    for seed in range(3):
+        policy = _on_grid(setting, seed, randomised=False)
+        certificate, runs = certify_and_draw(setting, policy, jax.random.key(seed), 4)
+        assert certificate.ratio == certify_dp(setting, policy).ratio
+        ratios = _exact_ratios(setting, policy, vocabulary, vocabulary.tokens(*runs))
+        assert np.all(ratios <= certificate.ratio * (1 + 1e-9))
+        assert np.all(ratios >= certificate.ratio * (1 - 2e-4))
+
+
+@pytest.mark.parametrize("setting", TINY, ids=["div-2lv", "ind-2lv", "div-T4", "ind-T4"])
+def test_draws_against_a_randomised_policy_stay_under_its_bound(setting):
+    """Against a randomised policy each draw is one fixed instance: its exact ratio is a
+    lower bound on the oblivious CR, so below the certificate, and the hardest comes close
+    to the bound."""
+    vocabulary = BuyerTypes.build(setting, 5)
+    policy = _on_grid(setting, 11, randomised=True)
+    certificate, runs = certify_and_draw(setting, policy, jax.random.key(0), 64)
+    assert certificate.ratio == certify_dp(setting, policy).ratio
+    ratios = _exact_ratios(setting, policy, vocabulary, vocabulary.tokens(*runs))
+    assert np.all(ratios <= certificate.ratio * (1 + 1e-9))
+    assert ratios.max() >= 0.8 * certificate.ratio
+
+
+def test_buyer_types_round_a_density_down_to_the_grid():
+    setting = TINY[0]
+    vocabulary = BuyerTypes.build(setting, 5)
+    grid = price_atoms(setting, 5)
+    at = vocabulary.tokens(np.array([grid[2]]), np.array([False]), np.array([1]))
+    below = vocabulary.tokens(np.array([grid[2]]), np.array([True]), np.array([2]))
+    between = vocabulary.tokens(np.array([grid[2] * 1.01]), np.array([False]), np.array([1]))
+    nobody = vocabulary.tokens(np.array([grid[2]]), np.array([False]), np.array([0]))
+    with jax.enable_x64(True):
+        values, demands = (np.asarray(x) for x in vocabulary.buyers(jnp.float64))
+    unit = setting.demand_unit
+    assert float(values[at[0]]) == pytest.approx(grid[2] * unit)
+    assert float(values[below[0]]) == pytest.approx(grid[2] * (1 - 1e-4) * 2 * unit)
+    assert between[0] == at[0]
+    assert nobody[0] == vocabulary.nobody and float(demands[nobody[0]].sum()) == 0

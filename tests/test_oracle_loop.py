@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from advonline import checkpoint, cli, configs, evaluation, pipeline, profile
-from advonline.archive import instance_slots
+from advonline.archive import ORIGINS, instance_slots
 from advonline.archive_view import worst_delivered
 from advonline.oracle_loop import train_against
 from advonline.problems.posted_price import families
@@ -284,6 +284,10 @@ def test_the_oracle_loop_refuses_what_it_does_not_support(tmp_path):
     data["game"].update(steps=12, known_families=True)
     with pytest.raises(configs.ConfigError, match="known_families"):
         configs.from_dict(data)
+    data["game"]["known_families"] = False
+    data["oracle"]["probe_every"] = -1
+    with pytest.raises(configs.ConfigError, match="oracle.probe_every must be >= 0"):
+        configs.from_dict(data)
 
 
 def test_reinforce_is_the_oracle_loops_ablation_update(straight_run):
@@ -321,3 +325,28 @@ def test_reinforce_is_the_oracle_loops_ablation_update(straight_run):
     assert weighted_payoff(trained["reinforce"]) > before
     moved = [np.ravel(a - b) for a, b in zip(*map(jax.tree.leaves, trained.values()), strict=True)]
     assert np.abs(np.concatenate(moved)).max() > 1e-4
+
+
+def test_the_certificates_strategy_is_an_oracle(tmp_path):
+    """With ``oracle.certificate_instances`` every epoch draws instances from the adversary
+    strategy behind the DP's value and archives the hardest as found by the certificate;
+    each draw is attained, so never above the epoch's bound. With ``probe_every = 0`` only
+    the last epoch is probed, and with ``restarts = 0`` no adversary network is trained."""
+    text = TINY_ORACLE_TOML.format(steps=8).replace(
+        "restarts = 1", "restarts = 0\nprobe_every = 0\ncertificate_instances = 8"
+    )
+    path = tmp_path / "drawn.toml"
+    path.write_text(text)
+    train(configs.load(path), tmp_path / "drawn")
+    rows = _rows(tmp_path / "drawn")
+    drawn = [float(row["certificate_ratio"]) for row in rows]  # every epoch draws
+    for row, worst in zip(rows, drawn, strict=True):
+        if row["upper_bound"]:
+            assert worst <= float(row["upper_bound"]) * (1 + 1e-4)
+    assert [row["probe_ratio"] != "" for row in rows] == [False] * (len(rows) - 1) + [True]
+    guarantee = [float(row["guarantee"]) for row in rows]
+    assert guarantee == sorted(guarantee, reverse=True) and guarantee[-1] < guarantee[0]
+    state, _, _ = checkpoint.load(tmp_path / "drawn")
+    origins = np.asarray(state.archive.origin)[instance_slots(state.archive)]
+    assert ORIGINS.index("certificate") in set(origins.tolist())
+    assert ORIGINS.index("probe") in set(origins.tolist())

@@ -23,6 +23,7 @@ import dataclasses
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from advonline.problems.posted_price.learned import price_atoms
 from advonline.problems.posted_price.model import Instance, Setting
@@ -81,6 +82,23 @@ class BuyerTypes:
         demand = demands[types % len(self.demands)]
         demand = jnp.where((types == self.nobody)[..., None], 0, demand)
         return Instance(values=densities[density_index] * demand.sum(-1), demands=demand)
+
+    def tokens(self, densities, strictly_below, levels) -> np.ndarray:
+        """Type indices of buyers given by density, whether it is the supremum just below
+        that density, and demand level (the same level on every resource; 0 for nobody),
+        all ``[..., T]``: the highest grid density at most the given one (strictly below it
+        where ``strictly_below``), so that such a buyer buys no price the given one does
+        not. A host function (NumPy)."""
+        grid = np.asarray(self.densities)
+        index = np.where(
+            strictly_below,
+            np.searchsorted(grid, densities, side="left"),
+            np.searchsorted(grid, densities, side="right"),
+        )
+        density_index = np.clip(index - 1, 0, len(grid) - 1)
+        levels = np.asarray(levels)
+        types = density_index * len(self.demands) + np.maximum(levels - 1, 0)
+        return np.where(levels > 0, types, self.nobody).astype(np.int32)
 
     def buyers(self, dtype) -> tuple[jax.Array, jax.Array]:
         """Value ``[types]`` and demand ``[types, K]`` of every type."""

@@ -32,6 +32,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -43,6 +44,8 @@ from advonline.problems.posted_price.model import Observation, Policy, Setting, 
 DEFAULT_WORK_LIMIT = 1e9
 _MAX_DINKELBACH_STEPS = 60
 _TOLERANCE = 1e-12
+_STRATEGY_MARGIN = 1e-6
+_TIE = 1e-12
 _CLOSED_FORM_POINTS = 1 << 18
 
 
@@ -83,40 +86,61 @@ def certify_dp(
     is an upper bound: the iteration stops only at an r with ``F(r) <= tol``; from a start
     above the programme's value it stops there at once, with a bound looser than exact.
     """
+    return certify_and_draw(setting, policy, None, 0, work_limit, start)[0]
+
+
+def certify_and_draw(
+    setting: Setting,
+    policy: Policy,
+    key: jax.Array | None,
+    count: int,
+    work_limit: float = DEFAULT_WORK_LIMIT,
+    start: float = 1.0,
+) -> tuple[Certificate, WorstRuns | None]:
+    """:func:`certify_dp`, and ``count`` instances drawn with ``key`` from the adversary
+    strategy that attains its bound (:func:`worst_runs`; None when ``count`` is 0 or the
+    bound is not finite). The strategy is the maximiser of the last Dinkelbach sweep that
+    raised the ratio, whose value the bound is, so the draws cost no extra sweep unless the
+    iteration stopped at once."""
     if setting.resources != 1:
-        return Certificate(None, None, "no exact certificate for K >= 2")
+        return Certificate(None, None, "no exact certificate for K >= 2"), None
     with jax.enable_x64(True):
         table = price_table(setting, policy, jnp.float64)  # [T, G+1, A]
         atoms = table.prices.shape[-1]
         if (work := dp_work(setting, atoms)) > work_limit:
-            return Certificate(
-                None,
-                None,
+            note = (
                 f"exact DP needs {work:.1e} updates per sweep (T={setting.rounds}, "
                 f"grid {setting.grid_size} units, {atoms} price atoms), over the limit "
-                f"{work_limit:.0e}",
+                f"{work_limit:.0e}"
             )
-        ratio, steps = max(float(start), 1.0), 0
+            return Certificate(None, None, note), None
+        ratio, steps, strategy = max(float(start), 1.0), 0, None
         for steps in range(1, _MAX_DINKELBACH_STEPS + 1):  # noqa: B007
-            gap, opt, alg = (
-                float(x) for x in _sweep(setting, table.prices, table.probs, jnp.float64(ratio))
+            (gap, opt, alg), choices = _induction(
+                setting, table.prices, table.probs, jnp.float64(ratio), count > 0
             )
+            gap, opt, alg = float(gap), float(opt), float(alg)
             if opt > 0 and alg <= 0:
-                return Certificate(
-                    math.inf, "dynamic-programme", "an instance leaves ALG with nothing"
-                )
+                note = "an instance leaves ALG with nothing"
+                return Certificate(math.inf, "dynamic-programme", note), None
             if gap <= _TOLERANCE * max(opt, 1.0):
                 break
-            ratio = opt / alg
+            ratio, strategy = opt / alg, choices
         else:
-            return Certificate(None, None, "Dinkelbach iteration did not converge")
+            return Certificate(None, None, "Dinkelbach iteration did not converge"), None
     kind = (
         "exact on the finite setting"
         if policy.deterministic
         else "upper bound on the oblivious CR (adversary adapts to the state, not to the "
         "price draw; OPT commits on arrival)"
     )
-    return Certificate(ratio, "dynamic-programme", f"{kind}, {steps} DP sweeps")
+    certificate = Certificate(ratio, "dynamic-programme", f"{kind}, {steps} DP sweeps")
+    if count == 0:
+        return certificate, None
+    if strategy is None:  # the start was the bound: the strategy just below it
+        return certificate, worst_runs(setting, policy, ratio, key, count)
+    with jax.enable_x64(True):
+        return certificate, _runs(setting, table, strategy, key, count)
 
 
 def _candidates(setting: Setting, prices: jax.Array, probs: jax.Array):
@@ -139,17 +163,44 @@ def _candidates(setting: Setting, prices: jax.Array, probs: jax.Array):
     return density, sale, allowed
 
 
-def _expect(sale, rows, amount, shift_opt, table, gain):
-    """``gain + E[table at the next state]`` over sale (prob ``sale``) or not; a certain
-    outcome ignores the other branch, which may be -inf (OPT over capacity)."""
-    moved = shift_opt(table[rows], amount)[:, None]
-    stayed = shift_opt(table, amount)[:, None]
-    return gain + jnp.where(sale > 0, sale * moved, 0) + jnp.where(sale < 1, (1 - sale) * stayed, 0)
-
-
-@functools.partial(jax.jit, static_argnums=0)
 def _sweep(setting: Setting, prices: jax.Array, probs: jax.Array, ratio: jax.Array):
-    """One backward induction for ratio r: (F(r), E[OPT], E[ALG]) of the maximising strategy.
+    """One backward induction for ratio r: (F(r), E[OPT], E[ALG]) of the maximising strategy."""
+    return _induction(setting, prices, probs, ratio, False)[0]
+
+
+def _choices(setting: Setting, atoms: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """What each choice index of the induction means: ``(demand level, OPT units,
+    density candidate)``, each ``[choices]``; choice 0 is nobody (level 0). The order is the
+    induction's: levels, then OPT amounts, then the ``2A + 1`` candidates of
+    :func:`_candidates`."""
+    levels, amounts, candidates = [0], [0], [0]
+    for j in range(1, setting.demand_levels + 1):
+        for amount in range(j + 1) if setting.divisible else (0, j):
+            levels += [j] * (2 * atoms + 1)
+            amounts += [amount] * (2 * atoms + 1)
+            candidates += list(range(2 * atoms + 1))
+    return np.array(levels), np.array(amounts), np.array(candidates)
+
+
+def _first_near(affine: jax.Array, top: jax.Array) -> jax.Array:
+    """``[G+1, G+1]`` the first candidate (axis 1 of ``affine`` ``[G+1, C, G+1]``) whose
+    value is within a relative ``_TIE`` of the maximum ``top``: a maximiser up to rounding.
+
+    Two max-reductions instead of one arg-max (a variadic reduction, about eight times slower
+    on a CPU). The value the induction carries is ``top`` itself, exact; the choice only
+    decides which near-maximiser's OPT and ALG are carried, each a real strategy's.
+    """
+    last = affine.shape[1] - 1
+    near = affine >= top[:, None, :] - _TIE * (1 + jnp.abs(top[:, None, :]))
+    reversed_index = jnp.arange(last, -1, -1)[None, :, None]
+    return jnp.clip(last - jnp.max(jnp.where(near, reversed_index, -1), axis=1), 0, last)
+
+
+@functools.partial(jax.jit, static_argnums=(0, 4))
+def _induction(setting, prices, probs, ratio, keep_choices: bool):
+    """The backward induction for ratio r: ``((F(r), E[OPT], E[ALG]), choices)``, where
+    ``choices`` ``[T, G+1, G+1]`` is the maximising choice index (:func:`_choices`) in every
+    state when ``keep_choices``, else None.
 
     Tables over (u_A, u_O) ``[G+1, G+1]``; a buyer choice is (demand level, density
     candidate, how many units OPT takes).
@@ -160,41 +211,130 @@ def _sweep(setting: Setting, prices: jax.Array, probs: jax.Array, ratio: jax.Arr
     minus_inf = jnp.float64(-jnp.inf)
 
     def shift_opt(table: jax.Array, amount: int) -> jax.Array:
-        """table[:, u_O + amount], -inf where OPT would overflow."""
-        shifted = jnp.concatenate([table[:, amount:], jnp.full((grid + 1, amount), minus_inf)], 1)
+        """table[:, u_O + amount], 0 where OPT would overflow (masked by the caller)."""
+        shifted = jnp.concatenate([table[:, amount:], jnp.zeros((grid + 1, amount))], 1)
         return shifted if amount else table
 
-    def back(carry, inputs):  # carry: gap, opt, alg [G+1, G+1]; prices, probs [G+1, A]
-        gap_next, opt_next, alg_next = carry
-        density, sale, allowed = _candidates(setting, *inputs)  # [G+1, C]
-        sale = sale[..., None]
-        values, opts, algs = [gap_next[:, None]], [opt_next[:, None]], [alg_next[:, None]]
+    def blocks():
+        """(units ALG sells ``[G+1]``, units OPT takes) of every demand level and OPT share,
+        in the order of :func:`_choices`."""
         for j in range(1, levels + 1):
             if setting.divisible:
-                sold = jnp.minimum(j, grid - units)
-                opt_amounts = range(j + 1)
+                yield from ((jnp.minimum(j, grid - units), amount) for amount in range(j + 1))
             else:
                 sold = jnp.where(units + j <= grid, j, 0)
-                opt_amounts = (0, j)
+                yield from ((sold, amount) for amount in (0, j))
+
+    def back(carry, inputs):  # carry: gap, opt, alg [G+1, G+1]; prices, probs [G+1, A]
+        tables = carry
+        density, sale, allowed = _candidates(setting, *inputs)  # [G+1, C]
+        candidates = density.shape[1]
+        values, choices, picked = [tables[0]], [jnp.zeros_like(tables[0], jnp.int32)], [tables[1:]]
+        for index, (sold, amount) in enumerate(blocks()):
             rows = units + sold
-            alg_gain = (density * (sold * unit)[:, None])[..., None]  # [G+1, C, 1]
-            for amount in opt_amounts:
-                opt_gain = (density * amount * unit)[..., None]
-                expect = functools.partial(_expect, sale, rows, amount, shift_opt)
-                value = expect(gap_next, opt_gain - ratio * sale * alg_gain)
-                values.append(jnp.where(allowed[..., None], value, minus_inf))
-                opts.append(expect(opt_next, opt_gain))
-                algs.append(expect(alg_next, sale * alg_gain))
-        values = jnp.concatenate(values, axis=1)  # [G+1, choices, G+1]
-        best = jnp.argmax(values, axis=1)[:, None]
-        pick = lambda stacked: jnp.take_along_axis(  # noqa: E731
-            jnp.concatenate(stacked, axis=1), best, 1
-        )[:, 0]
-        return (values.max(1), pick(opts), pick(algs)), None
+            # after a sale the next state is (rows, u_O + amount), else (u_A, u_O + amount)
+            stayed = [shift_opt(table, amount) for table in tables]
+            moved = [shift_opt(table[rows], amount) for table in tables]
+            alg_gain = density * (sold * unit)[:, None]  # [G+1, C]
+            opt_gain = density * (amount * unit)
+            # the value of candidate c is affine in the continuation's difference:
+            # own[c] + sale[c] * (moved - stayed) + stayed
+            own = jnp.where(allowed, opt_gain - ratio * sale * alg_gain, minus_inf)
+            spread = moved[0] - stayed[0]
+            affine = own[:, :, None] + sale[:, :, None] * spread[:, None, :]  # [G+1, C, G+1]
+            top = jnp.max(affine, axis=1)  # [G+1 (u_A), G+1 (u_O)]
+            best = _first_near(affine, top)
+            chance = jnp.take_along_axis(sale, best, 1)
+            gains = (opt_gain, sale * alg_gain)
+            gains = tuple(jnp.take_along_axis(gain, best, 1) for gain in gains)
+            fits = (units + amount <= grid)[None, :]  # OPT's units within capacity
+            picked.append(
+                tuple(
+                    gain + chance * after + (1 - chance) * before
+                    for gain, after, before in zip(gains, moved[1:], stayed[1:], strict=True)
+                )
+            )
+            values.append(jnp.where(fits, stayed[0] + top, minus_inf))
+            choices.append(1 + index * candidates + best)
+        block = jnp.argmax(jnp.stack(values), axis=0)  # [G+1, G+1]
+        select = lambda stacked: jnp.take_along_axis(stacked, block[None], 0)[0]  # noqa: E731
+        tables = tuple(select(jnp.stack(column)) for column in zip(*picked, strict=True))
+        tables = (select(jnp.stack(values)), *tables)
+        return tables, (select(jnp.stack(choices)) if keep_choices else None)
 
     zero = jnp.zeros((grid + 1, grid + 1), jnp.float64)
-    (gap, opt, alg), _ = jax.lax.scan(back, (zero, zero, zero), (prices, probs), reverse=True)
-    return gap[0, 0], opt[0, 0], alg[0, 0]
+    (gap, opt, alg), choices = jax.lax.scan(back, (zero, zero, zero), (prices, probs), reverse=True)
+    return (gap[0, 0], opt[0, 0], alg[0, 0]), choices
+
+
+class WorstRuns(NamedTuple):
+    """Instances drawn from the DP's maximising adversary strategy (:func:`worst_runs`)."""
+
+    densities: np.ndarray  # [N, T] float64 buyer value density (meaningless where level 0)
+    strictly_below: np.ndarray  # [N, T] bool: the density is the supremum just below it
+    levels: np.ndarray  # [N, T] demand level in grid units, 0 where nobody comes
+
+
+def worst_runs(
+    setting: Setting, policy: Policy, ratio: float, key: jax.Array, count: int
+) -> WorstRuns:
+    """``count`` instances written by the adversary strategy that attains the programme's
+    value ``F(ratio)`` against a K = 1 policy (with ``ratio`` the certificate: the strategy
+    that attains the bound).
+
+    The strategy picks each buyer from the state, so for a randomised policy each draw
+    follows it along one realisation of the posted prices: draw ``i`` is a fixed instance
+    (an attained lower bound on the oblivious CR, like any instance), and the draws are the
+    instances that make the certificate what it is. For a deterministic policy every draw is
+    the one instance whose ratio is the exact CR. Float64; the induction and the draws are
+    two jitted programmes, the rest runs outside ``jit``.
+
+    The strategy is the one for a ratio a relative ``1e-6`` below ``ratio``: at the root of
+    the programme sending nobody at all ties with the worst instance, above it is positive
+    only for instances with ratio above it.
+    """
+    with jax.enable_x64(True):
+        below = jnp.float64(ratio * (1 - _STRATEGY_MARGIN))
+        table = price_table(setting, policy, jnp.float64)
+        _, choices = _induction(setting, table.prices, table.probs, below, True)
+        return _runs(setting, table, choices, key, count)
+
+
+def _runs(setting: Setting, table, choices: jax.Array, key: jax.Array, count: int) -> WorstRuns:
+    """``count`` draws of the strategy ``choices`` against the price ``table``."""
+    atoms = table.prices.shape[-1]
+    meaning = tuple(jnp.asarray(column, jnp.int32) for column in _choices(setting, atoms))
+    drawn = _draw(setting, table.prices, table.probs, choices, meaning, key, count)
+    return WorstRuns(*(np.asarray(column).T for column in drawn))
+
+
+@functools.partial(jax.jit, static_argnums=(0, 6))
+def _draw(setting, prices, probs, choices, meaning, key, count):
+    """Forward through the strategy ``choices`` ``[T, G+1, G+1]``: each round, every draw
+    takes the choice of its state, sells with the candidate's sale probability and moves
+    ALG's and OPT's units. Returns ``(densities, strictly_below, levels)``, each ``[T, N]``."""
+    grid, atoms = setting.grid_size, prices.shape[-1]
+    level_of, amount_of, candidate_of = meaning
+
+    def round_(carry, inputs):
+        alg_units, opt_units = carry
+        choice_table, round_prices, round_probs, round_key = inputs
+        density, sale, _ = _candidates(setting, round_prices, round_probs)  # [G+1, C]
+        choice = choice_table[alg_units, opt_units]
+        level, candidate = level_of[choice], candidate_of[choice]
+        sells = jax.random.uniform(round_key, (count,)) < sale[alg_units, candidate]
+        if setting.divisible:
+            sold = jnp.minimum(level, grid - alg_units)
+        else:
+            sold = jnp.where(alg_units + level <= grid, level, 0)
+        moved = (alg_units + jnp.where(sells, sold, 0), opt_units + amount_of[choice])
+        below = (candidate >= atoms) & (candidate < 2 * atoms)
+        return moved, (density[alg_units, candidate], below, level)
+
+    start = jnp.zeros(count, jnp.int32)
+    keys = jax.random.split(key, setting.rounds)
+    _, drawn = jax.lax.scan(round_, (start, start), (choices, prices, probs, keys))
+    return drawn
 
 
 def certify_closed_form(setting: Setting, policy: Policy) -> Certificate:

@@ -55,7 +55,7 @@ from advonline.problems.posted_price.adversary import (
     fresh_best_response,
     payoffs_given_sales,
 )
-from advonline.problems.posted_price.certify import certify_dp
+from advonline.problems.posted_price.certify import certify_and_draw, worst_runs
 from advonline.problems.posted_price.learned import (
     LearnedPolicy,
     LearnedPriceCurve,
@@ -193,10 +193,28 @@ class Game:
         """Whether a network's CR has an exact upper bound (the DP certificate, K = 1)."""
         return self.setting.resources == 1
 
-    def certify(self, params: dict, start: float = 1.0) -> float | None:
+    def certify(
+        self, params: dict, start: float = 1.0, key: jax.Array | None = None
+    ) -> tuple[float | None, np.ndarray | None]:
         """The DP certificate's upper bound on the network's CR, iterated from ``start`` (an
-        attained lower bound); float64, outside ``jit``. None where there is none."""
-        return certify_dp(self.setting, self.policy(params), start=start).ratio
+        attained lower bound), None where there is none; and, given ``key``,
+        ``oracle.certificate_instances`` instances ``[N, T]`` (host token array) drawn from
+        the adversary strategy that attains it (:func:`~posted_price.certify.certify_and_draw`;
+        None without them). Float64, outside ``jit``."""
+        count = 0 if key is None else self.config.oracle.certificate_instances
+        policy = self.policy(params)
+        found, runs = certify_and_draw(self.setting, policy, key, count, start=start)
+        return found.ratio, None if runs is None else self.adversary.buyer_types.tokens(*runs)
+
+    def certificate_instances(self, params: dict, ratio: float, key: jax.Array) -> np.ndarray:
+        """``oracle.certificate_instances`` instances ``[N, T]`` (host token array) drawn
+        from the adversary strategy that attains the DP's value just below ``ratio`` (an
+        attained ratio) against the network (:func:`~posted_price.certify.worst_runs`): where
+        no certificate is computed, instances the strategy makes at least that hard. One DP
+        sweep, outside ``jit``."""
+        count = self.config.oracle.certificate_instances
+        runs = worst_runs(self.setting, self.policy(params), ratio, key, count)
+        return self.adversary.buyer_types.tokens(*runs)
 
     @property
     def mixes(self) -> bool:
