@@ -9,7 +9,8 @@ compiling included, nothing cached in memory). The script reads the run's ``metr
 grows and stamps each row with the seconds since the process started: the time to a level is
 the first row whose ``guarantee`` (the best certified bound so far for K = 1; the best
 measured worst case for K >= 2, a lower bound) is at or below it. It prints, per config and
-seed, those times, the final guarantee, the total, and the run's phase profile (seconds in
+seed, when training starts (the first row: the first epoch's measurement is done), those
+times, the final guarantee, the total, and the run's phase profile (seconds in
 training, the oracles, the meta-solver, the probe, the closing rounds, the certificate, and
 compiling inside them), then the medians. ``--against-python PYTHON`` runs the same configs
 with the advonline installed for another Python (another checkout's environment, e.g.
@@ -84,6 +85,7 @@ def summary(rows: list[dict], levels: list[float]) -> dict:
         reached[level] = hits[0] if hits else None
     return {
         "reached": reached,
+        "training starts": rows[0]["since_start"],
         "final": guarantees[-1],
         "total": rows[-1]["since_start"],
         "phases": profile.totals(rows) or {},
@@ -125,7 +127,8 @@ def main() -> None:
         f"{os.cpu_count()} CPU cores; jax {described['jax']}; compilation cache {args.cache}"
     )
     phases = [c.removeprefix("seconds_") for c in profile.COLUMNS]
-    header = ["code", "config", "seed", *[f"s to <={lv}" for lv in args.levels], "final", "s"]
+    header = ["code", "config", "seed", "s to train", *[f"s to <={lv}" for lv in args.levels]]
+    header += ["final", "s"]
     print("  ".join(f"{h:>14}" for h in header) + "  " + "  ".join(f"{p:>11}" for p in phases))
     with tempfile.TemporaryDirectory() as scratch:
         for number, (code, python) in enumerate(pythons.items()):
@@ -146,6 +149,7 @@ def main() -> None:
                     "reached": {
                         lv: _median([r["reached"][lv] for r in results]) for lv in args.levels
                     },
+                    "training starts": statistics.median(r["training starts"] for r in results),
                     "final": statistics.median(r["final"] for r in results),
                     "total": statistics.median(r["total"] for r in results),
                     "phases": {
@@ -158,7 +162,8 @@ def main() -> None:
 
 
 def _print_row(code, config, seed, result, levels, phases) -> None:
-    cells = [code, config, seed, *[_seconds(result["reached"][lv]) for lv in levels]]
+    cells = [code, config, seed, _seconds(result["training starts"])]
+    cells += [_seconds(result["reached"][lv]) for lv in levels]
     cells += [f"{result['final']:.4f}", f"{result['total']:.0f}"]
     known = result["phases"]  # empty for code without the phase profile
     spent = [f"{known[f'seconds_{p}']:.1f}" if known else "n/a" for p in phases]

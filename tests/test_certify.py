@@ -329,3 +329,16 @@ def test_buyer_types_round_a_density_down_to_the_grid():
     assert float(values[below[0]]) == pytest.approx(grid[2] * (1 - 1e-4) * 2 * unit)
     assert between[0] == at[0]
     assert nobody[0] == vocabulary.nobody and float(demands[nobody[0]].sum()) == 0
+
+
+def test_draws_come_from_the_strategy_just_below_a_start_that_is_already_a_bound():
+    """Started at the exact ratio the iteration stops at once, with no rising sweep; the draws
+    then come from the strategy just below it, and still attain the ratio."""
+    setting = TINY[2]
+    vocabulary = BuyerTypes.build(setting, 5)
+    policy = _on_grid(setting, 4, randomised=False)
+    exact = certify_dp(setting, policy).ratio
+    certificate, runs = certify_and_draw(setting, policy, jax.random.key(0), 2, start=exact)
+    assert certificate.ratio == exact and certificate.note.endswith("1 DP sweeps")
+    ratios = _exact_ratios(setting, policy, vocabulary, vocabulary.tokens(*runs))
+    assert np.all(ratios <= exact * (1 + 1e-9)) and np.all(ratios >= exact * (1 - 2e-4))
