@@ -9,15 +9,16 @@ compiling included, nothing cached in memory). The script reads the run's ``metr
 grows and stamps each row with the seconds since the process started: the time to a level is
 the first row whose ``guarantee`` (the best certified bound so far for K = 1; the best
 measured worst case for K >= 2, a lower bound) is at or below it. It prints, per config and
-seed, when training starts (the first row: the first epoch's measurement is done), those
-times, the final guarantee, the total, and the run's phase profile (seconds in
-training, the oracles, the meta-solver, the probe, the closing rounds, the certificate, and
-compiling inside them), then the medians. ``--against-python PYTHON`` runs the same configs
-with the advonline installed for another Python (another checkout's environment, e.g.
-``OTHER/.venv/bin/python`` after ``make -C OTHER .venv/bin/advonline``) in the same
-invocation, so two code versions are compared on the same machine, side by side. The first
-line names the device. ``--cache cold`` (the default) gives every run an empty compilation
-cache; ``--cache warm`` measures a second run of a config, its programs compiled before.
+seed, when training starts (the first row's time less its epoch's training: the first
+measurement is done), those times, the final guarantee, the total, and the run's phase
+profile (seconds in training, the oracles, the meta-solver, the probe, the closing rounds,
+the certificate, and compiling inside them), then the medians. ``--against-python PYTHON``
+runs the same configs with the advonline installed for another Python (another checkout's
+environment, e.g. ``OTHER/.venv/bin/python`` after ``make -C OTHER .venv/bin/advonline``)
+in the same invocation, so two code versions are compared on the same machine, side by
+side. The first line names the device. ``--cache cold`` (the default) gives every run an
+empty compilation cache; ``--cache warm`` measures a second run of a config, its programs
+compiled before.
 """
 
 from __future__ import annotations
@@ -85,7 +86,7 @@ def summary(rows: list[dict], levels: list[float]) -> dict:
         reached[level] = hits[0] if hits else None
     return {
         "reached": reached,
-        "training starts": rows[0]["since_start"],
+        "training starts": rows[0]["since_start"] - float(rows[0].get("seconds_training") or 0),
         "final": guarantees[-1],
         "total": rows[-1]["since_start"],
         "phases": profile.totals(rows) or {},
