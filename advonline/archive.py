@@ -25,7 +25,8 @@ import numpy as np
 from flax import struct
 
 #: Which search found an instance (the ``origin`` column): the epoch's oracles (adversary
-#: networks and local search together) or the stronger probe.
+#: networks and local search together), the stronger probe, or the runs of the adversary
+#: strategy behind the certificate.
 ORIGINS = ("oracles", "probe", "certificate")
 
 

@@ -19,10 +19,14 @@ finds what the live one lost. The oracle loop keeps everything instead. Each epo
    network's CR (float64, outside ``jit``) is its guarantee; the run keeps the network with
    the best guarantee so far, which therefore never rises. The certificate's iteration
    starts from the worst ratio found (an attained lower bound on the CR), and is skipped when
-   that ratio already reaches the best guarantee, since no bound could then beat it. (K >= 2
-   has no certificate: there the run keeps the network whose measured worst case, the worst
-   of the probe's finds and the archive, is lowest so far: a lower bound on its CR.) What the
-   probe found then joins the archive (it is this run's own search, not the evaluator's).
+   that ratio already reaches the best guarantee, since no bound could then beat it. With
+   ``oracle.certificate_instances`` the certificate is also an oracle: the game draws that
+   many runs of the adversary strategy behind the bound (an exact best response), and the
+   hardest join the archive (origin ``certificate``); ``probe_every = 0`` probes only the
+   last epoch. (K >= 2 has no certificate: there the run keeps the network whose measured
+   worst case, the worst of the probe's finds and the archive, is lowest so far: a lower
+   bound on its CR.) What the probe found then joins the archive (it is this run's own
+   search, not the evaluator's).
    For K >= 2 (``oracle.mixtures``) a second probe attacks the algorithm's equilibrium
    mixture of snapshots, chosen once per input (:mod:`advonline.mixture`), by local search
    on its weighted payoff; its measured worst case and its exploitability (that worst case
