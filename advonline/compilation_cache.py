@@ -1,8 +1,8 @@
 """JAX's persistent compilation cache for the command line: a second run of a config loads
 its compiled programs from disk instead of compiling them again.
 
-Compiling is a large share of a short run's wall time on a CPU (a tiny oracle-loop run spent
-27 of its 32 s tracing and compiling; with the cache warm, 6 of 11 s). The cache holds XLA's
+Compiling is a large share of a short run's wall time on a CPU (figures in docs/results.md,
+"time to certificate"). The cache holds XLA's
 executables keyed by the program, the device and the versions, so a cached program computes
 exactly what a freshly compiled one does.
 

@@ -13,7 +13,7 @@ from policies import RandomTablePolicy, TablePolicy
 from advonline.baselines.posted_price import make_baseline
 from advonline.problems.posted_price.buyer_types import BuyerTypes
 from advonline.problems.posted_price.certify import (
-    _sweep,
+    _induction,
     certify_and_draw,
     certify_closed_form,
     certify_dp,
@@ -228,7 +228,8 @@ def test_randomised_dp_equals_committed_game_tree(setting, ratio):
     policy = _random_policy(setting, seed=setting.rounds)
     with jax.enable_x64(True):
         table = price_table(setting, policy, jnp.float64)
-        gap, opt, alg = (float(x) for x in _sweep(setting, table.prices, table.probs, ratio))
+        sweep = _induction(setting, table.prices, table.probs, ratio, False)[0]
+        gap, opt, alg = (float(x) for x in sweep)
     assert gap == pytest.approx(opt - ratio * alg, abs=1e-9)
     assert gap == pytest.approx(_committed_gap_game_tree(setting, policy, ratio), abs=1e-6)
 

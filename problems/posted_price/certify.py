@@ -137,9 +137,9 @@ def certify_and_draw(
     certificate = Certificate(ratio, "dynamic-programme", f"{kind}, {steps} DP sweeps")
     if count == 0:
         return certificate, None
-    if strategy is None:  # the start was the bound: the strategy just below it
-        return certificate, worst_runs(setting, policy, ratio, key, count)
     with jax.enable_x64(True):
+        if strategy is None:  # the start was the bound: the strategy just below it
+            return certificate, _runs_below(setting, table, ratio, key, count)
         return certificate, _runs(setting, table, strategy, key, count)
 
 
@@ -161,11 +161,6 @@ def _candidates(setting: Setting, prices: jax.Array, probs: jax.Array):
     sale = jnp.concatenate([buys_at, buys_below, top], 1)
     allowed = jnp.concatenate([jnp.ones_like(at, bool), prices > low, jnp.ones_like(top, bool)], 1)
     return density, sale, allowed
-
-
-def _sweep(setting: Setting, prices: jax.Array, probs: jax.Array, ratio: jax.Array):
-    """One backward induction for ratio r: (F(r), E[OPT], E[ALG]) of the maximising strategy."""
-    return _induction(setting, prices, probs, ratio, False)[0]
 
 
 def _choices(setting: Setting, atoms: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -294,10 +289,16 @@ def worst_runs(
     only for instances with ratio above it.
     """
     with jax.enable_x64(True):
-        below = jnp.float64(ratio * (1 - _STRATEGY_MARGIN))
         table = price_table(setting, policy, jnp.float64)
-        _, choices = _induction(setting, table.prices, table.probs, below, True)
-        return _runs(setting, table, choices, key, count)
+        return _runs_below(setting, table, ratio, key, count)
+
+
+def _runs_below(setting: Setting, table, ratio: float, key: jax.Array, count: int) -> WorstRuns:
+    """``count`` draws of the strategy for a ratio a relative ``_STRATEGY_MARGIN`` below
+    ``ratio`` (:func:`worst_runs`) against the float64 price ``table`` (inside x64)."""
+    below = jnp.float64(ratio * (1 - _STRATEGY_MARGIN))
+    _, choices = _induction(setting, table.prices, table.probs, below, True)
+    return _runs(setting, table, choices, key, count)
 
 
 def _runs(setting: Setting, table, choices: jax.Array, key: jax.Array, count: int) -> WorstRuns:
