@@ -16,7 +16,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, event, given, settings
+from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
 
 from advonline import checksums, configs
@@ -171,6 +171,7 @@ def trace_property(content: bytes) -> None:
 
 @QUICK
 @given(trace_bytes())
+@example(b"value,demand_1,demand_2\n1e308,0,1e-12\n")  # a density that overflows float64
 def test_any_trace_is_measured_or_refused_in_one_line(content):
     trace_property(content)
 

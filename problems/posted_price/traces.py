@@ -78,15 +78,16 @@ def check_buyers(
     """Refuse a buyer the setting does not allow: a value density ``value / sum(demand)``
     outside [L, U] (relative tolerance 1e-9), a demand above a resource's capacity, or a value
     without a demand. A row with no demand and no value is a round where nobody came."""
-    with np.errstate(over="ignore"):  # an overflowing total is refused below, not warned of
+    with np.errstate(over="ignore"):  # an overflowing total or density is refused below
         total = demands.sum(axis=1)
+        densities = values / np.where(total == 0, 1.0, total)
     for index in range(len(values)):
         line = index + 2
         if total[index] == 0:
             if values[index] > 0:
                 raise TraceError(f"trace {path} line {line}: a value without a demand")
             continue
-        density = values[index] / total[index]
+        density = densities[index]
         if not low * (1 - 1e-9) <= density <= high * (1 + 1e-9):
             raise TraceError(
                 f"trace {path} line {line}: value density {density:.6g} is outside "
