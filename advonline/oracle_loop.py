@@ -25,8 +25,9 @@ finds what the live one lost. The oracle loop keeps everything instead. Each epo
    hardest join the archive (origin ``certificate``); ``probe_every = 0`` probes only the
    last epoch. (K >= 2 has no certificate: there the run keeps the network whose measured
    worst case, the worst of the probe's finds and the archive, is lowest so far: a lower
-   bound on its CR.) What the probe found then joins the archive (it is this run's own
-   search, not the evaluator's).
+   bound on its CR; only probed epochs compete, since the archive alone is a weaker search
+   and would flatter an unprobed network.) What the probe found then joins the archive (it
+   is this run's own search, not the evaluator's).
    For K >= 2 (``oracle.mixtures``) a second probe attacks the algorithm's equilibrium
    mixture of snapshots, chosen once per input (:mod:`advonline.mixture`), by local search
    on its weighted payoff; its measured worst case and its exploitability (that worst case
@@ -452,7 +453,9 @@ def measure_epoch(
     if drawn is not None:
         with clock.phase("meta_solver"):
             state, solution = _solve(state)
-    score = bound if game.certifies else attained  # no certificate: the worst case measured
+    # no certificate: the worst case measured, where a probe measured it (the archive alone
+    # is a weaker search, so an unprobed epoch's figure is not comparable with a probed one's)
+    score = bound if game.certifies else (attained if probe_ratio is not None else None)
     best_mixture, best_mixture_ratio = mixture if mixture is not None else (None, None)
     state = keep_best(state, score, best_mixture, best_mixture_ratio)
     record = EpochRecord(

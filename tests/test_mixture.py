@@ -296,39 +296,17 @@ def _mix_every_snapshot_equally(monkeypatch) -> None:
     monkeypatch.setattr(meta, "solve", uniform_rows)
 
 
-def test_a_run_probes_its_mixture_and_never_lets_the_guarantee_rise(tmp_path, monkeypatch):
+def test_a_run_probes_its_mixture_closes_its_gap_and_never_lets_the_guarantee_rise(
+    tmp_path, monkeypatch
+):
     """A tiny K = 2 run whose meta-solver is made to mix every snapshot equally (a valid
     meta-strategy, weaker than the LP's): each epoch with two snapshots measures the mixture,
-    the guarantee never rises and is at most every mixture's measured worst case."""
-    _mix_every_snapshot_equally(monkeypatch)
-    data = copy.deepcopy(TINY)
-    data["game"].update(steps=4, seed=1)
-    data["oracle"].update(
-        epoch_steps=1,
-        restarts=1,
-        adversary_steps=2,
-        adversary_batch=4,
-        chains=4,
-        candidates=4,
-        search_steps=3,
-    )
-    folder = tmp_path / "run"
-    train(configs.from_dict(data), folder)
-    rows = read_metrics(folder / "metrics.csv")
-    guarantees = [r["guarantee"] for r in rows]
-    assert np.all(np.diff(guarantees) <= 0)
-    probed = [r for r in rows if r["mixture_ratio"] is not None]
-    assert len(probed) == len(rows) - 1  # every epoch after the first has two snapshots
-    for r in probed:  # the mixture's worst found includes the whole archive (float32 payoffs)
-        assert r["mixture_exploitability"] >= -1e-6
-    assert guarantees[-1] <= min(r["mixture_ratio"] for r in probed)
+    the guarantee never rises and is at most every mixture's measured worst case.
 
-
-def test_the_last_measurement_probes_the_mixture_until_its_gap_closes(tmp_path, monkeypatch):
-    """``oracle.closing_rounds``: the last measurement probes the mixture again, each time
-    from a fresh key and after the restricted game is solved with the finds, until the gap is
-    at most ``closing_tolerance`` or the rounds are spent; it logs the last probe's gap and
-    keeps the best mixture any round measured. Earlier measurements probe it once."""
+    ``oracle.closing_rounds``: the last measurement probes the mixture again, each time from
+    a fresh key and after the restricted game is solved with the finds, until the gap is at
+    most ``closing_tolerance`` or the rounds are spent; it logs the last probe's gap and keeps
+    the best mixture any round measured. Earlier measurements probe it once."""
     _mix_every_snapshot_equally(monkeypatch)
     probe = oracle_loop._mixture_probe
     calls = []
@@ -341,14 +319,29 @@ def test_the_last_measurement_probes_the_mixture_until_its_gap_closes(tmp_path, 
 
     monkeypatch.setattr(oracle_loop, "_mixture_probe", spy)
     data = copy.deepcopy(TINY)
-    data["game"].update(steps=2, seed=2)
+    data["game"].update(steps=4, seed=1)
     data["oracle"].update(
-        restarts=1, adversary_steps=2, adversary_batch=4, chains=4, candidates=8, search_steps=4
+        epoch_steps=1,
+        restarts=1,
+        adversary_steps=2,
+        adversary_batch=4,
+        chains=4,
+        candidates=4,
+        search_steps=3,
+        closing_rounds=3,
+        closing_tolerance=1e-4,
     )
-    data["oracle"].update(closing_rounds=3, closing_tolerance=1e-4)
     folder = tmp_path / "run"
     train(configs.from_dict(data), folder)
     rows = read_metrics(folder / "metrics.csv")
+    guarantees = [r["guarantee"] for r in rows]
+    assert np.all(np.diff(guarantees) <= 0)
+    probed = [r for r in rows if r["mixture_ratio"] is not None]
+    assert len(probed) == len(rows) - 1  # every epoch after the first has two snapshots
+    for r in probed:  # the mixture's worst found includes the whole archive (float32 payoffs)
+        assert r["mixture_exploitability"] >= -1e-6
+    assert guarantees[-1] <= min(r["mixture_ratio"] for r in probed)
+
     last_epoch = len(rows) - 1
     earlier = [c for c in calls if c[0] < last_epoch]
     closing = [c for c in calls if c[0] == last_epoch]
@@ -361,6 +354,33 @@ def test_the_last_measurement_probes_the_mixture_until_its_gap_closes(tmp_path, 
     np.testing.assert_allclose(rows[-1]["mixture_ratio"], closing[-1][1], rtol=1e-5)
     np.testing.assert_allclose(rows[-1]["mixture_exploitability"], closing[-1][2], atol=1e-5)
     assert rows[-1]["guarantee"] <= min(ratio for _, ratio, *_ in calls) * (1 + 1e-5)
+
+
+def test_without_a_certificate_only_probed_epochs_compete(tmp_path):
+    """K >= 2 with ``probe_every = 0``: the archive alone would flatter an unprobed network, so
+    the guarantee stays open until the last (probed) measurement, which sets it to the worst
+    case measured there or to its mixture's, whichever is lower."""
+    data = copy.deepcopy(TINY)
+    data["game"].update(steps=2, seed=3)
+    data["oracle"].update(
+        epoch_steps=1,
+        restarts=1,
+        adversary_steps=2,
+        adversary_batch=4,
+        chains=4,
+        candidates=4,
+        search_steps=3,
+        probe_every=0,
+    )
+    folder = tmp_path / "run"
+    train(configs.from_dict(data), folder)
+    rows = read_metrics(folder / "metrics.csv")
+    assert len(rows) == 3
+    assert [r["probe_ratio"] is None for r in rows] == [True, True, False]
+    assert all(r["guarantee"] == float("inf") for r in rows[:-1])
+    measured = max(rows[-1]["archive_ratio"], rows[-1]["probe_ratio"])
+    candidates = [measured] + [rows[-1]["mixture_ratio"]] * (rows[-1]["mixture_ratio"] is not None)
+    np.testing.assert_allclose(rows[-1]["guarantee"], min(candidates), rtol=1e-6)
 
 
 def test_member_sale_tables_are_built_once_per_snapshot(three_members, monkeypatch):
