@@ -42,7 +42,7 @@ finds what the live one lost. The oracle loop keeps everything instead. Each epo
    (:func:`~posted_price.game.per_round_update`, one jitted ``lax.scan``; for K >= 2 the exact
    gradient of the same weighted payoff through the product-grid induction of
    :mod:`posted_price.product_grid`, which is what the all-action update computes) against the
-   archive,
+   archive's filled slots (:func:`training_slots`),
    weighted by ``(1 - w) q + w softmin(current payoffs)`` with ``w = worst_case_weight``:
    the equilibrium mixture keeps the weights stable across epochs, the softmin keeps the one
    network that is delivered robust to every archived instance. (``algorithm.update =
@@ -475,17 +475,47 @@ def measure_epoch(
     return state.replace(epoch=state.epoch + 1), record
 
 
+#: The smallest batch the archive's instances are trained on (:func:`training_slots`).
+_SMALLEST_BATCH = 64
+
+
+def training_slots(
+    filled: np.ndarray, devices: int, smallest: int = _SMALLEST_BATCH
+) -> tuple[np.ndarray, np.ndarray]:
+    """The archive slots one epoch trains on and which of them hold an instance: the filled
+    slots, padded (by repeating slot 0, marked empty) to ``archive_size / 2^k`` for the
+    largest ``k`` that still holds them all, at least ``smallest``, and divisible by the
+    run's ``devices``. Empty slots carry zero weight, so training on the filled ones alone
+    computes the same update at a fraction of the cost while the archive fills; the batch
+    takes a handful of shapes in a run (one compilation each)."""
+    slots = np.flatnonzero(filled)
+    size = filled.shape[0]
+    while (
+        size % 2 == 0
+        and size // 2 >= max(slots.size, smallest)
+        and (size // 2) % max(devices, 1) == 0
+    ):
+        size //= 2
+    padded = np.zeros(size, np.int64)
+    padded[: slots.size] = slots
+    return padded, np.arange(size) < slots.size
+
+
 def train_epoch(game, state: OracleState) -> OracleState:
-    """Step 5: ``epoch_steps`` updates against the archive's mixture."""
+    """Step 5: ``epoch_steps`` updates against the archive's mixture, on the archive's filled
+    slots (:func:`training_slots`)."""
     archive, steps = state.archive, game.config.oracle.epoch_steps
+    mesh = getattr(game, "mesh", None)  # the devices the game shards its batches over
+    devices = 1 if mesh is None else mesh.size
+    slots, valid = training_slots(np.asarray(archive.filled), devices)
     params, opt_state = train_against(
         game,
         state.algorithm,
         state.algorithm_opt,
-        archive.types,
-        archive.optimum,
-        archive.filled,
-        state.adversary_mixture,
+        archive.types[slots],
+        archive.optimum[slots],
+        jnp.asarray(valid),
+        jnp.where(jnp.asarray(valid), state.adversary_mixture[slots], 0.0),
         steps,
         epoch_key(state, _TRAIN),
     )

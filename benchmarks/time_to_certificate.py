@@ -141,7 +141,8 @@ def main() -> None:
                     train_timed(config, args.seeds[0], python, runs / "warm-up", shared)
                 results = []
                 for seed in args.seeds:
-                    cache = shared if args.cache == "warm" else runs / f"cache-{seed}"
+                    cold = runs / f"cache-{config.stem}-{seed}"  # empty: nothing shared
+                    cache = shared if args.cache == "warm" else cold
                     rows = train_timed(config, seed, python, runs, cache)
                     result = summary(rows, args.levels)
                     results.append(result)

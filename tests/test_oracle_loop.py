@@ -18,7 +18,7 @@ import pytest
 from advonline import checkpoint, cli, configs, evaluation, pipeline, profile
 from advonline.archive import ORIGINS, instance_slots
 from advonline.archive_view import worst_delivered
-from advonline.oracle_loop import train_against
+from advonline.oracle_loop import train_against, training_slots
 from advonline.problems.posted_price import families
 from advonline.problems.posted_price.evaluate import Budget
 from advonline.problems.posted_price.game import Game
@@ -325,6 +325,52 @@ def test_reinforce_is_the_oracle_loops_ablation_update(straight_run):
     assert weighted_payoff(trained["reinforce"]) > before
     moved = [np.ravel(a - b) for a, b in zip(*map(jax.tree.leaves, trained.values()), strict=True)]
     assert np.abs(np.concatenate(moved)).max() > 1e-4
+
+
+def test_training_slots_hold_every_filled_slot_in_a_halved_batch():
+    filled = np.zeros(512, bool)
+    filled[[3, 7, 100, 511]] = True
+    slots, valid = training_slots(filled, devices=1)
+    assert slots.shape == valid.shape == (64,)
+    assert list(slots[valid]) == [3, 7, 100, 511] and not valid[4:].any()
+    filled[:130] = True
+    assert training_slots(filled, devices=1)[0].shape == (256,)
+    assert training_slots(filled, devices=1, smallest=1)[0].shape == (256,)
+    assert training_slots(np.ones(512, bool), devices=1)[0].shape == (512,)
+    assert training_slots(np.zeros(96, bool), devices=3)[0].shape == (96,)  # 48 < 64
+    assert training_slots(np.zeros(96, bool), devices=3, smallest=1)[0].shape == (3,)
+
+
+def test_training_on_the_filled_slots_is_training_on_the_archive(straight_run):
+    """An epoch's update on the compacted batch (:func:`training_slots`) is the update on the
+    whole archive, whose empty slots weigh nothing: the same network up to float rounding."""
+    folder, config_path = straight_run
+    state, _, _ = checkpoint.load(folder)
+    game = Game.build(configs.load(config_path))
+    archive = state.archive
+    filled = np.asarray(archive.filled).copy()
+    filled[::2] = False  # half the slots empty, as while the archive fills
+    mixture = (filled / filled.sum()).astype(np.float32)  # uniform over the filled slots
+    slots, valid = training_slots(filled, devices=1, smallest=1)
+    assert slots.size < filled.size
+    start = (state.algorithm, game.algorithm_optimizer().init(state.algorithm))
+    whole = train_against(
+        game, *start, archive.types, archive.optimum, filled, mixture, 5, jax.random.key(3)
+    )[0]
+    compact = train_against(
+        game,
+        *start,
+        archive.types[slots],
+        archive.optimum[slots],
+        valid,
+        np.where(valid, mixture[slots], 0.0).astype(np.float32),
+        5,
+        jax.random.key(3),
+    )[0]
+    for got, want in zip(jax.tree.leaves(compact), jax.tree.leaves(whole), strict=True):
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-6)
+    pairs = zip(jax.tree.leaves(whole), jax.tree.leaves(state.algorithm), strict=True)
+    assert max(np.abs(a - b).max() for a, b in pairs) > 1e-4  # the update did move it
 
 
 def test_the_certificates_strategy_is_an_oracle(tmp_path):
