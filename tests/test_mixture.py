@@ -296,6 +296,16 @@ def _mix_every_snapshot_equally(monkeypatch) -> None:
     monkeypatch.setattr(meta, "solve", uniform_rows)
 
 
+def _small_run(steps: int, seed: int, **oracle) -> configs.RunConfig:
+    """The tiny K = 2 setting trained ``steps`` single-step epochs with small oracles and the
+    ``oracle`` keys given."""
+    data = copy.deepcopy(TINY)
+    data["game"].update(steps=steps, seed=seed)
+    small = dict(restarts=1, adversary_steps=2, adversary_batch=4, chains=4, candidates=4)
+    data["oracle"].update(epoch_steps=1, search_steps=3, **small, **oracle)
+    return configs.from_dict(data)
+
+
 def test_a_run_probes_its_mixture_closes_its_gap_and_never_lets_the_guarantee_rise(
     tmp_path, monkeypatch
 ):
@@ -318,21 +328,8 @@ def test_a_run_probes_its_mixture_closes_its_gap_and_never_lets_the_guarantee_ri
         return ratio, found
 
     monkeypatch.setattr(oracle_loop, "_mixture_probe", spy)
-    data = copy.deepcopy(TINY)
-    data["game"].update(steps=4, seed=1)
-    data["oracle"].update(
-        epoch_steps=1,
-        restarts=1,
-        adversary_steps=2,
-        adversary_batch=4,
-        chains=4,
-        candidates=4,
-        search_steps=3,
-        closing_rounds=3,
-        closing_tolerance=1e-4,
-    )
     folder = tmp_path / "run"
-    train(configs.from_dict(data), folder)
+    train(_small_run(steps=4, seed=1, closing_rounds=3, closing_tolerance=1e-4), folder)
     rows = read_metrics(folder / "metrics.csv")
     guarantees = [r["guarantee"] for r in rows]
     assert np.all(np.diff(guarantees) <= 0)
@@ -360,20 +357,8 @@ def test_without_a_certificate_only_probed_epochs_compete(tmp_path):
     """K >= 2 with ``probe_every = 0``: the archive alone would flatter an unprobed network, so
     the guarantee stays open until the last (probed) measurement, which sets it to the worst
     case measured there or to its mixture's, whichever is lower."""
-    data = copy.deepcopy(TINY)
-    data["game"].update(steps=2, seed=3)
-    data["oracle"].update(
-        epoch_steps=1,
-        restarts=1,
-        adversary_steps=2,
-        adversary_batch=4,
-        chains=4,
-        candidates=4,
-        search_steps=3,
-        probe_every=0,
-    )
     folder = tmp_path / "run"
-    train(configs.from_dict(data), folder)
+    train(_small_run(steps=2, seed=3, probe_every=0), folder)
     rows = read_metrics(folder / "metrics.csv")
     assert len(rows) == 3
     assert [r["probe_ratio"] is None for r in rows] == [True, True, False]
