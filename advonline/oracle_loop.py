@@ -42,7 +42,7 @@ finds what the live one lost. The oracle loop keeps everything instead. Each epo
    (:func:`~posted_price.game.per_round_update`, one jitted ``lax.scan``; for K >= 2 the exact
    gradient of the same weighted payoff through the product-grid induction of
    :mod:`posted_price.product_grid`, which is what the all-action update computes) against the
-   archive's filled slots (:func:`training_slots`),
+   archive's filled slots (:func:`training_batch`),
    weighted by ``(1 - w) q + w softmin(current payoffs)`` with ``w = worst_case_weight``:
    the equilibrium mixture keeps the weights stable across epochs, the softmin keeps the one
    network that is delivered robust to every archived instance. (``algorithm.update =
@@ -501,21 +501,28 @@ def training_slots(
     return padded, np.arange(size) < slots.size
 
 
+def training_batch(
+    archive: archives.Archive, mixture: jax.Array, devices: int, smallest: int = _SMALLEST_BATCH
+) -> tuple[jax.Array, jax.Array, jax.Array, jax.Array]:
+    """What :func:`train_against` trains on: the types, optima, filled mask and mixture
+    weights of the archive's :func:`training_slots` (padding weighs nothing)."""
+    slots, valid = training_slots(np.asarray(archive.filled), devices, smallest)
+    valid = jnp.asarray(valid)
+    weights = jnp.where(valid, jnp.asarray(mixture)[slots], 0.0)
+    return archive.types[slots], archive.optimum[slots], valid, weights
+
+
 def train_epoch(game, state: OracleState) -> OracleState:
     """Step 5: ``epoch_steps`` updates against the archive's mixture, on the archive's filled
-    slots (:func:`training_slots`)."""
-    archive, steps = state.archive, game.config.oracle.epoch_steps
+    slots (:func:`training_batch`)."""
+    steps = game.config.oracle.epoch_steps
     mesh = getattr(game, "mesh", None)  # the devices the game shards its batches over
     devices = 1 if mesh is None else mesh.size
-    slots, valid = training_slots(np.asarray(archive.filled), devices)
     params, opt_state = train_against(
         game,
         state.algorithm,
         state.algorithm_opt,
-        archive.types[slots],
-        archive.optimum[slots],
-        jnp.asarray(valid),
-        jnp.where(jnp.asarray(valid), state.adversary_mixture[slots], 0.0),
+        *training_batch(state.archive, state.adversary_mixture, devices),
         steps,
         epoch_key(state, _TRAIN),
     )

@@ -18,7 +18,7 @@ import pytest
 from advonline import checkpoint, cli, configs, evaluation, pipeline, profile
 from advonline.archive import ORIGINS, instance_slots
 from advonline.archive_view import worst_delivered
-from advonline.oracle_loop import train_against, training_slots
+from advonline.oracle_loop import train_against, training_batch, training_slots
 from advonline.problems.posted_price import families
 from advonline.problems.posted_price.evaluate import Budget
 from advonline.problems.posted_price.game import Game
@@ -342,7 +342,7 @@ def test_training_slots_hold_every_filled_slot_in_a_halved_batch():
 
 
 def test_training_on_the_filled_slots_is_training_on_the_archive(straight_run):
-    """An epoch's update on the compacted batch (:func:`training_slots`) is the update on the
+    """An epoch's update on the compacted batch (:func:`training_batch`) is the update on the
     whole archive, whose empty slots weigh nothing: the same network up to float rounding."""
     folder, config_path = straight_run
     state, _, _ = checkpoint.load(folder)
@@ -351,22 +351,13 @@ def test_training_on_the_filled_slots_is_training_on_the_archive(straight_run):
     filled = np.asarray(archive.filled).copy()
     filled[::2] = False  # half the slots empty, as while the archive fills
     mixture = (filled / filled.sum()).astype(np.float32)  # uniform over the filled slots
-    slots, valid = training_slots(filled, devices=1, smallest=1)
-    assert slots.size < filled.size
+    batch = training_batch(archive.replace(filled=filled), mixture, devices=1, smallest=1)
+    assert batch[0].shape[0] < filled.size
     start = (state.algorithm, game.algorithm_optimizer().init(state.algorithm))
     whole = train_against(
         game, *start, archive.types, archive.optimum, filled, mixture, 5, jax.random.key(3)
     )[0]
-    compact = train_against(
-        game,
-        *start,
-        archive.types[slots],
-        archive.optimum[slots],
-        valid,
-        np.where(valid, mixture[slots], 0.0).astype(np.float32),
-        5,
-        jax.random.key(3),
-    )[0]
+    compact = train_against(game, *start, *batch, 5, jax.random.key(3))[0]
     for got, want in zip(jax.tree.leaves(compact), jax.tree.leaves(whole), strict=True):
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-6)
     pairs = zip(jax.tree.leaves(whole), jax.tree.leaves(state.algorithm), strict=True)
