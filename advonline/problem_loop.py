@@ -12,8 +12,10 @@ Each epoch:
    weight on the worst inputs, which is what the smoothing weights.
 3. **Certificate and best-so-far.** Where the problem certifies a policy (an upper bound on
    its ratio over every input), the policy is certified after the epoch, outside ``jit`` in
-   float64; the delivered parameters are the best certified iterate (or, without a
-   certificate, the one with the lowest worst archived ratio).
+   float64; the delivered parameters are the best certified iterate. Without a certificate
+   the new iterate replaces the delivered one when its worst ratio on the archive is lower
+   than the delivered one's on the same archive (an archive of the first epochs is
+   easy, so figures of different epochs are not compared).
 
 The archive keeps at most ``archive_size`` distinct inputs, the hardest against the current
 policy. Held-out families are never seen here.
@@ -133,8 +135,14 @@ def train(problem: Problem, setting, head, config: LoopConfig, log=None) -> Trai
         archived = np.asarray(score(params, jnp.asarray(archive)), np.float64)
         archive = _unique_hardest(archive, archived, config.archive_size)
         certificate = problem.certificate(setting, head.to_policy(params))
-        measured = certificate.ratio if certificate is not None else float(archived.max())
-        if measured < best_score:
+        if certificate is not None:
+            measured, incumbent = certificate.ratio, best_score
+        else:  # both iterates on the same archive: the yardstick grows harder every epoch
+            measured = float(archived.max())
+            incumbent = math.inf
+            if epoch:
+                incumbent = float(np.max(score(best_params, jnp.asarray(archive))))
+        if measured < incumbent:
             best_params, best_score = params, measured
         row = EpochRow(
             epoch=epoch + 1,
