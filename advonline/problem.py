@@ -19,6 +19,29 @@ from typing import Any, NamedTuple, Protocol
 import jax
 
 
+def setting_from_table(setting_class: type, table: dict, error: type[Exception] = ValueError):
+    """The frozen dataclass ``setting_class`` that a config's ``[setting]`` table describes;
+    ``error`` (the problem's refusal) names keys the class does not have."""
+    known = {field.name for field in dataclasses.fields(setting_class)}
+    unknown = sorted(set(table) - known)
+    if unknown:
+        raise error(f"unknown setting keys {unknown}; known: {sorted(known)}")
+    return setting_class(**table)
+
+
+def network_sizes(config: dict, hidden: int = 32, layers: int = 2) -> dict[str, int]:
+    """``{"hidden": .., "layers": ..}`` from a config's ``[algorithm]`` table, for a policy head
+    that is a small network; ValueError names a key or value it cannot use."""
+    unknown = sorted(set(config) - {"hidden", "layers"})
+    if unknown:
+        raise ValueError(f"unknown key {unknown[0]!r}; known: hidden, layers")
+    sizes = {"hidden": config.get("hidden", hidden), "layers": config.get("layers", layers)}
+    for name, value in sizes.items():
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{name} must be a whole number >= 1, got {value!r}")
+    return sizes
+
+
 class Encoding(Protocol):
     """What the adversary writes: token sequences ``[B, T]`` over ``vocabulary`` symbols."""
 

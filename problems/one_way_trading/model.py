@@ -27,6 +27,7 @@ import jax.numpy as jnp
 from flax import struct
 
 from advonline.errors import InputError
+from advonline.problem import setting_from_table
 from advonline.problems.one_way_trading.policy_file import GRID_SLACK
 
 
@@ -61,11 +62,7 @@ class Setting:
     @staticmethod
     def from_config(section: dict) -> Setting:
         """The setting a config's ``[setting]`` table describes."""
-        known = {field.name for field in dataclasses.fields(Setting)}
-        unknown = sorted(set(section) - known)
-        if unknown:
-            raise SettingError(f"unknown setting keys {unknown}; known: {sorted(known)}")
-        return Setting(**section)
+        return setting_from_table(Setting, section, SettingError)
 
     @property
     def theta(self) -> float:

@@ -20,7 +20,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from advonline.problem import PolicyHead
+from advonline.problem import PolicyHead, network_sizes
 from advonline.problems.one_way_trading import policy_file
 from advonline.problems.one_way_trading.model import CurvePolicy, Setting
 
@@ -50,13 +50,7 @@ def positions(setting: Setting, dtype=None) -> jax.Array:
 def policy_head(setting: Setting, config: dict) -> PolicyHead:
     """The curve network for ``setting`` (``config``: ``hidden``, ``layers``, whole numbers
     >= 1); ValueError names a key or value it cannot use."""
-    unknown = sorted(set(config) - {"hidden", "layers"})
-    if unknown:
-        raise ValueError(f"unknown key {unknown[0]!r}; known: hidden, layers")
-    sizes = {"hidden": config.get("hidden", 32), "layers": config.get("layers", 2)}
-    for name, value in sizes.items():
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f"{name} must be a whole number >= 1, got {value!r}")
+    sizes = network_sizes(config)
     network = CurveNetwork(**sizes)
     where = positions(setting)
 
