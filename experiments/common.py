@@ -4,12 +4,14 @@ baselines with one budget, and write tables (CSV and Markdown cells)."""
 from __future__ import annotations
 
 import csv
+import dataclasses
+import json
 import shutil
 import statistics
 import time
 from pathlib import Path
 
-from advonline import checkpoint, configs
+from advonline import checkpoint, configs, problem_run
 from advonline.baselines.posted_price import BASELINES, make_baseline
 from advonline.evaluation import Measurement
 from advonline.pipeline import delivered_policies
@@ -104,3 +106,24 @@ def write_csv(rows: list[dict], path: Path) -> None:
         writer = csv.DictWriter(handle, fieldnames=columns)
         writer.writeheader()
         writer.writerows(rows)
+
+
+def run_seeds(name: str, seeds: int, out: Path) -> list[dict]:
+    """The report of each seed's run of a problem on the interface (``advonline run``'s
+    main job; a run folder per seed under ``out``; kept ones reused)."""
+    config = problem_run.read_config(CONFIGS / f"{name}.toml")
+    reports = []
+    for seed in range(seeds):
+        folder = out / f"{name}-seed{seed}"
+        stored = folder / problem_run.EVALUATION_NAME
+        if not stored.is_file():
+            seeded = dataclasses.replace(config, loop=dataclasses.replace(config.loop, seed=seed))
+            problem_run.main_job(
+                seeded,
+                CONFIGS / f"{name}.toml",
+                folder,
+                problem_run.Budget(),
+                say=lambda line: None,
+            )
+        reports.append(json.loads(stored.read_text()))
+    return reports

@@ -12,35 +12,12 @@ certified lower bound on every online algorithm for the setting, the learned cer
 from __future__ import annotations
 
 import argparse
-import dataclasses
-import json
 import statistics
 from pathlib import Path
 
-from advonline import problem_run
+from common import run_seeds
 
 CONFIGS = ("owt-u10", "owt-u100")
-HERE = Path(__file__).parent
-
-
-def run_seeds(name: str, seeds: int, out: Path) -> list[dict]:
-    """The report of each seed's run (a run folder per seed under ``out``; kept ones reused)."""
-    config = problem_run.read_config(HERE / "configs" / f"{name}.toml")
-    reports = []
-    for seed in range(seeds):
-        folder = out / f"{name}-seed{seed}"
-        stored = folder / problem_run.EVALUATION_NAME
-        if not stored.is_file():
-            seeded = dataclasses.replace(config, loop=dataclasses.replace(config.loop, seed=seed))
-            problem_run.main_job(
-                seeded,
-                HERE / "configs" / f"{name}.toml",
-                folder,
-                problem_run.Budget(),
-                say=lambda line: None,
-            )
-        reports.append(json.loads(stored.read_text()))
-    return reports
 
 
 def _spread(values: list[float]) -> str:

@@ -16,6 +16,7 @@ DEFAULT = "posted-price"
 _MODULES: dict[str, str] = {
     "posted-price": "advonline.problems.posted_price.problem",
     "one-way-trading": "advonline.problems.one_way_trading.problem",
+    "adwords": "advonline.problems.adwords.problem",
 }
 
 

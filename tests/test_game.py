@@ -118,7 +118,8 @@ def test_every_shipped_config_is_valid():
         if configs.problem_of(configs.read_toml(path)).training is None:
             config = problem_run.read_config(path)  # a problem of the interface
             assert config.setting.describe()["problem"] == config.problem.name
-            assert path.stem.startswith({"one-way-trading": "owt-"}[config.problem.name])
+            prefix = {"one-way-trading": "owt-", "adwords": "adwords-"}[config.problem.name]
+            assert path.stem.startswith(prefix)
             continue
         config = configs.load(path)
         assert config.setting.resources >= 1

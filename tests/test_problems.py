@@ -17,6 +17,7 @@ import pytest
 from scipy.optimize import linprog
 
 from advonline import problems as registry
+from advonline.problems.adwords import model as allocation
 from advonline.problems.one_way_trading import model as trading
 from advonline.problems.posted_price import model as posted
 from advonline.problems.posted_price.optimum import lp_optimum
@@ -58,6 +59,44 @@ def _selling_loop(setting, policy, instance) -> float:
     return welfare
 
 
+def _allocation_loop(setting, policy, instance) -> float:
+    """Budgeted allocation by hand: each query split by the rule's shares among its bidders,
+    each advertiser's earnings capped by what is left of its budget of 1."""
+    bids, masks = np.asarray(instance.bids), np.asarray(instance.masks)
+    spent = np.zeros(setting.advertisers)
+    policy = jax.jit(policy)  # the rule's own arithmetic; the loop around it is by hand
+    for t in range(setting.queries):
+        bidding = np.array([(int(masks[t]) >> i) & 1 for i in range(setting.advertisers)]) == 1
+        offered = np.where(bidding, bids[t], 0.0)
+        observation = allocation.Observation(
+            jnp.asarray(offered), jnp.asarray(spent), jnp.asarray(t / setting.queries)
+        )
+        shares = np.where(bidding, np.asarray(policy(observation)), 0.0)
+        if setting.allocation == "integral":  # whole to the largest share, if any
+            shares = np.eye(setting.advertisers)[np.argmax(shares)] * (shares.max() > 0)
+        spent = spent + np.clip(offered * shares, 0.0, 1.0 - spent)
+    return float(spent.sum())
+
+
+def _allocation_optimum(setting, instance) -> float:
+    """OPT by LP: x[t, i] of query t to advertiser i, each query at most once, each budget 1
+    (for integral allocation the settings here have an integral optimal vertex)."""
+    bids, masks = np.asarray(instance.bids), np.asarray(instance.masks)
+    queries, advertisers = setting.queries, setting.advertisers
+    bidding = (masks[:, None] >> np.arange(advertisers)) & 1
+    earn = (bids[:, None] * bidding).ravel()
+    per_query = np.kron(np.eye(queries), np.ones(advertisers))
+    per_budget = np.kron(np.ones(queries), np.eye(advertisers)) * earn[None, :]
+    result = linprog(
+        -earn,
+        A_ub=np.vstack([per_query, per_budget]),
+        b_ub=np.ones(queries + advertisers),
+        bounds=(0, 1),
+        method="highs",
+    )
+    return -result.fun
+
+
 def _earned(rollout) -> float:
     """What one run earned: one-way trading's revenue, posted pricing's welfare."""
     return float(getattr(rollout, "welfare", rollout.revenue))
@@ -79,6 +118,23 @@ def _selling_optimum(setting, instance) -> float:
 
 
 CASES = {
+    "adwords": [
+        (
+            {"advertisers": 4, "queries": 12, "max_bid": 0.25, "bid_levels": 3},
+            _allocation_loop,
+            _allocation_optimum,
+        ),
+        (
+            {"advertisers": 3, "queries": 8, "max_bid": 0.5, "bid_levels": 1},
+            _allocation_loop,
+            _allocation_optimum,
+        ),
+        (
+            {"advertisers": 4, "queries": 16, "max_bid": 0.25, "allocation": "integral"},
+            _allocation_loop,
+            _allocation_optimum,
+        ),
+    ],
     "one-way-trading": [
         ({"low": 1.0, "high": 10.0, "rounds": 12, "levels": 9}, _trading_loop, _trading_optimum),
         ({"low": 2.0, "high": 50.0, "rounds": 6, "levels": 11}, _trading_loop, _trading_optimum),

@@ -1,0 +1,1 @@
+"""Budgeted allocation (AdWords with small bids): the problem (``problem.py``) and its modules."""

@@ -1,0 +1,97 @@
+"""The budgeted allocation policy file: JSON with the setting and the learned rule's network.
+Loading it needs NumPy only (no JAX), so an ad server can run the learned rule as it is.
+
+The rule scores each advertiser with one shared network from four features (its bid on the
+query over ``max_bid``, the fraction of its budget spent, the query's place ``t / T``, and
+whether it bids) and splits the query by a softmax of the scores over the advertisers that bid
+and have budget left.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from advonline.errors import InputError
+
+FORMAT = "advonline-adwords-network"
+
+
+class PolicyFileError(InputError):
+    """A policy file that is not a budgeted allocation network."""
+
+
+def features(bids, spent, round_fraction, max_bid: float, xp=np):
+    """The network's input ``[n, 4]`` for one query (``xp``: NumPy or jax.numpy)."""
+    bids_on = (bids > 0).astype(spent.dtype)
+    place = xp.full_like(spent, round_fraction)
+    return xp.stack([bids / max_bid, spent, place, bids_on], axis=-1)
+
+
+def split(scores, eligible, xp=np):
+    """A softmax of ``scores`` over the ``eligible`` advertisers (zeros where none is)."""
+    top = xp.max(xp.where(eligible, scores, -1e30))
+    weights = xp.where(eligible, xp.exp(xp.where(eligible, scores - top, 0.0)), 0.0)
+    total = xp.sum(weights)
+    return weights / xp.where(total > 0, total, 1.0)
+
+
+class NumpyRule:
+    """A loaded rule: ``shares(bids, spent, round_fraction) -> [n]``, NumPy only; with
+    ``integral`` set, :meth:`allocate` gives each query whole to the largest share."""
+
+    def __init__(self, layers: list[tuple[np.ndarray, np.ndarray]], max_bid: float, integral=False):
+        self.layers = layers
+        self.max_bid = max_bid
+        self.integral = integral
+
+    def shares(self, bids, spent, round_fraction: float) -> np.ndarray:
+        bids, spent = np.asarray(bids, float), np.asarray(spent, float)
+        hidden = features(bids, spent, round_fraction, self.max_bid)
+        for weight, bias in self.layers[:-1]:
+            hidden = np.tanh(hidden @ weight + bias)
+        weight, bias = self.layers[-1]
+        scores = (hidden @ weight + bias)[:, 0]
+        return split(scores, (bids > 0) & (spent < 1.0))
+
+    def allocate(self, bids, bidders) -> np.ndarray:
+        """What each advertiser earns from each query ``[T, n]``, given each query's bid ``[T]``
+        and who bids ``[T, n]`` (bool)."""
+        bidders = np.asarray(bidders, bool)
+        spent = np.zeros(bidders.shape[1])
+        earned = []
+        for t, (bid, on) in enumerate(zip(bids, bidders, strict=True)):
+            offered = np.where(on, bid, 0.0)
+            shares = self.shares(offered, spent, t / len(bids))
+            if self.integral:
+                shares = np.eye(len(spent))[np.argmax(shares)] * (shares.max() > 0)
+            gain = np.clip(offered * shares, 0.0, 1.0 - spent)
+            spent = spent + gain
+            earned.append(gain)
+        return np.asarray(earned)
+
+
+def load(document: dict) -> tuple[dict, NumpyRule]:
+    """The setting (as described in the file) and the NumPy rule a policy file holds;
+    PolicyFileError says what is wrong with one that does not."""
+    if not isinstance(document, dict) or document.get("format") != FORMAT:
+        raise PolicyFileError(f"not a budgeted allocation policy file (format {FORMAT!r} expected)")
+    setting = document.get("setting")
+    try:
+        max_bid = float(setting["max_bid"])
+        integral = setting.get("allocation", "fractional") == "integral"
+        layers = [
+            (np.asarray(layer["weight"], float), np.asarray(layer["bias"], float))
+            for layer in document["layers"]
+        ]
+    except (KeyError, TypeError, ValueError) as error:
+        raise PolicyFileError(f"budgeted allocation policy file: {error}") from None
+    width = 4
+    for weight, bias in layers:
+        if weight.ndim != 2 or weight.shape[0] != width or bias.shape != (weight.shape[1],):
+            raise PolicyFileError("budgeted allocation policy file: layer shapes do not chain")
+        if not (np.all(np.isfinite(weight)) and np.all(np.isfinite(bias))):
+            raise PolicyFileError("budgeted allocation policy file: weights must be finite")
+        width = weight.shape[1]
+    if not layers or width != 1:
+        raise PolicyFileError("budgeted allocation policy file: the last layer must give a score")
+    return setting, NumpyRule(layers, max_bid, integral)

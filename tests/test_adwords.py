@@ -1,0 +1,176 @@
+"""Budgeted allocation (AdWords with small bids): the classic rules' ratios on the
+upper-triangular family against their closed forms, the learned rule's equivariance and its
+NumPy-only policy file, and ``advonline run`` end to end on a tiny setting."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from advonline import cli
+from advonline import problems as registry
+from advonline.problems.adwords import families, model, policy
+from advonline.ratio import ratio_of_payoff
+
+PROBLEM = registry.get("adwords")
+
+
+def _worst(setting, rule, tokens) -> float:
+    instances = PROBLEM.encoding(setting).decode(jnp.asarray(tokens))
+    return float(jnp.max(ratio_of_payoff(PROBLEM.payoffs(setting, rule, instances))))
+
+
+def _water_filling_ratio(n: int) -> float:
+    """Water-filling on the upper-triangular instance, one budget per group: the spent level
+    after ``k`` groups is ``H_n - H_(n-k)``; groups are allocated in full while it stays
+    <= 1, the next one up to the ``n - k`` remaining budgets, none after."""
+    level, groups = 0.0, 0
+    while groups < n and level + 1.0 / (n - groups) <= 1.0:
+        level += 1.0 / (n - groups)
+        groups += 1
+    return n / (groups + (n - groups) * (1.0 - level))
+
+
+@pytest.mark.parametrize("n", [4, 10])
+def test_classic_rules_on_the_upper_triangular_family_match_closed_forms(n):
+    setting = PROBLEM.setting(advertisers=n, queries=10 * n, max_bid=0.1)
+    tokens = families.upper_triangular(setting)
+    with jax.enable_x64(True):
+        worst = {
+            name: _worst(setting, make(setting), tokens) for name, make in PROBLEM.baselines.items()
+        }
+    # Greedy fills the lowest-numbered bidder: on the reversed order it earns ceil(n / 2) groups
+    assert worst["greedy"] == pytest.approx(n / math.ceil(n / 2), rel=1e-12)
+    # water-filling, and equal shares (all bidders are always level), are symmetric
+    assert worst["water-filling"] == pytest.approx(_water_filling_ratio(n), rel=1e-12)
+    assert worst["random"] == pytest.approx(_water_filling_ratio(n), rel=1e-12)
+    # at finite n the fractional rule does better than the limit e / (e - 1)
+    assert worst["water-filling"] < math.e / (math.e - 1)
+
+
+def test_offline_optimum_is_the_min_cut_of_a_hand_instance():
+    # two advertisers; six queries of 0.5 wanted by advertiser 0 only, two of 0.25 by both:
+    # advertiser 0 can take 1, advertiser 1 the 0.5 of the shared queries
+    setting = PROBLEM.setting(advertisers=2, queries=8, max_bid=0.5, bid_levels=2)
+    tokens = PROBLEM.encoding(setting).tokens([1] * 6 + [0] * 2, [1] * 6 + [3] * 2)
+    with jax.enable_x64(True):
+        instances = PROBLEM.encoding(setting).decode(jnp.asarray(tokens)[None])
+        assert float(PROBLEM.offline_optimum(setting, instances)[0]) == pytest.approx(1.5)
+
+
+def _random_rule(setting, seed=0):
+    head = PROBLEM.policy_head(setting, {"hidden": 8, "layers": 2})
+    return head.to_policy(head.module.init(jax.random.key(seed), *head.example))
+
+
+def test_learned_rule_is_equivariant_under_advertiser_permutations():
+    setting = PROBLEM.setting(advertisers=5, queries=30, max_bid=0.2, bid_levels=2)
+    rule = _random_rule(setting)
+    encoding = PROBLEM.encoding(setting)
+    tokens = np.asarray(encoding.random(jax.random.key(1), 4))
+    order = np.array([3, 0, 4, 1, 2])
+    masks = tokens & ((1 << 5) - 1)
+    moved = sum(((masks >> i) & 1) << int(order[i]) for i in range(5))
+    permuted = encoding.tokens(tokens >> 5, moved)
+    with jax.enable_x64(True):
+        one = PROBLEM.payoffs(setting, rule, encoding.decode(jnp.asarray(tokens)))
+        other = PROBLEM.payoffs(setting, rule, encoding.decode(jnp.asarray(permuted)))
+    np.testing.assert_allclose(np.asarray(one), np.asarray(other), rtol=1e-6)
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        {"advertisers": 4, "queries": 20, "max_bid": 0.25, "bid_levels": 2},
+        {"advertisers": 4, "queries": 20, "max_bid": 0.25, "allocation": "integral"},
+    ],
+)
+def test_policy_file_needs_numpy_only_and_restores(tmp_path, values):
+    setting = PROBLEM.setting(**values)
+    rule = _random_rule(setting, seed=3)
+    path = tmp_path / "policy.json"
+    path.write_text(json.dumps(PROBLEM.export(setting, rule)))
+    tokens = PROBLEM.encoding(setting).random(jax.random.key(5), 1)
+    with jax.enable_x64(True):
+        instance = jax.tree.map(lambda leaf: leaf[0], PROBLEM.encoding(setting).decode(tokens))
+        simulated = np.asarray(PROBLEM.rollout(setting, rule, instance).earned)
+        restored_setting, restored = PROBLEM.restore(json.loads(path.read_text()))
+        again = np.asarray(PROBLEM.rollout(setting, restored, instance).earned)
+    assert restored_setting == setting
+    np.testing.assert_allclose(again, simulated, atol=1e-6)  # float32 weights, read as float64
+    bids = np.asarray(instance.bids).tolist()
+    bidders = np.asarray(model.member_bits(instance.masks, 4)).tolist()
+    script = (
+        "import sys, json; sys.modules['jax'] = None\n"
+        "from advonline.problems.adwords.policy_file import load\n"
+        f"setting, rule = load(json.load(open({str(path)!r})))\n"
+        f"print(json.dumps(rule.allocate({bids}, {bidders}).tolist()))"
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
+    np.testing.assert_allclose(np.asarray(json.loads(out.stdout)), simulated, atol=1e-6)
+
+
+def test_bad_policy_file_and_setting_get_one_clear_error():
+    with pytest.raises(policy.policy_file.PolicyFileError, match="not a budgeted allocation"):
+        PROBLEM.restore({"format": "something else"})
+    with pytest.raises(model.SettingError, match="advertisers must be 2 .. 12"):
+        PROBLEM.setting(advertisers=20)
+    with pytest.raises(model.SettingError, match="integral allocation needs bid_levels = 1"):
+        PROBLEM.setting(max_bid=0.3, allocation="integral")
+
+
+TINY = """
+[problem]
+name = "adwords"
+
+[setting]
+advertisers = 4
+queries = 24
+max_bid = 0.25
+
+[algorithm]
+hidden = 8
+
+[game]
+epochs = 2
+epoch_steps = 40
+
+[oracle]
+restarts = 8
+search_steps = 16
+"""
+
+
+def test_run_trains_measures_and_exports(tmp_path, capsys):
+    config = tmp_path / "adwords.toml"
+    config.write_text(TINY)
+    out = tmp_path / "run"
+    args = ["run", str(config), "--out", str(out), "--search-steps", "16"]
+    assert cli.main([*args, "--random-instances", "16"]) == 0
+    printed = capsys.readouterr().out
+    report = json.loads((out / "evaluation.json").read_text())
+    assert set(report["algorithms"]) == {"learned", *PROBLEM.baselines}
+    for row in report["algorithms"].values():
+        assert row["ratio"] == max(row["sources"].values()) and row["certified"] is None
+        assert "family upper-triangular" in row["sources"]
+    assert "verdict: learned" in printed and "known optimum e / (e - 1)" in printed
+    restored_setting, _ = PROBLEM.restore(json.loads((out / "policy.json").read_text()))
+    assert restored_setting.advertisers == 4
+
+
+def test_bad_settings_get_one_line_and_no_folder(tmp_path, capsys):
+    config = tmp_path / "bad.toml"
+    bad_lines = ["advertisers = 20", 'advertisers = 4\nallocation = "whole"', 'max_bid = "big"']
+    for index, bad in enumerate(bad_lines):
+        config.write_text(TINY.replace("advertisers = 4", bad).replace("max_bid = 0.25\n", ""))
+        assert cli.main(["run", str(config), "--out", str(tmp_path / f"run{index}")]) == 2
+        error = capsys.readouterr().err.strip()
+        assert error.count("\n") == 0 and "[setting]" in error
+    assert not any(tmp_path.glob("run*"))
