@@ -66,6 +66,7 @@ class Trained(NamedTuple):
     params: Any  # the delivered (best-so-far) parameters
     archive: np.ndarray  # [N, T] the archived inputs (tokens)
     rows: list[EpochRow]
+    archive_worst: float  # the delivered parameters' worst ratio on the final archive
 
 
 def input_ratios(problem: Problem, setting, policy, tokens: jax.Array) -> jax.Array:
@@ -155,4 +156,5 @@ def train(problem: Problem, setting, head, config: LoopConfig, log=None) -> Trai
         rows.append(row)
         if log is not None:
             log(row)
-    return Trained(best_params, archive, rows)
+    delivered_worst = float(np.max(score(best_params, jnp.asarray(archive))))
+    return Trained(best_params, archive, rows, delivered_worst)

@@ -253,7 +253,11 @@ def main_job(
     with jax.enable_x64(True):  # the baselines' policies and every measurement in float64
         policies = {LEARNED: learned, **{name: problem.baselines[name](setting) for name in names}}
         results = measure(problem, setting, policies, budget)
-    training = {**dataclasses.asdict(config.loop), "seconds": trained.rows[-1].seconds}
+    training = {
+        **dataclasses.asdict(config.loop),
+        "seconds": trained.rows[-1].seconds,
+        "archive_worst": trained.archive_worst,
+    }
     report = report_of(problem, setting, budget, results, training=training)
     report["verdict"] = _verdict(results)
     atomic_write(folder / EVALUATION_NAME, (json.dumps(report, indent=1) + "\n").encode())

@@ -157,6 +157,7 @@ def test_run_trains_measures_and_exports(tmp_path, capsys):
     printed = capsys.readouterr().out
     report = json.loads((out / "evaluation.json").read_text())
     assert set(report["algorithms"]) == {"learned", *PROBLEM.baselines}
+    assert 1.0 <= report["training"]["archive_worst"] < 10.0  # the delivered rule on its archive
     for row in report["algorithms"].values():
         assert row["ratio"] == max(row["sources"].values()) and row["certified"] is None
         assert "family upper-triangular" in row["sources"]
