@@ -17,13 +17,9 @@ import argparse
 import statistics
 from pathlib import Path
 
-from common import run_seeds
+from common import run_seeds, spread
 
 CONFIGS = ("adwords-n10", "adwords-n10-integral")
-
-
-def _spread(values: list[float]) -> str:
-    return f"{statistics.median(values):.4f} [{min(values):.4f}, {max(values):.4f}]"
 
 
 def block(name: str, reports: list[dict]) -> str:
@@ -39,7 +35,7 @@ def block(name: str, reports: list[dict]) -> str:
         for other in ("msvv", "greedy")
     }
     classic = ", ".join(
-        f"{algorithm} {_spread(ratios(algorithm))}"
+        f"{algorithm} {spread(ratios(algorithm))}"
         for algorithm in reports[0]["algorithms"]
         if algorithm != "learned"
     )
@@ -50,8 +46,8 @@ def block(name: str, reports: list[dict]) -> str:
     ]
     return (
         f"| {name} (n {setting['advertisers']}, T {setting['queries']}, bids <= "
-        f"{setting['max_bid']:g}, {setting['bid_levels']} level(s)) | {_spread(learned)} | "
-        f"{_spread(against['msvv'])} | {_spread(against['greedy'])} | {_spread(gained)} | "
+        f"{setting['max_bid']:g}, {setting['bid_levels']} level(s)) | {spread(learned)} | "
+        f"{spread(against['msvv'])} | {spread(against['greedy'])} | {spread(gained)} | "
         f"{classic} | "
         f"{statistics.median(seconds):.0f} |"
     )

@@ -15,13 +15,9 @@ import argparse
 import statistics
 from pathlib import Path
 
-from common import run_seeds
+from common import run_seeds, spread
 
 CONFIGS = ("owt-u10", "owt-u100")
-
-
-def _spread(values: list[float]) -> str:
-    return f"{statistics.median(values):.4f} [{min(values):.4f}, {max(values):.4f}]"
 
 
 def block(name: str, reports: list[dict]) -> str:
@@ -39,7 +35,7 @@ def block(name: str, reports: list[dict]) -> str:
     )
     return (
         f"| {name} (theta {setting['high'] / setting['low']:g}, T {setting['rounds']}, "
-        f"{setting['levels']} rates) | {reference:.4f} | {bound:.4f} | {_spread(learned)} | "
+        f"{setting['levels']} rates) | {reference:.4f} | {bound:.4f} | {spread(learned)} | "
         f"{max(learned) / bound:.4f} | {max(learned) / reference:.4f} | {baselines} | "
         f"{statistics.median(seconds):.0f} |"
     )
