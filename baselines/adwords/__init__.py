@@ -24,6 +24,7 @@ import jax.numpy as jnp
 from flax import struct
 
 from advonline.problems.adwords.model import Observation, Setting
+from advonline.problems.adwords.policy_file import eligible
 
 #: Bisection steps of the water level (2^-60 of a budget: exact in float64).
 WATER_STEPS = 60
@@ -37,8 +38,7 @@ class ClassicRule:
     deterministic: bool = struct.field(pytree_node=False, default=True)
 
     def __call__(self, observation: Observation) -> jax.Array:
-        eligible = (observation.bids > 0) & (observation.spent < 1.0)
-        return self.choose(observation, eligible)
+        return self.choose(observation, eligible(observation.bids, observation.spent))
 
 
 def _first_best(score: jax.Array, eligible: jax.Array) -> jax.Array:

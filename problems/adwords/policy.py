@@ -47,11 +47,8 @@ class NetworkRule:
         hidden = policy_file.features(
             observation.bids, spent, observation.round_fraction, self.max_bid, xp=jnp
         ).astype(self.layers[0][0].dtype)
-        for weight, bias in self.layers[:-1]:
-            hidden = jnp.tanh(hidden @ weight + bias[None])
-        weight, bias = self.layers[-1]
-        scores = (hidden @ weight + bias[None])[:, 0]
-        eligible = (observation.bids > 0) & (spent < 1.0)
+        scores = policy_file.scores(self.layers, hidden, xp=jnp)
+        eligible = policy_file.eligible(observation.bids, spent)
         return policy_file.split(scores, eligible, xp=jnp).astype(spent.dtype)
 
 

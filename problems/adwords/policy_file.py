@@ -27,10 +27,24 @@ def features(bids, spent, round_fraction, max_bid: float, xp=np):
     return xp.stack([bids / max_bid, spent, place, bids_on], axis=-1)
 
 
-def split(scores, eligible, xp=np):
-    """A softmax of ``scores`` over the ``eligible`` advertisers (zeros where none is)."""
-    top = xp.max(xp.where(eligible, scores, -1e30))
-    weights = xp.where(eligible, xp.exp(xp.where(eligible, scores - top, 0.0)), 0.0)
+def eligible(bids, spent):
+    """The advertisers a query may go to ``[n]``: they bid on it and have budget left."""
+    return (bids > 0) & (spent < 1.0)
+
+
+def scores(layers, hidden, xp=np):
+    """The network's score of each advertiser ``[n]`` from its features ``[n, 4]``: dense
+    layers ``(weight, bias)`` with tanh between them."""
+    for weight, bias in layers[:-1]:
+        hidden = xp.tanh(hidden @ weight + bias[None])
+    weight, bias = layers[-1]
+    return (hidden @ weight + bias[None])[:, 0]
+
+
+def split(score, allowed, xp=np):
+    """A softmax of ``score`` ``[n]`` over the ``allowed`` advertisers (zeros where none is)."""
+    top = xp.max(xp.where(allowed, score, -1e30))
+    weights = xp.where(allowed, xp.exp(xp.where(allowed, score - top, 0.0)), 0.0)
     total = xp.sum(weights)
     return weights / xp.where(total > 0, total, 1.0)
 
@@ -47,11 +61,7 @@ class NumpyRule:
     def shares(self, bids, spent, round_fraction: float) -> np.ndarray:
         bids, spent = np.asarray(bids, float), np.asarray(spent, float)
         hidden = features(bids, spent, round_fraction, self.max_bid)
-        for weight, bias in self.layers[:-1]:
-            hidden = np.tanh(hidden @ weight + bias)
-        weight, bias = self.layers[-1]
-        scores = (hidden @ weight + bias)[:, 0]
-        return split(scores, (bids > 0) & (spent < 1.0))
+        return split(scores(self.layers, hidden), eligible(bids, spent))
 
     def allocate(self, bids, bidders) -> np.ndarray:
         """What each advertiser earns from each query ``[T, n]``, given each query's bid ``[T]``
