@@ -4,7 +4,9 @@ For each config and game seeds 0 .. N-1, trains with the oracle loop over the pr
 (``advonline run`` does the same for one seed) and measures the learned rule beside the classic
 ones with the same evaluator and budget. Prints the learned rule's measured ratio (the worst of
 the evaluator's search, random inputs and held-out families; median [min, max] over the seeds),
-its ratio to MSVV's and Greedy's on the same seed, how much more the evaluator found than the
+its ratio to MSVV's and Greedy's on the same seed, the certified lower bound on every online
+algorithm for the setting (Yao's principle over the upper-triangular instances in a random
+advertiser order) and the learned ratio over it, how much more the evaluator found than the
 worst of training's own final archive against the delivered rule (``fresh / archive - 1``:
 what a fresh adversary still gains, the exploitability left), and the classic rules' ratios.
 
@@ -40,6 +42,7 @@ def block(name: str, reports: list[dict]) -> str:
         if algorithm != "learned"
     )
     seconds = [report["training"]["seconds"] for report in reports]
+    bound = reports[0]["lower_bound"]["ratio"]
     gained = [
         mine / report["training"]["archive_worst"] - 1
         for mine, report in zip(learned, reports, strict=True)
@@ -47,10 +50,18 @@ def block(name: str, reports: list[dict]) -> str:
     return (
         f"| {name} (n {setting['advertisers']}, T {setting['queries']}, bids <= "
         f"{setting['max_bid']:g}, {setting['bid_levels']} level(s)) | {spread(learned)} | "
-        f"{spread(against['msvv'])} | {spread(against['greedy'])} | {spread(gained)} | "
+        f"{spread(against['msvv'])} | {spread(against['greedy'])} | {bound:.4f} | "
+        f"{spread([mine / bound for mine in learned])} | {spread(gained)} | "
         f"{classic} | "
         f"{statistics.median(seconds):.0f} |"
     )
+
+
+HEADER = (
+    "| config | learned ratio, median [min, max] | learned / MSVV | learned / Greedy | "
+    "lower bound, certified | learned / bound | fresh / archive - 1 | "
+    "classic rules' ratios, median [min, max] | train s |\n" + "|---" * 9 + "|"
+)
 
 
 def main() -> None:
@@ -59,11 +70,7 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--only", choices=CONFIGS, help="one config")
     args = parser.parse_args()
-    print(
-        "| config | learned ratio, median [min, max] | learned / MSVV | learned / Greedy | "
-        "fresh / archive - 1 | classic rules' ratios, median [min, max] | train s |"
-    )
-    print("|---|---|---|---|---|---|---|")
+    print(HEADER)
     for name in [args.only] if args.only else CONFIGS:
         print(block(name, run_seeds(name, args.seeds, Path(args.out))), flush=True)
 

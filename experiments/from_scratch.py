@@ -31,6 +31,10 @@ each target met or not:
   of the mixture found over the restricted game's CR, minus 1; the double-oracle gap), else
   the current network's; the table shows both.
 
+Problems on the interface alone (one-way trading, AdWords) have their own tables, from
+``experiments/one_way_trading.py`` and ``experiments/adwords.py``; ``--only`` takes their configs
+too, and the full sweep prints them after the posted-pricing table.
+
 Run: python experiments/from_scratch.py [--out results] [--seeds 3] [--only k1-u10-oracle]
 Writes OUT/from_scratch.{md,csv} and the run folders OUT/from_scratch/<config>-seed<n>/. A run
 whose folder already holds its result (``result.json``) is not trained again unless
@@ -51,11 +55,14 @@ import math
 import statistics
 from pathlib import Path
 
+import adwords
+import one_way_trading
 from common import (
     fmt,
     load_config,
     measure_trained,
     measurement_columns,
+    run_seeds,
     spread,
     train_afresh,
     write_csv,
@@ -82,6 +89,10 @@ TARGETS = {
     "k2-u10-oracle-probed": ("ratio", 0.85, 1200),
     "k3-u10-oracle": ("ratio", 0.85, 1200),
 }
+#: config -> the experiment whose table it belongs to (problems on the interface alone)
+OTHER_PROBLEMS = {name: adwords for name in adwords.CONFIGS} | {
+    name: one_way_trading for name in one_way_trading.CONFIGS
+}
 EXPLOITABILITY_TARGET = 0.05
 BASELINES = ("threshold", "exponential")
 RESULT_NAME = "result.json"
@@ -91,18 +102,33 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default="results", help="folder for tables and runs")
     parser.add_argument("--seeds", type=int, default=3, help="game seeds 0 .. N-1 (default 3)")
-    parser.add_argument("--only", action="append", choices=list(TARGETS), help="these configs")
-    parser.add_argument("--fresh", action="store_true", help="retrain runs that have a result")
+    parser.add_argument(
+        "--only", action="append", choices=[*TARGETS, *OTHER_PROBLEMS], help="these configs"
+    )
+    parser.add_argument(
+        "--fresh",
+        action="store_true",
+        help="retrain posted pricing's runs that have a result (other problems' kept runs are "
+        "reused; remove their folders to retrain them)",
+    )
     args = parser.parse_args()
     if args.seeds < 1:
         parser.error("--seeds must be at least 1")
     out = Path(args.out)
-    budget = Budget()
-    rows = sweep(args.only or list(TARGETS), args.seeds, out, budget, args.fresh)
-    write_csv(rows, out / "from_scratch.csv")
-    markdown = table(rows, budget)
-    (out / "from_scratch.md").write_text(markdown)
-    print(markdown)
+    names = args.only or [*TARGETS, *OTHER_PROBLEMS]
+    priced = [name for name in names if name in TARGETS]
+    if priced:
+        budget = Budget()
+        rows = sweep(priced, args.seeds, out, budget, args.fresh)
+        write_csv(rows, out / "from_scratch.csv")
+        markdown = table(rows, budget)
+        (out / "from_scratch.md").write_text(markdown)
+        print(markdown)
+    for experiment in dict.fromkeys(OTHER_PROBLEMS[name] for name in names if name not in TARGETS):
+        print(f"\n{experiment.__doc__.splitlines()[0]}\n\n{experiment.HEADER}")
+        for name in (name for name in names if OTHER_PROBLEMS.get(name) is experiment):
+            reports = run_seeds(name, args.seeds, out / "from_scratch")
+            print(experiment.block(name, reports), flush=True)
 
 
 def sweep(names: list[str], seeds: int, out: Path, budget: Budget, fresh: bool = False) -> list:

@@ -41,16 +41,18 @@ def block(name: str, reports: list[dict]) -> str:
     )
 
 
+HEADER = (
+    "| config | r* | lower bound, certified | learned exact ratio, median [min, max] | "
+    "worst / bound | worst / r* | baselines' exact ratios | train s |\n" + "|---" * 8 + "|"
+)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default="results/one_way_trading", help="folder for the runs")
     parser.add_argument("--seeds", type=int, default=3)
     args = parser.parse_args()
-    print(
-        "| config | r* | lower bound, certified | learned exact ratio, median [min, max] | "
-        "worst / bound | worst / r* | baselines' exact ratios | train s |"
-    )
-    print("|---|---|---|---|---|---|---|---|")
+    print(HEADER)
     for name in CONFIGS:
         print(block(name, run_seeds(name, args.seeds, Path(args.out))), flush=True)
 

@@ -1,13 +1,17 @@
 """Budgeted allocation (AdWords with small bids): the classic rules' ratios on the
-upper-triangular family against their closed forms, the learned rule's equivariance and its
-NumPy-only policy file, and ``advonline run`` end to end on a tiny setting."""
+upper-triangular family against their closed forms, the certified lower bound against a
+brute-force best response, the learned rule's equivariance and its NumPy-only policy file, and
+``advonline run`` end to end on a tiny setting."""
 
 from __future__ import annotations
 
+import functools
+import itertools
 import json
 import math
 import subprocess
 import sys
+from fractions import Fraction
 
 import jax
 import jax.numpy as jnp
@@ -16,7 +20,7 @@ import pytest
 
 from advonline import cli
 from advonline import problems as registry
-from advonline.problems.adwords import families, model, policy
+from advonline.problems.adwords import families, lower_bound, model, policy
 from advonline.ratio import ratio_of_payoff
 
 PROBLEM = registry.get("adwords")
@@ -53,6 +57,88 @@ def test_classic_rules_on_the_upper_triangular_family_match_closed_forms(n):
     assert worst["random"] == pytest.approx(_water_filling_ratio(n), rel=1e-12)
     # at finite n the fractional rule does better than the limit e / (e - 1)
     assert worst["water-filling"] < math.e / (math.e - 1)
+    # and no online algorithm does better than it: the certified bound is its figure
+    assert PROBLEM.lower_bound(setting).ratio == pytest.approx(_water_filling_ratio(n), rel=1e-12)
+
+
+def _best_response(m: int, phases: int, length: int, bid: Fraction, shares) -> Fraction:
+    """The most any online algorithm that splits each query by one of ``shares`` (over the
+    wanted advertisers, each sum at most 1) earns in expectation on the upper-triangular
+    instances in a uniformly random order: an exhaustive search of every such algorithm
+    (expectimax; after each phase one wanted advertiser, uniformly drawn, is wanted no more)."""
+
+    @functools.cache
+    def value(query: int, spent: tuple, wanted: tuple) -> Fraction:
+        if query == phases * length:
+            return Fraction(0)
+        if query > 0 and query % length == 0:  # a new phase: one advertiser leaves, unseen
+            stays = [tuple(a for a in wanted if a != gone) for gone in wanted]
+            return sum(value_of_query(query, spent, rest) for rest in stays) / len(wanted)
+        return value_of_query(query, spent, wanted)
+
+    def value_of_query(query, spent, wanted) -> Fraction:
+        best = Fraction(0)
+        for split in shares(len(wanted)):
+            now, earned = list(spent), Fraction(0)
+            for advertiser, share in zip(wanted, split, strict=True):
+                gain = min(bid * share, 1 - now[advertiser])
+                now[advertiser] += gain
+                earned += gain
+            best = max(best, earned + value(query + 1, tuple(now), wanted))
+        return best
+
+    return value(0, (Fraction(0),) * m, tuple(range(m)))
+
+
+def _grid_splits(parts: int):
+    def splits(count):
+        return [
+            tuple(Fraction(k, parts) for k in split)
+            for split in itertools.product(range(parts + 1), repeat=count)
+            if sum(split) <= parts
+        ]
+
+    return splits
+
+
+def _whole_splits(count):
+    return [tuple(Fraction(int(i == k)) for i in range(count)) for k in range(count)]
+
+
+@pytest.mark.parametrize("allocation", ["fractional", "integral"])
+def test_lower_bound_is_a_brute_force_best_response_on_a_tiny_setting(allocation):
+    setting = PROBLEM.setting(advertisers=3, queries=6, max_bid=0.5, allocation=allocation)
+    bound = PROBLEM.lower_bound(setting)
+    shape = bound.distribution
+    assert (shape["advertisers"], shape["phases"], shape["queries_per_phase"]) == (3, 3, 2)
+    optimum = shape["phases"] * shape["queries_per_phase"] * Fraction(1, 2)
+    splits = _grid_splits(6) if allocation == "fractional" else _whole_splits
+    best = _best_response(3, 3, 2, Fraction(1, 2), splits) / optimum
+    if allocation == "fractional":
+        # every split on a grid of sixths, which holds water-filling's thirds and halves:
+        # no algorithm there beats the bound's best response, and one attains it
+        assert float(best) == pytest.approx(bound.best_response, rel=1e-12)
+    else:  # whole queries cannot do better than the fractional bound (here: as well)
+        assert float(best) <= bound.best_response * (1 + 1e-12)
+    # the representative input is the identity order, on which water-filling earns the same
+    with jax.enable_x64(True):
+        rule = PROBLEM.baselines["water-filling"](setting)
+        instance = PROBLEM.encoding(setting).decode(jnp.asarray(bound.inputs)[None])
+        payoff = float(PROBLEM.payoffs(setting, rule, instance)[0])
+    if allocation == "fractional":
+        assert payoff == pytest.approx(bound.best_response, rel=1e-12)
+
+
+def test_lower_bound_fits_short_horizons_and_several_bid_levels():
+    # 30 queries hold three budgets of bid 0.1: three advertisers' triangle, 1 / (1/3 + 1/2 ..)
+    short = lower_bound.lower_bound(PROBLEM.setting(advertisers=10, queries=30, max_bid=0.1))
+    assert short.distribution["advertisers"] == 3
+    assert short.ratio == pytest.approx(_water_filling_ratio(3), rel=1e-12)
+    assert len(short.inputs) == 30
+    # the top level 0.3 fills a budget with 3 queries of 0.9 only; 0.2 fills it exactly
+    levels = lower_bound.lower_bound(PROBLEM.setting(max_bid=0.3, bid_levels=3))
+    assert levels.distribution["bid"] == pytest.approx(0.2)
+    assert levels.ratio == pytest.approx(_water_filling_ratio(10), rel=1e-12)
 
 
 def test_offline_optimum_is_the_min_cut_of_a_hand_instance():

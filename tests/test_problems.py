@@ -14,7 +14,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from scipy.optimize import linprog
+from scipy.optimize import Bounds, LinearConstraint, linprog, milp
 
 from advonline import problems as registry
 from advonline.problems.adwords import model as allocation
@@ -78,23 +78,45 @@ def _allocation_loop(setting, policy, instance) -> float:
     return float(spent.sum())
 
 
-def _allocation_optimum(setting, instance) -> float:
+def _allocation_optimum(setting, instance, whole: bool = False) -> float:
     """OPT by LP: x[t, i] of query t to advertiser i, each query at most once, each budget 1
-    (for integral allocation the settings here have an integral optimal vertex)."""
+    (for integral allocation the settings here have an integral optimal vertex). ``whole``:
+    by HiGHS's MILP, each query whole to one advertiser or to none."""
     bids, masks = np.asarray(instance.bids), np.asarray(instance.masks)
     queries, advertisers = setting.queries, setting.advertisers
     bidding = (masks[:, None] >> np.arange(advertisers)) & 1
     earn = (bids[:, None] * bidding).ravel()
     per_query = np.kron(np.eye(queries), np.ones(advertisers))
     per_budget = np.kron(np.ones(queries), np.eye(advertisers)) * earn[None, :]
+    rows = np.vstack([per_query, per_budget])
+    if whole:
+        constraints = LinearConstraint(rows, -np.inf, np.ones(queries + advertisers))
+        found = milp(-earn, constraints=constraints, integrality=1, bounds=Bounds(0, 1))
+        return -found.fun
     result = linprog(
-        -earn,
-        A_ub=np.vstack([per_query, per_budget]),
-        b_ub=np.ones(queries + advertisers),
-        bounds=(0, 1),
-        method="highs",
+        -earn, A_ub=rows, b_ub=np.ones(queries + advertisers), bounds=(0, 1), method="highs"
     )
     return -result.fun
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        {"advertisers": 6, "queries": 24, "max_bid": 0.3, "bid_levels": 3},
+        {"advertisers": 5, "queries": 20, "max_bid": 0.25, "allocation": "integral"},
+    ],
+)
+def test_allocation_optimum_matches_highs_on_a_thousand_random_instances(values):
+    setting = allocation.Setting(**values)
+    whole = setting.allocation == "integral"
+    encoding = allocation.encoding(setting)
+    with jax.enable_x64(True):
+        instances = encoding.decode(encoding.random(jax.random.key(7), 1000))
+        optima = np.asarray(allocation.offline_optimum(setting, instances))
+    instances = jax.tree.map(np.asarray, instances)
+    for i in range(1000):
+        one = jax.tree.map(lambda leaf, i=i: leaf[i], instances)
+        assert optima[i] == pytest.approx(_allocation_optimum(setting, one, whole), abs=1e-7)
 
 
 def _earned(rollout) -> float:

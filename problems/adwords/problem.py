@@ -1,7 +1,9 @@
 """Budgeted allocation (AdWords with small bids) as an advonline problem: its ``PROBLEM``.
 
-There is no certificate (no exact competitive ratio of a rule over every input) and no
-certified lower bound for the setting yet: the evaluator's ratio is the worst it finds.
+There is no certificate (no exact competitive ratio of a rule over every input): the
+evaluator's ratio is the worst it finds. The certified lower bound on every online algorithm is
+Yao's principle over upper-triangular instances in a random advertiser order
+(:mod:`.lower_bound`).
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ import math
 
 from advonline.baselines.adwords import BASELINES
 from advonline.problem import Problem
-from advonline.problems.adwords import families, model, policy, policy_file
+from advonline.problems.adwords import families, lower_bound, model, policy, policy_file
 
 
 def reference(setting: model.Setting) -> tuple[str, float]:
@@ -28,7 +30,7 @@ PROBLEM = Problem(
     policy_head=policy.policy_head,
     baselines=BASELINES,
     certificate=lambda setting, rule: None,
-    lower_bound=lambda setting: None,
+    lower_bound=lower_bound.lower_bound,
     families=families.families,
     export=policy.export,
     load=policy_file.load,
