@@ -21,7 +21,7 @@ from pathlib import Path
 
 from common import run_seeds, spread
 
-CONFIGS = ("adwords-n10", "adwords-n10-integral")
+CONFIGS = ("adwords-n10", "adwords-n10-integral", "adwords-n50")
 
 
 def block(name: str, reports: list[dict]) -> str:

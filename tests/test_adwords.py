@@ -192,7 +192,7 @@ def test_policy_file_needs_numpy_only_and_restores(tmp_path, values):
     assert restored_setting == setting
     np.testing.assert_allclose(again, simulated, atol=1e-6)  # float32 weights, read as float64
     bids = np.asarray(instance.bids).tolist()
-    bidders = np.asarray(model.member_bits(instance.masks, 4)).tolist()
+    bidders = np.asarray(instance.bidders).tolist()
     script = (
         "import sys, json; sys.modules['jax'] = None\n"
         "from advonline.problems.adwords.policy_file import load\n"
@@ -203,11 +203,69 @@ def test_policy_file_needs_numpy_only_and_restores(tmp_path, values):
     np.testing.assert_allclose(np.asarray(json.loads(out.stdout)), simulated, atol=1e-6)
 
 
+def _perturbed_triangles(n: int, queries: int, count: int, seed: int = 0) -> np.ndarray:
+    """Upper-triangular bidder sets ``[count, T, n]`` (groups of ``T / n`` queries) in random
+    orders, each bit flipped with a chance of up to 5%: near-tight flows, the hard case."""
+    rng = np.random.default_rng(seed)
+    per = queries // n
+    rows = []
+    for _ in range(count):
+        order = rng.permutation(n)
+        bidders = np.zeros((queries, n), bool)
+        for k in range(n):
+            bidders[k * per : (k + 1) * per, order[k:]] = True
+        rows.append(bidders ^ (rng.uniform(size=bidders.shape) < rng.uniform(0, 0.05)))
+    return np.stack(rows)
+
+
+def test_wide_optimum_is_feasible_and_near_highs():
+    from scipy.optimize import linprog
+    from scipy.sparse import coo_matrix, vstack
+
+    n, queries, count = 50, 500, 8
+    setting = PROBLEM.setting(advertisers=n, queries=queries, max_bid=0.1)
+    bidders = _perturbed_triangles(n, queries, count)
+    with jax.enable_x64(True):
+        bids = np.full((count, queries), 0.1)
+        instances = model.Queries(bids=jnp.asarray(bids), bidders=jnp.asarray(bidders))
+        flows = np.asarray(PROBLEM.offline_optimum(setting, instances))
+    for one, flow in zip(bidders, flows, strict=True):
+        query, advertiser = np.nonzero(one)
+        pairs = np.arange(len(query))
+        per_query = coo_matrix((np.ones(len(query)), (query, pairs)), shape=(queries, len(query)))
+        per_budget = coo_matrix((np.full(len(query), 0.1), (advertiser, pairs)), (n, len(query)))
+        result = linprog(
+            np.full(len(query), -0.1),
+            A_ub=vstack([per_query, per_budget]).tocsr(),
+            b_ub=np.ones(queries + n),
+            bounds=(0, 1),
+            method="highs",
+        )
+        assert flow <= -result.fun * (1 + 1e-12)  # feasible: never above the optimum
+        assert flow >= -result.fun * (1 - 3e-4)
+
+
+def test_wide_encoding_round_trips_advertisers_past_a_word():
+    setting = PROBLEM.setting(advertisers=50, queries=6, bid_levels=2)
+    encoding = PROBLEM.encoding(setting)
+    wanted = [(1 << 49) | 5, 1 << 16, 0, (1 << 50) - 1, 1 << 15, 3 << 31]
+    tokens = encoding.tokens([1, 0, 0, 1, 0, 1], wanted)
+    assert tokens.shape == (6 * 4,) and encoding.length == 24
+    queries = encoding.decode(jnp.asarray(tokens)[None])
+    bidders = np.asarray(queries.bidders[0])
+    assert [sum(1 << int(i) for i in np.nonzero(row)[0]) for row in bidders] == wanted
+    np.testing.assert_allclose(np.asarray(queries.bids[0]), [0.1, 0.05, 0.05, 0.1, 0.05, 0.1])
+    mutated = encoding.mutate(jax.random.key(0), encoding.random(jax.random.key(1), 64))
+    decoded = np.asarray(encoding.decode(mutated).bidders)
+    assert decoded.shape == (64, 6, 50) and 0 < decoded.mean() < 1
+    assert int(mutated.max()) < encoding.vocabulary
+
+
 def test_bad_policy_file_and_setting_get_one_clear_error():
     with pytest.raises(policy.policy_file.PolicyFileError, match="not a budgeted allocation"):
         PROBLEM.restore({"format": "something else"})
-    with pytest.raises(model.SettingError, match="advertisers must be 2 .. 12"):
-        PROBLEM.setting(advertisers=20)
+    with pytest.raises(model.SettingError, match="advertisers must be 2 .. 64"):
+        PROBLEM.setting(advertisers=65)
     with pytest.raises(model.SettingError, match="integral allocation needs bid_levels = 1"):
         PROBLEM.setting(max_bid=0.3, allocation="integral")
 
@@ -254,7 +312,7 @@ def test_run_trains_measures_and_exports(tmp_path, capsys):
 
 def test_bad_settings_get_one_line_and_no_folder(tmp_path, capsys):
     config = tmp_path / "bad.toml"
-    bad_lines = ["advertisers = 20", 'advertisers = 4\nallocation = "whole"', 'max_bid = "big"']
+    bad_lines = ["advertisers = 65", 'advertisers = 4\nallocation = "whole"', 'max_bid = "big"']
     for index, bad in enumerate(bad_lines):
         config.write_text(TINY.replace("advertisers = 4", bad).replace("max_bid = 0.25\n", ""))
         assert cli.main(["run", str(config), "--out", str(tmp_path / f"run{index}")]) == 2

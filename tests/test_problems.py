@@ -62,11 +62,11 @@ def _selling_loop(setting, policy, instance) -> float:
 def _allocation_loop(setting, policy, instance) -> float:
     """Budgeted allocation by hand: each query split by the rule's shares among its bidders,
     each advertiser's earnings capped by what is left of its budget of 1."""
-    bids, masks = np.asarray(instance.bids), np.asarray(instance.masks)
+    bids, bidders = np.asarray(instance.bids), np.asarray(instance.bidders)
     spent = np.zeros(setting.advertisers)
     policy = jax.jit(policy)  # the rule's own arithmetic; the loop around it is by hand
     for t in range(setting.queries):
-        bidding = np.array([(int(masks[t]) >> i) & 1 for i in range(setting.advertisers)]) == 1
+        bidding = bidders[t]
         offered = np.where(bidding, bids[t], 0.0)
         observation = allocation.Observation(
             jnp.asarray(offered), jnp.asarray(spent), jnp.asarray(t / setting.queries)
@@ -82,9 +82,8 @@ def _allocation_optimum(setting, instance, whole: bool = False) -> float:
     """OPT by LP: x[t, i] of query t to advertiser i, each query at most once, each budget 1
     (for integral allocation the settings here have an integral optimal vertex). ``whole``:
     by HiGHS's MILP, each query whole to one advertiser or to none."""
-    bids, masks = np.asarray(instance.bids), np.asarray(instance.masks)
+    bids, bidding = np.asarray(instance.bids), np.asarray(instance.bidders)
     queries, advertisers = setting.queries, setting.advertisers
-    bidding = (masks[:, None] >> np.arange(advertisers)) & 1
     earn = (bids[:, None] * bidding).ravel()
     per_query = np.kron(np.eye(queries), np.ones(advertisers))
     per_budget = np.kron(np.ones(queries), np.eye(advertisers)) * earn[None, :]
@@ -153,6 +152,11 @@ CASES = {
         ),
         (
             {"advertisers": 4, "queries": 16, "max_bid": 0.25, "allocation": "integral"},
+            _allocation_loop,
+            _allocation_optimum,
+        ),
+        (  # two tokens per query; the optimum by proportional allocation
+            {"advertisers": 20, "queries": 30, "max_bid": 0.2, "bid_levels": 2},
             _allocation_loop,
             _allocation_optimum,
         ),
