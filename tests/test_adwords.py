@@ -203,46 +203,63 @@ def test_policy_file_needs_numpy_only_and_restores(tmp_path, values):
     np.testing.assert_allclose(np.asarray(json.loads(out.stdout)), simulated, atol=1e-6)
 
 
-def _perturbed_triangles(n: int, queries: int, count: int, seed: int = 0) -> np.ndarray:
-    """Upper-triangular bidder sets ``[count, T, n]`` (groups of ``T / n`` queries) in random
-    orders, each bit flipped with a chance of up to 5%: near-tight flows, the hard case."""
-    rng = np.random.default_rng(seed)
+def _wide_instances(n: int, queries: int, rng) -> dict[str, np.ndarray]:
+    """Bidder sets ``[4, T, n]`` of three kinds: upper-triangular (groups of ``T / n`` queries)
+    in random orders, the same with each bit flipped with a chance of up to 5%, and balls into
+    bins (each query wanted by one to three advertisers): tight flows, the hard cases."""
     per = queries // n
-    rows = []
-    for _ in range(count):
-        order = rng.permutation(n)
-        bidders = np.zeros((queries, n), bool)
+
+    def triangle():
+        order, bidders = rng.permutation(n), np.zeros((queries, n), bool)
         for k in range(n):
             bidders[k * per : (k + 1) * per, order[k:]] = True
-        rows.append(bidders ^ (rng.uniform(size=bidders.shape) < rng.uniform(0, 0.05)))
-    return np.stack(rows)
+        return bidders
+
+    def balls():
+        bidders = np.zeros((queries, n), bool)
+        for row in bidders:
+            row[rng.choice(n, size=rng.integers(1, 4), replace=False)] = True
+        return bidders
+
+    def perturbed():
+        bidders = triangle()
+        return bidders ^ (rng.uniform(size=bidders.shape) < rng.uniform(0, 0.05))
+
+    kinds = {"triangle": triangle, "perturbed": perturbed, "balls": balls}
+    return {name: np.stack([make() for _ in range(4)]) for name, make in kinds.items()}
 
 
-def test_wide_optimum_is_feasible_and_near_highs():
+def _flow_by_highs(bidders: np.ndarray, bid: float) -> float:
     from scipy.optimize import linprog
     from scipy.sparse import coo_matrix, vstack
 
-    n, queries, count = 50, 500, 8
+    queries, n = bidders.shape
+    query, advertiser = np.nonzero(bidders)
+    pairs = np.arange(len(query))
+    per_query = coo_matrix((np.ones(len(query)), (query, pairs)), shape=(queries, len(query)))
+    per_budget = coo_matrix((np.full(len(query), bid), (advertiser, pairs)), (n, len(query)))
+    result = linprog(
+        np.full(len(query), -bid),
+        A_ub=vstack([per_query, per_budget]).tocsr(),
+        b_ub=np.ones(queries + n),
+        bounds=(0, 1),
+        method="highs",
+    )
+    return -result.fun
+
+
+def test_wide_optimum_is_feasible_and_near_highs():
+    n, queries = 50, 500
     setting = PROBLEM.setting(advertisers=n, queries=queries, max_bid=0.1)
-    bidders = _perturbed_triangles(n, queries, count)
-    with jax.enable_x64(True):
-        bids = np.full((count, queries), 0.1)
-        instances = model.Queries(bids=jnp.asarray(bids), bidders=jnp.asarray(bidders))
-        flows = np.asarray(PROBLEM.offline_optimum(setting, instances))
-    for one, flow in zip(bidders, flows, strict=True):
-        query, advertiser = np.nonzero(one)
-        pairs = np.arange(len(query))
-        per_query = coo_matrix((np.ones(len(query)), (query, pairs)), shape=(queries, len(query)))
-        per_budget = coo_matrix((np.full(len(query), 0.1), (advertiser, pairs)), (n, len(query)))
-        result = linprog(
-            np.full(len(query), -0.1),
-            A_ub=vstack([per_query, per_budget]).tocsr(),
-            b_ub=np.ones(queries + n),
-            bounds=(0, 1),
-            method="highs",
-        )
-        assert flow <= -result.fun * (1 + 1e-12)  # feasible: never above the optimum
-        assert flow >= -result.fun * (1 - 3e-4)
+    for kind, bidders in _wide_instances(n, queries, np.random.default_rng(0)).items():
+        with jax.enable_x64(True):
+            bids = jnp.full(bidders.shape[:2], 0.1)
+            instances = model.Queries(bids=bids, bidders=jnp.asarray(bidders))
+            flows = np.asarray(PROBLEM.offline_optimum(setting, instances))
+        for one, flow in zip(bidders, flows, strict=True):
+            exact = _flow_by_highs(one, 0.1)
+            assert flow <= exact * (1 + 1e-12), kind  # feasible: never above the optimum
+            assert flow >= exact * (1 - {"triangle": 1e-12, "perturbed": 1e-4, "balls": 5e-4}[kind])
 
 
 def test_wide_encoding_round_trips_advertisers_past_a_word():
