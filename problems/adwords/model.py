@@ -54,6 +54,7 @@ from advonline.problem import setting_from_table
 #: The most advertisers the exact optimum enumerates (``2^n`` advertiser sets); above it,
 #: proportional allocation.
 EXACT_ADVERTISERS = 12
+#: The most advertisers a setting accepts (the learned rule and the flow scale with ``n``).
 MOST_ADVERTISERS = 64
 #: Advertisers per token of the encoding.
 WORD_BITS = 16
