@@ -61,6 +61,23 @@ def test_classic_rules_on_the_upper_triangular_family_match_closed_forms(n):
     assert PROBLEM.lower_bound(setting).ratio == pytest.approx(_water_filling_ratio(n), rel=1e-12)
 
 
+@pytest.mark.parametrize(("n", "queries_per_budget"), [(4, 12), (6, 60)])
+def test_balance_and_msvv_are_water_filling_when_every_share_is_whole_queries(
+    n, queries_per_budget
+):
+    # a budget of 12 (n = 4) or 60 (n = 6) queries splits evenly among any m <= n bidders,
+    # so whole queries to the least spent keep every bidder level, as water-filling does, and
+    # every level is a whole number of bids: both earn the harmonic closed form exactly
+    setting = PROBLEM.setting(
+        advertisers=n, queries=n * queries_per_budget, max_bid=1 / queries_per_budget
+    )
+    tokens = families.upper_triangular(setting)
+    with jax.enable_x64(True):
+        for name in ("balance", "msvv"):
+            worst = _worst(setting, PROBLEM.baselines[name](setting), tokens)
+            assert worst == pytest.approx(_water_filling_ratio(n), abs=1e-6), name
+
+
 def _best_response(m: int, phases: int, length: int, bid: Fraction, shares) -> Fraction:
     """The most any online algorithm that splits each query by one of ``shares`` (over the
     wanted advertisers, each sum at most 1) earns in expectation on the upper-triangular
