@@ -31,7 +31,7 @@ def _per_group(setting: Setting, bid: float) -> int:
     return max(1, min(round(1.0 / bid), setting.queries // setting.advertisers))
 
 
-def _rows(setting: Setting, blocks: list[tuple[int, int, int]]) -> np.ndarray:
+def from_blocks(setting: Setting, blocks: list[tuple[int, int, int]]) -> np.ndarray:
     """One instance from blocks ``(count, level, mask)``, cut or padded to ``T`` queries."""
     levels = [level for count, level, _ in blocks for _ in range(count)]
     masks = [mask for count, _, mask in blocks for _ in range(count)]
@@ -40,7 +40,8 @@ def _rows(setting: Setting, blocks: list[tuple[int, int, int]]) -> np.ndarray:
     return encoding(setting).tokens(levels, masks)
 
 
-def _mask(advertisers) -> int:
+def bidder_set(advertisers) -> int:
+    """The set of ``advertisers`` as an integer mask (bit ``i``: advertiser ``i``)."""
     return sum(1 << int(i) for i in advertisers)
 
 
@@ -50,8 +51,9 @@ def upper_triangular(setting: Setting) -> np.ndarray:
     orders = [np.arange(n), np.arange(n)[::-1]]
     orders += [rng.permutation(n) for _ in range(RANDOM_MEMBERS)]
     count = _per_group(setting, setting.max_bid)
-    rows = [_rows(setting, [(count, top, _mask(order[k:])) for k in range(n)]) for order in orders]
-    return np.stack(rows)
+    return np.stack(
+        [from_blocks(setting, [(count, top, bidder_set(o[k:])) for k in range(n)]) for o in orders]
+    )
 
 
 def balls_into_bins(setting: Setting) -> np.ndarray:
@@ -61,7 +63,7 @@ def balls_into_bins(setting: Setting) -> np.ndarray:
     rows = []
     for _ in range(RANDOM_MEMBERS):
         pairs = [rng.choice(n, size=2, replace=False) for _ in range(count)]
-        rows.append(_rows(setting, [(1, top, _mask(pair)) for pair in pairs]))
+        rows.append(from_blocks(setting, [(1, top, bidder_set(pair)) for pair in pairs]))
     return np.stack(rows)
 
 
@@ -72,8 +74,8 @@ def equal_bid_blocks(setting: Setting) -> np.ndarray:
     for kept in range(1, n):
         first = (n - kept) * _per_group(setting, low_bid)
         second = kept * _per_group(setting, setting.max_bid)
-        blocks = [(first, 0, _mask(range(n))), (second, top, _mask(range(kept)))]
-        rows.append(_rows(setting, blocks))
+        blocks = [(first, 0, bidder_set(range(n))), (second, top, bidder_set(range(kept)))]
+        rows.append(from_blocks(setting, blocks))
     return np.stack(rows)
 
 

@@ -33,7 +33,8 @@ import math
 import numpy as np
 
 from advonline.problem import LowerBound
-from advonline.problems.adwords.model import Setting, encoding
+from advonline.problems.adwords.families import bidder_set, from_blocks
+from advonline.problems.adwords.model import Setting
 
 
 def water_level_revenue(advertisers: int, phases: int, supply: float) -> float:
@@ -62,13 +63,8 @@ def lower_bound(setting: Setting) -> LowerBound:
     ``inputs`` is the upper-triangular instance in the identity order (tokens ``[T]``); the
     distribution is every order of its first ``m`` advertisers, equally likely."""
     ratio, advertisers, phases, level, length = max(_candidates(setting))
-    levels, masks = [], []
-    for phase in range(phases):
-        wanted = sum(1 << i for i in range(phase, advertisers))
-        levels += [level] * length
-        masks += [wanted] * length
-    pad = setting.queries - len(levels)
-    tokens = encoding(setting).tokens(levels + [0] * pad, masks + [0] * pad)
+    blocks = [(length, level, bidder_set(range(phase, advertisers))) for phase in range(phases)]
+    tokens = from_blocks(setting, blocks)
     distribution = {
         "orders": f"uniform over the {advertisers}! orders of advertisers 0 .. {advertisers - 1}",
         "advertisers": advertisers,
