@@ -17,6 +17,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from allocation_lp import allocation_optimum
 
 from advonline import cli
 from advonline import problems as registry
@@ -246,25 +247,6 @@ def _wide_instances(n: int, queries: int, rng) -> dict[str, np.ndarray]:
     return {name: np.stack([make() for _ in range(4)]) for name, make in kinds.items()}
 
 
-def _flow_by_highs(bidders: np.ndarray, bid: float) -> float:
-    from scipy.optimize import linprog
-    from scipy.sparse import coo_matrix, vstack
-
-    queries, n = bidders.shape
-    query, advertiser = np.nonzero(bidders)
-    pairs = np.arange(len(query))
-    per_query = coo_matrix((np.ones(len(query)), (query, pairs)), shape=(queries, len(query)))
-    per_budget = coo_matrix((np.full(len(query), bid), (advertiser, pairs)), (n, len(query)))
-    result = linprog(
-        np.full(len(query), -bid),
-        A_ub=vstack([per_query, per_budget]).tocsr(),
-        b_ub=np.ones(queries + n),
-        bounds=(0, 1),
-        method="highs",
-    )
-    return -result.fun
-
-
 def test_wide_optimum_is_feasible_and_near_highs():
     n, queries = 50, 500
     setting = PROBLEM.setting(advertisers=n, queries=queries, max_bid=0.1)
@@ -274,7 +256,7 @@ def test_wide_optimum_is_feasible_and_near_highs():
             instances = model.Queries(bids=bids, bidders=jnp.asarray(bidders))
             flows = np.asarray(PROBLEM.offline_optimum(setting, instances))
         for one, flow in zip(bidders, flows, strict=True):
-            exact = _flow_by_highs(one, 0.1)
+            exact = allocation_optimum(np.full(queries, 0.1), one)
             assert flow <= exact * (1 + 1e-12), kind  # feasible: never above the optimum
             assert flow >= exact * (1 - {"triangle": 1e-12, "perturbed": 1e-4, "balls": 5e-4}[kind])
 

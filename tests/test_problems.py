@@ -14,7 +14,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from scipy.optimize import Bounds, LinearConstraint, linprog, milp
+from allocation_lp import allocation_optimum
+from scipy.optimize import linprog
 
 from advonline import problems as registry
 from advonline.problems.adwords import model as allocation
@@ -79,23 +80,9 @@ def _allocation_loop(setting, policy, instance) -> float:
 
 
 def _allocation_optimum(setting, instance, whole: bool = False) -> float:
-    """OPT by LP: x[t, i] of query t to advertiser i, each query at most once, each budget 1
-    (for integral allocation the settings here have an integral optimal vertex). ``whole``:
-    by HiGHS's MILP, each query whole to one advertiser or to none."""
-    bids, bidding = np.asarray(instance.bids), np.asarray(instance.bidders)
-    queries, advertisers = setting.queries, setting.advertisers
-    earn = (bids[:, None] * bidding).ravel()
-    per_query = np.kron(np.eye(queries), np.ones(advertisers))
-    per_budget = np.kron(np.ones(queries), np.eye(advertisers)) * earn[None, :]
-    rows = np.vstack([per_query, per_budget])
-    if whole:
-        constraints = LinearConstraint(rows, -np.inf, np.ones(queries + advertisers))
-        found = milp(-earn, constraints=constraints, integrality=1, bounds=Bounds(0, 1))
-        return -found.fun
-    result = linprog(
-        -earn, A_ub=rows, b_ub=np.ones(queries + advertisers), bounds=(0, 1), method="highs"
-    )
-    return -result.fun
+    """OPT by HiGHS (for integral allocation the settings here have an integral optimal
+    vertex; ``whole`` solves the MILP)."""
+    return allocation_optimum(instance.bids, instance.bidders, whole)
 
 
 @pytest.mark.parametrize(
