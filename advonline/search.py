@@ -1,10 +1,10 @@
 """The adversary's local search: hill climbing over token sequences with a problem's
 ``mutate`` (advonline/problem.py). One kernel for every oracle that searches inputs.
 
-Each of ``B`` chains proposes one mutation per step and keeps it when the score does not fall
-(ties move, so chains drift across plateaus). Everything runs inside one ``lax.scan``; the
-score is any jit-able function ``tokens [B, T] -> [B]``. What an oracle returns is a
-:class:`Found`.
+Each of ``B`` chains proposes ``candidates`` mutations per step and moves to the best of them
+when its score does not fall (ties move, so chains drift across plateaus). Everything runs
+inside one ``lax.scan``; the score is any jit-able function ``tokens [B, T] -> [B]`` (a host
+solver joins through ``jax.pure_callback``). What an oracle returns is a :class:`Found`.
 """
 
 from __future__ import annotations
@@ -22,18 +22,31 @@ def hill_climb(
     key: jax.Array,
     tokens: jax.Array,
     steps: int,
+    candidates: int = 1,
+    place: Callable[[jax.Array], jax.Array] = lambda batch: batch,
 ) -> tuple[jax.Array, jax.Array]:
     """``steps`` rounds of mutate-and-keep-if-no-worse from ``tokens`` ``[B, T]``; returns
-    the chains' final tokens and scores ``[B]``."""
+    the chains' final tokens and scores ``[B]``.
+
+    Each round ``mutate(key, tokens [B * M, T])`` proposes ``M = candidates`` mutations of
+    every chain (chain-major: rows ``b M .. b M + M - 1`` are chain ``b``'s), and a chain
+    moves to the best proposal when its score is at least the chain's. ``place`` puts a
+    batch where it is computed (e.g. split over devices along its first axis); it must not
+    change values."""
+    chains = tokens.shape[0]
 
     def step(carry, step_key):
         current, current_score = carry
-        proposal = mutate(step_key, current)
-        proposal_score = score(proposal)
-        better = proposal_score >= current_score
-        current = jnp.where(better[:, None], proposal, current)
-        return (current, jnp.where(better, proposal_score, current_score)), None
+        proposals = place(mutate(step_key, place(jnp.repeat(current, candidates, axis=0))))
+        scores = score(proposals).reshape(chains, candidates)
+        best = jnp.argmax(scores, axis=1)
+        best_score = scores[jnp.arange(chains), best]
+        better = best_score >= current_score
+        chosen = proposals.reshape(chains, candidates, -1)[jnp.arange(chains), best]
+        current = jnp.where(better[:, None], chosen, current)
+        return (current, jnp.where(better, best_score, current_score)), None
 
+    tokens = place(tokens)
     (tokens, scores), _ = jax.lax.scan(step, (tokens, score(tokens)), jax.random.split(key, steps))
     return tokens, scores
 

@@ -1,18 +1,21 @@
 """Claim: in each finite one-resource setting of the from-scratch table, no online algorithm
 (learned or classic, randomised or not) has a competitive ratio below the printed bound.
 
-For each setting, hill climbing on a master sequence of buyers (``advonline/lower_bound.py``)
-looks for the stopping family — the adversary sends a prefix of the sequence, stopping where
-it likes — whose maximin LP gives the largest lower bound; each of ``--restarts`` searches
-starts from a rising ramp with its own NumPy seed, and the table keeps the largest certified
-bound (every one is a valid bound: the certificate is an exact best response, in float64, to
-the LP's stopping distribution). Beside it: ``threshold``'s exact CR on the same setting and
-1 + ln(U/L). The families themselves are written out, so each bound can be checked.
+For each setting, hill climbing on a master sequence of buyers
+(``problems/posted_price/lower_bound.py``: the oracles' search kernel and mutations, the bound
+as its score) looks for the stopping family — the adversary sends a prefix of the sequence,
+stopping where it likes — whose maximin LP gives the largest lower bound. Each of
+``--restarts`` chains starts from a rising ramp with its own key, and the table keeps the
+largest certified bound (every one is a valid bound: the certificate is an exact best
+response, in float64, to the LP's stopping distribution). Beside it: ``threshold``'s exact CR
+on the same setting and 1 + ln(U/L). The families themselves are written out, so each bound
+can be checked.
 
 The configs that share a setting share its row (``k1-u10-oracle`` and ``k1-u10-classic``: the
 classic configs hide the round from the network, which the bound does not depend on).
 
 Run: python experiments/lower_bounds.py [--out results] [--steps 1500] [--restarts 2]
+         [--candidates 4] [--seed 0]
 Writes OUT/lower_bounds.{md,csv,json} and prints the table. About 4 min on 2 CPU cores.
 """
 
@@ -24,7 +27,7 @@ import math
 import time
 from pathlib import Path
 
-import numpy as np
+import jax
 from common import fmt, load_config, write_csv
 
 from advonline.baselines.posted_price import make_baseline
@@ -45,21 +48,26 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default="results", help="folder for the tables")
     parser.add_argument("--steps", type=int, default=1500, help="mutations per search")
-    parser.add_argument("--restarts", type=int, default=2, help="searches per setting")
+    parser.add_argument("--restarts", type=int, default=2, help="search chains per setting")
+    parser.add_argument("--candidates", type=int, default=4, help="mutations per chain and step")
+    parser.add_argument("--seed", type=int, default=0, help="the search's key")
     parser.add_argument("--only", action="append", choices=list(SETTINGS), help="these configs")
     args = parser.parse_args()
-    if args.steps < 0 or args.restarts < 1:
-        parser.error("--steps must be >= 0 and --restarts >= 1")
+    if args.steps < 0 or args.restarts < 1 or args.candidates < 1:
+        parser.error("--steps must be >= 0, --restarts and --candidates >= 1")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     rows, families = [], {}
     for name in args.only or list(SETTINGS):
         setting = load_config(name).setting
         start = time.perf_counter()
-        found = [
-            search_lower_bound(setting, np.random.default_rng(seed), steps=args.steps)
-            for seed in range(args.restarts)
-        ]
+        found = search_lower_bound(
+            setting,
+            jax.random.key(args.seed),
+            steps=args.steps,
+            chains=args.restarts,
+            candidates=args.candidates,
+        )
         best = max(found, key=lambda bound: bound.ratio)
         threshold = certify_dp(setting, make_baseline("threshold", setting)).ratio
         rows.append(

@@ -67,8 +67,8 @@ def test_prefix_optima_are_the_offline_optima_of_the_prefixes(divisible):
 def test_no_algorithm_beats_the_searched_bound(setting):
     """The search only ever raises the bound, the certificate never exceeds the LP's own
     optimum, and every baseline's exact ratio on the same setting lies above the bound."""
-    start = search_lower_bound(setting, np.random.default_rng(0), steps=0)
-    searched = search_lower_bound(setting, np.random.default_rng(0), steps=60)
+    (start,) = search_lower_bound(setting, jax.random.key(0), steps=0)
+    (searched,) = search_lower_bound(setting, jax.random.key(0), steps=60)
     assert 1.0 < start.ratio <= searched.ratio
     assert searched.ratio <= searched.lp_ratio * (1 + 1e-7)
     assert np.all(searched.densities >= setting.low) and np.all(searched.densities <= setting.high)

@@ -67,3 +67,38 @@ def test_every_mutation_keeps_a_valid_type_sequence(threshold_target):
     assert int(mutated.min()) >= 0 and int(mutated.max()) <= vocabulary.nobody
     changed = np.any(np.asarray(mutated) != np.asarray(types)[None], axis=1)
     assert changed.mean() > 0.5  # most proposals move somewhere
+
+
+def test_the_search_kernel_moves_each_chain_to_its_best_candidate():
+    """Candidates are laid out chain-major (rows b M .. b M + M - 1 belong to chain b): with a
+    mutation that adds its candidate index to every token, each step moves each chain by
+    M - 1, and a chain that no candidate improves stays (a score that caps the tokens)."""
+    from advonline.search import hill_climb
+
+    chains, candidates, steps = 3, 4, 5
+
+    def offset_by_candidate(key, tokens):
+        assert tokens.shape[0] == chains * candidates
+        return tokens + (jnp.arange(tokens.shape[0]) % candidates)[:, None]
+
+    starts = jnp.arange(chains * 2, dtype=jnp.int32).reshape(chains, 2)
+    tokens, scores = hill_climb(
+        lambda t: t.sum(1).astype(jnp.float32),
+        offset_by_candidate,
+        jax.random.key(0),
+        starts,
+        steps,
+        candidates,
+    )
+    np.testing.assert_array_equal(tokens, starts + steps * (candidates - 1))
+    np.testing.assert_array_equal(scores, tokens.sum(1))
+    capped, _ = hill_climb(
+        lambda t: -jnp.abs(t.sum(1) - 7).astype(jnp.float32),  # best at a sum of 7
+        offset_by_candidate,
+        jax.random.key(0),
+        starts,
+        steps,
+        candidates,
+    )
+    # chain 0 (sum 1) reaches 7 in one step (3 added to each of its two tokens), then stays
+    assert int(capped[0].sum()) == 7

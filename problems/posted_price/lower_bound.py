@@ -20,23 +20,31 @@ against a fixed ``p`` the best any algorithm can do is an exact knapsack (each b
 ``v_t sum_{j > t} p_j / OPT_j``; fractional or 0/1), solved in float64. ``1 / that`` is a
 lower bound on every algorithm's ratio whatever the LP's accuracy (``certified <= 1 / z*``).
 
-Which family is hardest is found by hill climbing on ``S`` (:func:`search_lower_bound`):
-mutate a buyer's density or demand, copy a neighbour, swap two rounds, shift a stretch up or
-down, repeat one buyer over a stretch (a flood), sort a stretch into a ramp, and keep what
-does not lower the bound. Everything here is NumPy and SciPy's HiGHS,
-outside ``jit``. The family is the adversary's side of a measurement, never training data.
+Which family is hardest is found by hill climbing on ``S`` (:func:`search_lower_bound`) with
+the project's one search kernel (:func:`advonline.search.hill_climb`) and the oracles' own
+mutations of a buyer-type sequence (:func:`~posted_price.oracles.propose`): a buyer's density
+or demand, copy a neighbour, swap two rounds, lengthen a flood, cut a stretch, shift a ramp,
+insert or delete a round; a chain keeps what does not lower the bound. The bound itself is
+NumPy and SciPy's HiGHS, outside ``jit``: the kernel reaches it through
+``jax.pure_callback``. The family is the adversary's side of a measurement, never training
+data.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 
+import jax
+import jax.numpy as jnp
 import numpy as np
 import scipy.sparse
 from scipy.optimize import linprog
 
-from advonline.problems.posted_price.learned import price_atoms
+from advonline.problems.posted_price import oracles
+from advonline.problems.posted_price.buyer_types import BuyerTypes
 from advonline.problems.posted_price.model import Setting, SettingError
+from advonline.search import hill_climb
 
 
 @dataclasses.dataclass(frozen=True)
@@ -204,49 +212,52 @@ def _solved(result, rounds: int) -> tuple[float, np.ndarray]:
 
 def search_lower_bound(
     setting: Setting,
-    rng: np.random.Generator,
+    key: jax.Array,
     steps: int = 400,
     levels: int = 64,
-) -> LowerBound:
-    """Hill climbing on the master sequence (module docstring) from a rising ramp of the
-    largest demands; ``steps`` mutations, each kept when the bound does not fall. Densities
-    live on ``levels`` geometric levels in [L, U]; demands on the setting's demand levels."""
-    grid = np.asarray(price_atoms(setting, levels))  # geometric in [L, U], both ends exact
-    rounds, demand_levels = setting.rounds, setting.demand_levels
-    level = np.round(np.linspace(0, levels - 1, rounds)).astype(np.int64)
-    units = np.full(rounds, demand_levels, dtype=np.int64)
-    best = stopping_lower_bound(setting, units, grid[level])
-    for _ in range(steps):
-        trial_level, trial_units = _mutate(level, units, rng, levels, demand_levels)
-        found = stopping_lower_bound(setting, trial_units, grid[trial_level])
-        if found.ratio >= best.ratio:
-            best, level, units = found, trial_level, trial_units
-    return best
+    chains: int = 1,
+    candidates: int = 1,
+) -> list[LowerBound]:
+    """Hill climbing on the master sequence (module docstring): ``chains`` independent chains,
+    each from a rising ramp of the largest demands through the ``levels`` geometric densities
+    in [L, U]; each of ``steps`` steps proposes ``candidates`` mutations per chain and keeps
+    the best when the bound does not fall. Returns each
+    chain's best family, whose bound is certified again here (the search's scores are the
+    same function)."""
+    _capacity_units(setting)  # one resource only
+    vocabulary = BuyerTypes.build(setting, levels)
+    level = np.round(np.linspace(0, levels - 1, setting.rounds)).astype(np.int32)
+    # the grid densities sit at the even places of the vocabulary (each after its just-below)
+    ramp = 2 * level * len(vocabulary.demands) + setting.demand_levels - 1
+    starts = jnp.asarray(np.tile(ramp, (chains, 1)), jnp.int32)
+
+    def bounds(types: np.ndarray) -> np.ndarray:
+        return np.array([_family_bound(setting, vocabulary, row).ratio for row in types])
+
+    def score(types: jax.Array) -> jax.Array:
+        shape = jax.ShapeDtypeStruct(types.shape[:1], jnp.float64)
+        return jax.pure_callback(bounds, shape, types)
+
+    propose = functools.partial(oracles.propose, vocabulary)
+    climb = jax.jit(hill_climb, static_argnums=(0, 1, 4, 5))
+    # float64 scores: the callback runs on another thread, which sees only the global flag
+    was_x64 = jax.config.jax_enable_x64
+    jax.config.update("jax_enable_x64", True)
+    try:
+        found = np.asarray(climb(score, propose, key, starts, steps, candidates)[0])
+    finally:
+        jax.config.update("jax_enable_x64", was_x64)
+    return [_family_bound(setting, vocabulary, row) for row in found]
 
 
-def _mutate(level, units, rng: np.random.Generator, levels: int, demand_levels: int):
-    level, units = level.copy(), units.copy()
-    rounds = len(level)
-    t, s = rng.integers(rounds, size=2)
-    kind = rng.integers(8)
-    if kind == 0:  # a buyer's density anywhere
-        level[t] = rng.integers(levels)
-    elif kind == 1:  # a buyer's density a little up or down
-        level[t] = np.clip(level[t] + rng.choice([-3, -2, -1, 1, 2, 3]), 0, levels - 1)
-    elif kind == 2:  # a buyer's demand
-        units[t] = rng.integers(1, demand_levels + 1)
-    elif kind == 3:  # copy a neighbour
-        source = np.clip(t + rng.choice([-1, 1]), 0, rounds - 1)
-        level[t], units[t] = level[source], units[source]
-    elif kind == 4:  # swap two rounds
-        level[[t, s]], units[[t, s]] = level[[s, t]], units[[s, t]]
-    else:
-        low, high = min(t, s), max(t, s) + 1
-        if kind == 5:  # shift a stretch of densities up or down
-            level[low:high] = np.clip(level[low:high] + rng.choice([-1, 1]), 0, levels - 1)
-        elif kind == 6:  # one buyer repeated over a stretch (a flood)
-            level[low:high], units[low:high] = level[t], units[t]
-        else:  # a stretch sorted into a rising ramp
-            order = np.argsort(level[low:high], kind="stable")
-            level[low:high], units[low:high] = level[low:high][order], units[low:high][order]
-    return level, units
+def _family_bound(setting: Setting, vocabulary: BuyerTypes, types: np.ndarray) -> LowerBound:
+    """The bound of a master sequence written as buyer types ``[T]`` (nobody skipped; a
+    sequence of nobody bounds nothing: ratio 1)."""
+    types = np.asarray(types)
+    buyers = types != vocabulary.nobody
+    if not buyers.any():
+        empty = np.zeros(0)
+        return LowerBound(1.0, 1.0, empty, empty, empty)
+    demands = len(vocabulary.demands)
+    densities = np.asarray(vocabulary.densities)[types[buyers] // demands]
+    return stopping_lower_bound(setting, types[buyers] % demands + 1, densities)

@@ -49,7 +49,7 @@ from advonline.problems.posted_price.model import PriceDistribution, Setting
 from advonline.problems.posted_price.optimum import device_optimum
 from advonline.problems.posted_price.typed_payoffs import typed_payoffs
 from advonline.ratio import ratio_of_payoff
-from advonline.search import Found, join
+from advonline.search import Found, hill_climb, join
 
 #: Mutation kinds of the local search (names for documentation and tests).
 MUTATIONS = (
@@ -167,8 +167,18 @@ def mutate(vocabulary: BuyerTypes, key: jax.Array, types: jax.Array) -> jax.Arra
     return jax.lax.switch(kind, same_dtype)
 
 
+def propose(
+    vocabulary: BuyerTypes, key: jax.Array, types: jax.Array, place=lambda keys: keys
+) -> jax.Array:
+    """A proposal for each type sequence of ``types`` ``[N, T]``: one to three mutations in a
+    row (each after the first with probability 1/2), every sequence from its own key (the
+    keys put where ``place`` says, e.g. split over devices)."""
+    keys = place(jax.random.split(key, types.shape[0]))
+    return jax.vmap(functools.partial(_proposal, vocabulary))(keys, types)
+
+
 def _proposal(vocabulary: BuyerTypes, key: jax.Array, types: jax.Array) -> jax.Array:
-    """One to three mutations in a row (each after the first with probability 1/2)."""
+    """One to three mutations of one sequence ``[T]`` in a row."""
     key_first, key_more, key_keep = jax.random.split(key, 3)
     proposed = mutate(vocabulary, key_first, types)
     keep = jax.random.bernoulli(key_keep, 0.5, (2,))
@@ -190,29 +200,16 @@ def local_search_oracle(
     mesh: Mesh | None = None,
     weights: jax.Array | None = None,
 ) -> Found:
-    """Hill climbing from each start ``[C, T]`` (one chain each) against the algorithm whose
+    """Hill climbing (:func:`~advonline.search.hill_climb`, ``candidates`` proposals per
+    chain and step) from each start ``[C, T]`` (one chain each) against the algorithm whose
     per-type sale table is ``sale`` (a mixture's stacked tables with its ``weights``: see
     :func:`typed_ratios`): the best instance of each chain and its ratio ``[C]``; the chains
     split over ``mesh``'s devices where given."""
-    chains = starts.shape[0]
     score = functools.partial(typed_ratios, setting, vocabulary, sale, dtype=dtype, weights=weights)
-    starts = shard_batch(starts, mesh)
-
-    def climb(carry: Found, key_step: jax.Array) -> tuple[Found, None]:
-        keys = jax.random.split(key_step, chains * candidates).reshape(chains, candidates)
-        proposals = jax.vmap(jax.vmap(functools.partial(_proposal, vocabulary), in_axes=(0, None)))(
-            shard_batch(keys, mesh), carry.types
-        )  # [C, M, T]
-        proposals = shard_batch(proposals, mesh)
-        ratios = score(proposals.reshape(chains * candidates, -1)).reshape(chains, candidates)
-        best = jnp.argmax(ratios, axis=1)
-        best_ratio = ratios[jnp.arange(chains), best]
-        move = best_ratio >= carry.ratios  # equal moves let a chain drift along a plateau
-        types = jnp.where(move[:, None], proposals[jnp.arange(chains), best], carry.types)
-        return Found(types, jnp.where(move, best_ratio, carry.ratios)), None
-
-    found, _ = jax.lax.scan(climb, Found(starts, score(starts)), jax.random.split(key, steps))
-    return found
+    place = functools.partial(shard_batch, mesh=mesh)
+    proposals = functools.partial(propose, vocabulary, place=place)
+    types, ratios = hill_climb(score, proposals, key, starts, steps, candidates, place)
+    return Found(types, ratios)
 
 
 def adversary_oracle(

@@ -16,7 +16,6 @@ import math
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
 from advonline import ratio
 from advonline.baselines.posted_price import BASELINES
@@ -113,7 +112,7 @@ def certified_lower_bound(setting: model.Setting) -> LowerBound | None:
     """The stopping-family bound (K = 1), hill-climbed from a fixed seed."""
     if setting.resources != 1:
         return None
-    found = lower_bound.search_lower_bound(setting, np.random.default_rng(0))
+    (found,) = lower_bound.search_lower_bound(setting, jax.random.key(0))
     return LowerBound(found.ratio, 1.0 / found.ratio, found.stopping, found.densities)
 
 
