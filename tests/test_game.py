@@ -147,13 +147,13 @@ def test_bad_configs_are_refused_with_the_key_named(data, message):
 def test_fresh_adversary_reports_a_real_instance():
     """The fresh adversary's figure is the ratio of an instance it wrote, recomputed here."""
     from advonline.baselines.posted_price import make_baseline
-    from advonline.problems.posted_price.adversary import AdversaryModel, best_response
+    from advonline.problems.posted_price.adversary import best_response, build_adversary
     from advonline.problems.posted_price.model import price_table
 
     config = configs.from_dict(TINY)
     setting = config.setting
     policy = make_baseline("threshold", setting)
-    model = AdversaryModel.build(setting, config.adversary)
+    model = build_adversary(setting, config.adversary)
     with jax.enable_x64(True):
         table = price_table(setting, policy, jnp.float64)
         found = best_response(

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from advonline.baselines.posted_price import make_baseline
-from advonline.problems.posted_price.adversary import AdversaryModel
+from advonline.problems.posted_price.adversary import build_adversary
 from advonline.problems.posted_price.certify import certify_dp
 from advonline.problems.posted_price.config import AdversaryConfig
 from advonline.problems.posted_price.model import Setting, mean_welfare, price_table
@@ -24,7 +24,7 @@ SMALL = Setting(low=1.0, high=10.0, rounds=12, max_demand=0.2)
 
 @pytest.fixture(scope="module")
 def threshold_target():
-    model = AdversaryModel.build(SMALL, AdversaryConfig(density_levels=64))
+    model = build_adversary(SMALL, AdversaryConfig(density_levels=64))
     policy = make_baseline("threshold", SMALL)
     sale = model.type_sale_table(price_table(SMALL, policy, jnp.float32), jnp.float32)
     return model.buyer_types, policy, sale

@@ -183,7 +183,7 @@ def test_two_processes_write_one_checkpoint_that_resumes(tmp_path):
 
 ORACLES_ON_DEVICES = """
 import jax, jax.numpy as jnp, numpy as np
-from advonline.problems.posted_price.adversary import AdversaryModel
+from advonline.problems.posted_price.adversary import build_adversary
 from advonline.configs import OracleBudget
 from advonline.problems.posted_price.config import AdversaryConfig
 from advonline.problems.posted_price.oracles import (
@@ -195,7 +195,7 @@ from advonline.problems.posted_price.model import Setting, price_table
 
 setting = Setting(low=1.0, high=10.0, rounds=12, max_demand=0.2)
 config = AdversaryConfig(density_levels=16, conditioning="state")
-model = AdversaryModel.build(setting, config)
+model = build_adversary(setting, config)
 table = price_table(setting, make_baseline("threshold", setting), jnp.float32)
 budget = OracleBudget(
     restarts=4, adversary_steps=3, adversary_batch=8, chains=8, candidates=4, search_steps=5

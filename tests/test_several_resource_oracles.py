@@ -13,7 +13,7 @@ from advonline import checkpoint, configs
 from advonline.archive import instance_slots, snapshot_slots
 from advonline.baselines.posted_price import make_baseline
 from advonline.oracle_loop import payoff_matrix
-from advonline.problems.posted_price.adversary import AdversaryModel
+from advonline.problems.posted_price.adversary import build_adversary
 from advonline.problems.posted_price.config import AdversaryConfig
 from advonline.problems.posted_price.game import Game
 from advonline.problems.posted_price.model import Buyer, Setting, mean_welfare
@@ -28,7 +28,7 @@ TWO = Setting(resources=2, capacities=(1.0, 1.0), rounds=10, max_demand=0.5, dem
 
 @pytest.fixture(scope="module")
 def two_resources():
-    model = AdversaryModel.build(TWO, AdversaryConfig(density_levels=8, conditioning="state"))
+    model = build_adversary(TWO, AdversaryConfig(density_levels=8, conditioning="state"))
     game = Game.build(configs.from_dict(_tiny_config(4)))
     params = game.pricing.init(jax.random.key(3), jnp.zeros(2), jnp.zeros(()))
     policy = game.policy(jax.tree.map(lambda leaf: 3 * leaf, params))  # sharper prices

@@ -9,7 +9,7 @@ import pytest
 
 from advonline import configs
 from advonline.baselines.posted_price import make_baseline
-from advonline.problems.posted_price.adversary import AdversaryModel, best_response, scaled_state
+from advonline.problems.posted_price.adversary import best_response, build_adversary, scaled_state
 from advonline.problems.posted_price.certify import certify_dp
 from advonline.problems.posted_price.config import AdversaryConfig
 from advonline.problems.posted_price.game import Game, game_step, init_state, known_family_pool
@@ -34,7 +34,7 @@ SMALL = {
 def _written(policy_name: str, seed: int = 0):
     config = configs.from_dict(SMALL)
     setting = config.setting
-    model = AdversaryModel.build(setting, config.adversary)
+    model = build_adversary(setting, config.adversary)
     params = model.init(jax.random.key(seed))
     table = price_table(setting, make_baseline(policy_name, setting), jnp.float32)
     written = model.write(params, setting, jax.random.key(seed + 1), 16, jnp.float32, table)
@@ -46,7 +46,7 @@ def test_type_sale_table_is_the_acceptance_rule():
     type, atom and state, for a table whose prices are unsorted and differ by state, with two
     demand levels and ties (a price exactly at a type's density)."""
     config = configs.from_dict(SMALL)
-    model = AdversaryModel.build(config.setting, config.adversary)
+    model = build_adversary(config.setting, config.adversary)
     values, demands = model.type_buyers(jnp.float32)
     key_prices, key_probs = jax.random.split(jax.random.key(3))
     shape = (config.setting.rounds, config.setting.grid_size + 1, 7)
@@ -80,8 +80,9 @@ def test_what_it_records_is_what_it_wrote():
     sold = runs.fractions * demand_units(setting, written.instances.demands)[..., 0]
     units = np.cumsum(np.asarray(sold), -1) - np.asarray(sold)
     rounds = np.broadcast_to(np.arange(setting.rounds), units.shape)
+    state, _ = written.context
     np.testing.assert_allclose(
-        written.state, scaled_state(setting, rounds, np.round(units)[..., None]), atol=1e-6
+        state, scaled_state(setting, rounds, np.round(units)[..., None]), atol=1e-6
     )
     assert len(set(np.asarray(written.chosen).ravel().tolist())) > 3  # it explores
 
@@ -92,7 +93,7 @@ def test_log_prob_is_the_probability_of_the_drawn_types():
     _, model, params, _, written = _written("greedy")
     log_prob, entropy = model.log_prob(params, written)
     noise = jnp.broadcast_to(written.noise[:, None], (*written.chosen.shape, model.latent))
-    logits = model.state_logits(params, noise, written.state, written.sale)
+    logits = model.state_logits(params, noise, *written.context)
     by_hand = np.take_along_axis(
         np.asarray(jax.nn.log_softmax(logits)), np.asarray(written.chosen)[..., None], -1
     )[..., 0].sum(-1)
@@ -118,7 +119,7 @@ def test_a_fresh_state_adversary_finds_the_ramp_against_the_threshold():
             adversary = AdversaryConfig(
                 density_levels=6, hidden=16, batch=16, conditioning=conditioning
             )
-            model = AdversaryModel.build(setting, adversary)
+            model = build_adversary(setting, adversary)
             response = best_response(
                 setting, model, table, adversary, 60, jnp.float64, jax.random.key(0)
             )

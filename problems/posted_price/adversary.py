@@ -7,12 +7,14 @@ that matter: a buyer with density in ``[g_j, g_{j+1})`` buys exactly where one w
 ``g_j`` buys, and a ratio that is a quotient of two linear functions of the density is worst
 at an end of that interval, i.e. at ``g_j`` or just below ``g_{j+1}``.
 
-Two conditionings (``adversary.conditioning``):
+Two writers, each an :class:`advonline.adversary.Adversary` (init / write / log-prob), chosen
+by ``adversary.conditioning`` (:func:`build_adversary`):
 
-- ``"noise"``: a noise vector and the round (:class:`~advonline.networks.AdversaryNetwork`);
-  the instances are written in advance, one ``vmap``.
-- ``"state"`` (any K): each instance is written while the one simulator plays it against the
-  algorithm (:class:`StateWriter`): buyer t is drawn from the state reached (round, units the
+- ``"noise"`` (:class:`NoiseAdversary`): a noise vector and the round
+  (:class:`~advonline.networks.AdversaryNetwork`); the instances are written in advance, one
+  ``vmap``.
+- ``"state"`` (:class:`StateAdversary`, any K): each instance is written while the one
+  simulator plays it against the algorithm (:class:`StateWriter`): buyer t is drawn from the state reached (round, units the
   algorithm sold of each resource, a draw of its prices from its own distribution) and every
   type is scored by its density, demand and chance to buy in that state
   (:class:`~advonline.networks.StateAdversaryNetwork`). "Send a buyer at about the current
@@ -47,6 +49,7 @@ import optax
 from flax import struct
 
 from advonline import ratio
+from advonline.adversary import Written, reinforce_loss, token_log_prob
 from advonline.networks import AdversaryNetwork, StateAdversaryNetwork
 from advonline.problems.posted_price.buyer_types import BuyerTypes
 from advonline.problems.posted_price.config import AdversaryConfig
@@ -72,43 +75,19 @@ from advonline.problems.posted_price.typed_payoffs import (
     typed_payoffs,
 )
 
-
-class Written(NamedTuple):
-    """A batch of instances and the draws that wrote them (what REINFORCE needs)."""
-
-    instances: Instance  # values [B, T], demands [B, T, K]
-    noise: jax.Array  # [B, Z]
-    chosen: jax.Array  # [B, T] int32 type index; the last index means nobody
-    state: jax.Array | None = None  # state conditioning: [B, T, 1 + K] round, units seen
-    sale: jax.Array | None = None  # state conditioning: [B, T, types] P(buy) of every type
-
-
 #: Features of a buyer type, from its scaled log-density x, scaled demand m and the chance s
 #: that it buys in the current state: x, x^2, s, s^2, x s, m, m s, m x.
 TYPE_FEATURES = 8
 
 
 @dataclasses.dataclass(frozen=True)
-class AdversaryModel:
-    """Static description of an adversary: its network and its buyer types (hashable)."""
+class _TypeWriter:
+    """What both writers share (hashable): the network and the buyer types it writes in."""
 
     network: AdversaryNetwork | StateAdversaryNetwork
     latent: int
     densities: tuple[float, ...]
     demands: tuple[tuple[float, ...], ...]  # [N][K] demand vectors
-    conditioning: str = "noise"
-
-    @staticmethod
-    def build(setting: Setting, config: AdversaryConfig) -> AdversaryModel:
-        vocabulary = BuyerTypes.build(setting, config.density_levels)
-        densities, demands, types = vocabulary.densities, vocabulary.demands, vocabulary.count
-        if config.conditioning == "state":
-            network = StateAdversaryNetwork(
-                types=types, features=TYPE_FEATURES, hidden=config.hidden, layers=config.layers
-            )
-        else:
-            network = AdversaryNetwork(types=types, hidden=config.hidden, layers=config.layers)
-        return AdversaryModel(network, config.latent, densities, demands, config.conditioning)
 
     @property
     def buyer_types(self) -> BuyerTypes:
@@ -119,27 +98,69 @@ class AdversaryModel:
     def types(self) -> int:
         return self.buyer_types.count
 
+    def type_sale_table(self, table: PriceDistribution, dtype) -> jax.Array:
+        """``[T, S, types]``: :func:`~posted_price.typed_payoffs.type_sale_table` of its types."""
+        return type_sale_table(self.buyer_types, table, dtype)
+
+    def type_buyers(self, dtype) -> tuple[jax.Array, jax.Array]:
+        """Value ``[types]`` and demand ``[types, K]`` of every buyer type."""
+        return self.buyer_types.buyers(dtype)
+
+    def instances(self, chosen: jax.Array, dtype) -> Instance:
+        """Buyer types ``[B, T]`` as values and demand vectors."""
+        return self.buyer_types.instances(chosen, dtype)
+
+
+@dataclasses.dataclass(frozen=True)
+class NoiseAdversary(_TypeWriter):
+    """Writes each instance in advance from a noise vector and the round
+    (:class:`~advonline.networks.AdversaryNetwork`), one ``vmap``."""
+
     def init(self, key: jax.Array) -> dict:
-        if self.conditioning == "state":
-            return self.network.init(
-                key,
-                jnp.zeros(self.latent + 1 + len(self.demands[0])),
-                jnp.zeros((self.types, TYPE_FEATURES)),
-            )
         return self.network.init(key, jnp.zeros(self.latent), jnp.zeros(()))
 
     def logits(self, params: dict, noise: jax.Array, rounds: int) -> jax.Array:
-        """``[B, T, types]`` for noise ``[B, Z]`` (noise conditioning)."""
+        """``[B, T, types]`` for noise ``[B, Z]``."""
         fractions = jnp.arange(rounds) / rounds
         noise_grid = jnp.broadcast_to(noise[:, None, :], (noise.shape[0], rounds, self.latent))
         fraction_grid = jnp.broadcast_to(fractions[None, :], noise_grid.shape[:2])
         return self.network.apply(params, noise_grid, fraction_grid)
 
+    def write(
+        self, params: dict, setting: Setting, key: jax.Array, count: int, dtype, *against
+    ) -> Written:
+        """``count`` instances: one noise vector each, then one buyer type per round (the
+        algorithm, if given in ``against``, is not looked at)."""
+        key_noise, key_types = jax.random.split(key)
+        noise = jax.random.normal(key_noise, (count, self.latent))
+        logits = self.logits(params, noise, setting.rounds)
+        chosen = jax.random.categorical(key_types, logits, axis=-1)
+        return Written(self.instances(chosen, dtype), noise, chosen)
+
+    def log_prob(self, params: dict, written: Written) -> tuple[jax.Array, jax.Array]:
+        logits = self.logits(params, written.noise, written.chosen.shape[1])
+        return token_log_prob(logits, written.chosen)
+
+
+@dataclasses.dataclass(frozen=True)
+class StateAdversary(_TypeWriter):
+    """Writes each buyer from the state the algorithm reached
+    (:class:`~advonline.networks.StateAdversaryNetwork`; module docstring). What it records
+    per round (``Written.context``) is the scaled state ``[B, T, 1 + K]`` and every type's
+    chance to buy there ``[B, T, types]``."""
+
+    def init(self, key: jax.Array) -> dict:
+        return self.network.init(
+            key,
+            jnp.zeros(self.latent + 1 + len(self.demands[0])),
+            jnp.zeros((self.types, TYPE_FEATURES)),
+        )
+
     def state_logits(
         self, params: dict, noise: jax.Array, state: jax.Array, sale: jax.Array
     ) -> jax.Array:
-        """``[..., types]`` (state conditioning) from noise ``[..., Z]``, the state
-        ``[..., 1 + K]`` (:func:`scaled_state`) and each type's chance to buy ``[..., types]``."""
+        """``[..., types]`` from noise ``[..., Z]``, the state ``[..., 1 + K]``
+        (:func:`scaled_state`) and each type's chance to buy ``[..., types]``."""
         context = jnp.concatenate([noise, state.astype(noise.dtype)], -1)
         return self.network.apply(params, context, self.type_features(sale))
 
@@ -160,36 +181,16 @@ class AdversaryModel:
         key: jax.Array,
         count: int,
         dtype,
-        table: PriceDistribution | None = None,
+        table: PriceDistribution,
         sale: jax.Array | None = None,
     ) -> Written:
-        """Draw ``count`` instances: one noise vector each, then one buyer type per round
-        (state conditioning: as the algorithm given by its price ``table`` plays them; its
-        :meth:`type_sale_table` may be passed as ``sale`` when it is already at hand)."""
-        if self.conditioning == "state":
-            if sale is None:
-                sale = self.type_sale_table(table, dtype)
-            return self._write_along(params, setting, key, count, dtype, table, sale)
-        key_noise, key_types = jax.random.split(key)
-        noise = jax.random.normal(key_noise, (count, self.latent))
-        logits = self.logits(params, noise, setting.rounds)
-        chosen = jax.random.categorical(key_types, logits, axis=-1)
-        return Written(self.instances(chosen, dtype), noise, chosen)
-
-    def _write_along(
-        self,
-        params: dict,
-        setting: Setting,
-        key: jax.Array,
-        count: int,
-        dtype,
-        table: PriceDistribution,
-        sale: jax.Array,
-    ) -> Written:
-        """State conditioning: each instance is written while the one simulator plays it
-        against the algorithm (prices drawn from ``table``; ``sale`` ``[T, G + 1, types]`` its
-        :meth:`type_sale_table`), each buyer from the state reached. The instance is then a
-        fixed input like any other, measured obliviously."""
+        """``count`` instances, each written while the one simulator plays it against the
+        algorithm given by its price ``table`` (prices drawn from it; its
+        :meth:`type_sale_table` may be passed as ``sale`` when it is already at hand), each
+        buyer from the state reached. The instance is then a fixed input like any other,
+        measured obliviously."""
+        if sale is None:
+            sale = self.type_sale_table(table, dtype)
         key_noise, key_types, key_prices = jax.random.split(key, 3)
         noise = jax.random.normal(key_noise, (count, self.latent))
         gumbel = jax.random.gumbel(key_types, (count, setting.rounds, self.types))
@@ -213,32 +214,35 @@ class AdversaryModel:
         )  # [B, T, types]: exactly one type wrote each buyer
         chosen = jnp.argmax(match, -1).astype(jnp.int32)
         state = scaled_state(setting, rounds, units)
-        return Written(instances, noise, chosen, state, sale[rounds, index])
-
-    def type_sale_table(self, table: PriceDistribution, dtype) -> jax.Array:
-        """``[T, S, types]``: :func:`~posted_price.typed_payoffs.type_sale_table` of its types."""
-        return type_sale_table(self.buyer_types, table, dtype)
-
-    def type_buyers(self, dtype) -> tuple[jax.Array, jax.Array]:
-        """Value ``[types]`` and demand ``[types, K]`` of every buyer type."""
-        return self.buyer_types.buyers(dtype)
-
-    def instances(self, chosen: jax.Array, dtype) -> Instance:
-        """Buyer types ``[B, T]`` as values and demand vectors."""
-        return self.buyer_types.instances(chosen, dtype)
+        return Written(instances, noise, chosen, (state, sale[rounds, index]))
 
     def log_prob(self, params: dict, written: Written) -> tuple[jax.Array, jax.Array]:
-        """log-probability ``[B]`` of each written instance and mean per-round entropy ``[B]``."""
-        if self.conditioning == "state":
-            shape = (*written.chosen.shape, self.latent)
-            noise = jnp.broadcast_to(written.noise[:, None], shape)
-            logits = self.state_logits(params, noise, written.state, written.sale)
-        else:
-            logits = self.logits(params, written.noise, written.chosen.shape[1])
-        log_probs = jax.nn.log_softmax(logits, axis=-1)
-        picked = jnp.take_along_axis(log_probs, written.chosen[..., None], axis=-1)[..., 0]
-        entropy = -jnp.sum(jnp.exp(log_probs) * log_probs, axis=-1).mean(-1)
-        return picked.sum(-1), entropy
+        state, sale = written.context
+        noise = jnp.broadcast_to(written.noise[:, None], (*written.chosen.shape, self.latent))
+        return token_log_prob(self.state_logits(params, noise, state, sale), written.chosen)
+
+
+#: Either writer (both follow :class:`advonline.adversary.Adversary`).
+AdversaryModel = NoiseAdversary | StateAdversary
+
+
+def build_adversary(setting: Setting, config: AdversaryConfig) -> AdversaryModel:
+    """The writer ``config.conditioning`` names, over ``config.density_levels`` densities."""
+    vocabulary = BuyerTypes.build(setting, config.density_levels)
+    if config.conditioning == "state":
+        network = StateAdversaryNetwork(
+            types=vocabulary.count,
+            features=TYPE_FEATURES,
+            hidden=config.hidden,
+            layers=config.layers,
+        )
+        writer = StateAdversary
+    else:
+        network = AdversaryNetwork(
+            types=vocabulary.count, hidden=config.hidden, layers=config.layers
+        )
+        writer = NoiseAdversary
+    return writer(network, config.latent, vocabulary.densities, vocabulary.demands)
 
 
 def scaled_state(setting: Setting, round_index: jax.Array, units: jax.Array) -> jax.Array:
@@ -280,17 +284,6 @@ def payoffs(setting: Setting, table: PriceDistribution, instances: Instance, opt
     return payoffs_given_sales(setting, sell, instances, optimum)
 
 
-def adversary_loss(
-    model: AdversaryModel, params: dict, written: Written, payoff: jax.Array, entropy_bonus: float
-) -> jax.Array:
-    """REINFORCE for a minimiser of the payoff, with the batch mean as baseline, plus an
-    entropy bonus on the per-round type distributions."""
-    log_prob, entropy = model.log_prob(params, written)
-    advantage = payoff - payoff.mean()
-    advantage = advantage / (advantage.std() + 1e-8)
-    return jnp.mean(jax.lax.stop_gradient(advantage) * log_prob) - entropy_bonus * entropy.mean()
-
-
 def adversary_optimizer(config: AdversaryConfig) -> optax.GradientTransformation:
     return optax.adam(config.learning_rate)
 
@@ -324,7 +317,7 @@ def best_response(
     params = model.init(key_init)
     optimizer = adversary_optimizer(config)
     # the algorithm is frozen: its per-type sale table is computed once, not once per step
-    sale = model.type_sale_table(table, dtype) if model.conditioning == "state" else None
+    sale = model.type_sale_table(table, dtype) if isinstance(model, StateAdversary) else None
 
     def step(carry, key_step):
         params, opt_state = carry
@@ -334,7 +327,7 @@ def best_response(
             payoff = payoffs(setting, table, written.instances, optimum)
         else:  # state conditioning (any K) writes types; K >= 2 is scored through them
             payoff = typed_payoffs(setting, model.buyer_types, sale, written.chosen, optimum)
-        grads = jax.grad(functools.partial(adversary_loss, model))(
+        grads = jax.grad(functools.partial(reinforce_loss, model))(
             params, written, payoff, config.entropy
         )
         updates, opt_state = optimizer.update(grads, opt_state, params)
@@ -372,7 +365,7 @@ def adversary_update(
     payoff: jax.Array,
 ) -> tuple[dict, optax.OptState]:
     """One REINFORCE step of the adversary on the payoffs ``[B]`` of what it wrote."""
-    grads = jax.grad(functools.partial(adversary_loss, model))(
+    grads = jax.grad(functools.partial(reinforce_loss, model))(
         params, written, payoff, config.entropy
     )
     updates, opt_state = adversary_optimizer(config).update(grads, opt_state, params)

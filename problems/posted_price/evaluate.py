@@ -38,7 +38,7 @@ from advonline.evaluation import (
 )
 from advonline.mixture import SnapshotMixture
 from advonline.problems.posted_price import certify
-from advonline.problems.posted_price.adversary import AdversaryModel
+from advonline.problems.posted_price.adversary import build_adversary
 from advonline.problems.posted_price.config import AdversaryConfig
 from advonline.problems.posted_price.families import (
     FAMILY_NAMES,
@@ -222,7 +222,7 @@ def adversary_source(
         conditioning=budget.adversary_conditioning,
         entropy=budget.adversary_entropy,
     )
-    model = AdversaryModel.build(setting, config)
+    model = build_adversary(setting, config)
     oracle_budget = budget.oracle_budget()
     mixture = isinstance(policy, SnapshotMixture)
     per_instance = setting.rounds * (setting.grid_size + 1) ** setting.resources

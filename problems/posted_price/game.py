@@ -42,6 +42,7 @@ from flax import struct
 from jax.sharding import Mesh
 
 from advonline import ratio
+from advonline.adversary import reinforce_loss
 from advonline.configs import RunConfig
 from advonline.mixture import SnapshotMixture, snapshot_mixture
 from advonline.networks import AlgorithmNetwork
@@ -50,8 +51,8 @@ from advonline.problems.posted_price import families, figures, policy_writer
 from advonline.problems.posted_price.adversary import (
     AdversaryModel,
     BestResponse,
-    adversary_loss,
     adversary_optimizer,
+    build_adversary,
     fresh_best_response,
     payoffs_given_sales,
 )
@@ -104,7 +105,7 @@ class Game:
             shared_resources=algorithm.shared_resources,
         )
         atoms = price_atoms(setting, algorithm.price_atoms)
-        adversary = AdversaryModel.build(setting, config.adversary)
+        adversary = build_adversary(setting, config.adversary)
         return Game(config, pricing, atoms, adversary, mesh)
 
     @property
@@ -692,7 +693,7 @@ def game_step(
         optimum = offline_optimum(setting, written.instances)
         payoff = payoffs_from_probs(game, table.probs, written.instances, optimum)
         if index < updates_made:  # none when the adversary is frozen
-            grads = jax.grad(functools.partial(adversary_loss, game.adversary))(
+            grads = jax.grad(functools.partial(reinforce_loss, game.adversary))(
                 adversary, written, payoff, config.adversary.entropy
             )
             updates, adversary_state = adversary_opt.update(grads, adversary_state, adversary)

@@ -1,0 +1,71 @@
+"""The adversary network's side of the game, for any problem: a writer of instances as token
+sequences, and the REINFORCE objective that teaches it to write harder ones.
+
+An :class:`Adversary` is a static, hashable description (a ``jit`` static argument) with three
+methods:
+
+- ``init(key) -> params``;
+- ``write(params, setting, key, count, dtype, *against) -> Written``: ``count`` instances, one
+  token per round drawn from the network's distribution. ``against`` is whatever the writer
+  conditions on besides its own noise (e.g. the frozen algorithm, for a writer that writes
+  each round from the state the algorithm reached); a writer that needs nothing ignores it;
+- ``log_prob(params, written) -> (log_prob [B], entropy [B])``: the log-probability of each
+  written instance under ``params`` and its mean per-round entropy, recomputed from what the
+  writer recorded (so the gradient flows through the network, not through the writing).
+
+A problem brings its implementations (e.g. a noise-conditioned and a state-conditioned
+writer); the oracles, the game step and the fresh best response use only this protocol.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple, Protocol
+
+import jax
+import jax.numpy as jnp
+
+
+class Written(NamedTuple):
+    """A batch of instances and the draws that wrote them (what REINFORCE needs)."""
+
+    instances: Any  # the problem's instance pytree, leading axis [B]
+    noise: jax.Array  # [B, Z] the noise each instance was written from
+    chosen: jax.Array  # [B, T] int32 the token drawn in each round
+    context: Any = None  # per-round inputs the writer saw beyond its noise (None: nothing)
+
+
+class Adversary(Protocol):
+    """What the game asks of an adversary network (module docstring)."""
+
+    def init(self, key: jax.Array) -> dict: ...
+
+    def write(
+        self, params: dict, setting: Any, key: jax.Array, count: int, dtype, *against
+    ) -> Written: ...
+
+    def log_prob(self, params: dict, written: Written) -> tuple[jax.Array, jax.Array]: ...
+
+
+def token_log_prob(logits: jax.Array, chosen: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """``log_prob`` from per-round logits ``[B, T, V]`` of the tokens ``chosen`` ``[B, T]``:
+    the sum over rounds ``[B]`` and the mean per-round entropy ``[B]``."""
+    log_probs = jax.nn.log_softmax(logits, axis=-1)
+    picked = jnp.take_along_axis(log_probs, chosen[..., None], axis=-1)[..., 0]
+    entropy = -jnp.sum(jnp.exp(log_probs) * log_probs, axis=-1).mean(-1)
+    return picked.sum(-1), entropy
+
+
+def reinforce_loss(
+    adversary: Adversary,
+    params: dict,
+    written: Written,
+    payoff: jax.Array,
+    entropy_bonus: float,
+) -> jax.Array:
+    """REINFORCE for a minimiser of the payoff ``[B]`` (E[ALG] / OPT of each written
+    instance), with the batch mean as baseline and the advantage scaled to unit spread, plus an
+    entropy bonus on the per-round token distributions."""
+    log_prob, entropy = adversary.log_prob(params, written)
+    advantage = payoff - payoff.mean()
+    advantage = advantage / (advantage.std() + 1e-8)
+    return jnp.mean(jax.lax.stop_gradient(advantage) * log_prob) - entropy_bonus * entropy.mean()
