@@ -15,6 +15,10 @@ strategy sets, with its payoff matrix, kept in the checkpoint.
 Everything is a fixed-shape pytree (empty slots are masked by ``filled``) so that it
 checkpoints with the rest of the training state; the bookkeeping here is NumPy, outside
 ``jit``, once per epoch.
+
+**First in, first out.** The same store without snapshots is the simultaneous loop's replay
+of past hard instances: :func:`push_first_out` (jit-able, inside the training step) writes new
+instances over the oldest, stamping ``found_at`` with a running count of instances written.
 """
 
 from __future__ import annotations
@@ -37,7 +41,8 @@ class Archive:
     types: jax.Array  # [N, T] int32 buyer types
     optimum: jax.Array  # [N] OPT of each instance
     filled: jax.Array  # [N] bool
-    found_at: jax.Array  # [N] int32 epoch the instance was found
+    found_at: jax.Array  # [N] int32 epoch the instance was found (first in, first out:
+    # its place in the order of writing)
     origin: jax.Array  # [N] int32 index into ORIGINS
     snapshots: dict  # pricing parameters, every leaf with a leading [S] axis
     snapshot_filled: jax.Array  # [S] bool
@@ -45,12 +50,15 @@ class Archive:
     payoffs: jax.Array  # [S, N] E[ALG_i(I_j)] / OPT(I_j); meaningless where either is empty
 
 
-def empty_archive(size: int, rounds: int, snapshots: int, params: dict) -> Archive:
+def empty_archive(
+    size: int, rounds: int, snapshots: int = 0, params: dict | None = None, dtype=jnp.float32
+) -> Archive:
     """An archive of ``size`` instance slots and ``snapshots`` snapshot slots, all empty;
-    ``params`` gives the shapes of a snapshot."""
+    ``params`` gives the shapes of a snapshot (None: an instance store alone). ``dtype`` is
+    the optimum's."""
     return Archive(
         types=jnp.zeros((size, rounds), jnp.int32),
-        optimum=jnp.zeros(size, jnp.float32),
+        optimum=jnp.zeros(size, dtype),
         filled=jnp.zeros(size, bool),
         found_at=jnp.zeros(size, jnp.int32),
         origin=jnp.zeros(size, jnp.int32),
@@ -60,6 +68,26 @@ def empty_archive(size: int, rounds: int, snapshots: int, params: dict) -> Archi
         snapshot_filled=jnp.zeros(snapshots, bool),
         snapshot_epoch=jnp.zeros(snapshots, jnp.int32),
         payoffs=jnp.zeros((snapshots, size), jnp.float32),
+    )
+
+
+def push_first_out(archive: Archive, types: jax.Array, optimum: jax.Array) -> Archive:
+    """``types`` ``[M, T]`` with their ``optimum`` ``[M]`` written over the ``M`` oldest
+    instances (empty slots first), in order; ``found_at`` counts the instances written so far.
+    Repeats are kept (a replay weighs what recurs). Jit-able; M up to the size."""
+    size = archive.optimum.shape[0]
+    if size == 0 or types.shape[0] == 0:
+        return archive
+    types, optimum = types[-size:], optimum[-size:]  # more than fit: the last ones stay
+    count = types.shape[0]
+    age = jnp.where(archive.filled, archive.found_at, -1)
+    slots = jnp.argsort(age, stable=True)[:count]
+    written = jnp.max(age) + 1 + jnp.arange(count, dtype=archive.found_at.dtype)
+    return archive.replace(
+        types=archive.types.at[slots].set(types.astype(archive.types.dtype)),
+        optimum=archive.optimum.at[slots].set(optimum.astype(archive.optimum.dtype)),
+        filled=archive.filled.at[slots].set(True),
+        found_at=archive.found_at.at[slots].set(written),
     )
 
 

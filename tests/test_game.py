@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from advonline import configs, problem_run
+from advonline.archive import empty_archive, push_first_out
 from advonline.problems.posted_price.game import (
     Game,
     game_step,
@@ -97,6 +98,34 @@ def test_reinforce_gradient_agrees_with_the_exact_one_on_average():
         flat_sampled = np.concatenate([np.ravel(leaf) for leaf in jax.tree.leaves(sampled)])
     cosine = flat_exact @ flat_sampled / (np.linalg.norm(flat_exact) * np.linalg.norm(flat_sampled))
     assert cosine > 0.9
+
+
+@pytest.mark.parametrize("size", [7, 8])
+def test_the_replay_is_the_archive_first_in_first_out(size):
+    """Pushes of 1-5 instances into a store of 7 or 8 slots leave exactly what a ring buffer
+    with a cursor leaves, slot for slot: the replay is the archive with its
+    first-in-first-out option. A push of more than fit keeps the newest."""
+    rng = np.random.default_rng(size)
+    store = empty_archive(size, 3)
+    ring_types = np.zeros((size, 3), np.int32)
+    ring_filled, cursor, label = np.zeros(size, bool), 0, 0
+
+    def push(count):
+        nonlocal store, label
+        types = np.arange(label, label + count, dtype=np.int32)[:, None].repeat(3, 1)
+        label += count
+        store = push_first_out(store, jnp.asarray(types), jnp.asarray(types[:, 0] * 0.5))
+        return types
+
+    for count in rng.integers(1, 6, size=12).tolist():
+        for row in push(count):  # the ring: write at the cursor, move on
+            ring_types[cursor], ring_filled[cursor] = row, True
+            cursor = (cursor + 1) % size
+        np.testing.assert_array_equal(np.asarray(store.filled), ring_filled)
+        np.testing.assert_array_equal(np.asarray(store.types), ring_types)
+        np.testing.assert_array_equal(store.optimum, np.asarray(store.types)[:, 0] * 0.5)
+    newest = push(size + 2)[-size:, 0]
+    assert sorted(np.asarray(store.types)[:, 0].tolist()) == newest.tolist()
 
 
 def test_game_step_keeps_shapes_and_fills_the_replay():

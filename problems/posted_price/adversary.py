@@ -14,14 +14,14 @@ by ``adversary.conditioning`` (:func:`build_adversary`):
   (:class:`~advonline.networks.AdversaryNetwork`); the instances are written in advance, one
   ``vmap``.
 - ``"state"`` (:class:`StateAdversary`, any K): each instance is written while the one
-  simulator plays it against the algorithm (:class:`StateWriter`): buyer t is drawn from the state reached (round, units the
-  algorithm sold of each resource, a draw of its prices from its own distribution) and every
-  type is scored by its density, demand and chance to buy in that state
-  (:class:`~advonline.networks.StateAdversaryNetwork`). "Send a buyer at about the current
-  price, then stop and flood at the last density" (docs/method.md, "The game") is then a
-  simple rule. What it writes is a fixed instance and is measured as one (oblivious, exact
-  ``E[ALG]`` over fresh draws), so every figure it produces is attained by a real input.
-  Against a randomised algorithm the *writing* adapts to one draw of its prices; the
+  simulator plays it against the algorithm (:class:`StateWriter`): buyer t is drawn from the
+  state reached (round, units the algorithm sold of each resource, a draw of its prices from
+  its own distribution) and every type is scored by its density, demand and chance to buy in
+  that state (:class:`~advonline.networks.StateAdversaryNetwork`). "Send a buyer at about the
+  current price, then stop and flood at the last density" (docs/method.md, "The game") is
+  then a simple rule. What it writes is a fixed instance and is measured as one (oblivious,
+  exact ``E[ALG]`` over fresh draws), so every figure it produces is attained by a real
+  input. Against a randomised algorithm the *writing* adapts to one draw of its prices; the
   measurement does not. ``tests/test_state_adversary.py`` checks that against ``threshold``
   a fresh one gets within 10% of the exact worst case, beyond a noise-conditioned one of the
   same budget.
@@ -406,7 +406,7 @@ def best_response_sampled(
     key_init, key_steps, key_check = jax.random.split(key, 3)
     params = model.init(key_init)
     opt_state = adversary_optimizer(config).init(params)
-    by_step, worst_by_step = [], []
+    by_step, worst_by_step, types_by_step = [], [], []
     for key_step in jax.random.split(key_steps, steps):
         key_write, key_runs = jax.random.split(key_step)
         written = write_batch(model, params, setting, key_write, config.batch, dtype)
@@ -416,6 +416,7 @@ def best_response_sampled(
         index = int(jnp.argmin(payoff))
         by_step.append(1.0 / payoff[index])
         worst_by_step.append(jax.tree.map(lambda leaf, i=index: leaf[i], written.instances))
+        types_by_step.append(written.chosen[index])
     ratio_by_step = jnp.stack(by_step)
     worst_by_step = jax.tree.map(lambda *leaves: jnp.stack(leaves), *worst_by_step)
     best = int(jnp.argmax(ratio_by_step))
@@ -424,7 +425,14 @@ def best_response_sampled(
     checked = sampled_payoffs(
         setting, policy, single, offline_optimum(setting, single), key_check, 8 * samples
     )
-    return BestResponse(1.0 / checked[0], worst_instance, ratio_by_step, worst_by_step, params)
+    return BestResponse(
+        1.0 / checked[0],
+        worst_instance,
+        ratio_by_step,
+        worst_by_step,
+        params,
+        jnp.stack(types_by_step),
+    )
 
 
 def fresh_best_response(

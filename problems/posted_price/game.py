@@ -42,7 +42,8 @@ from flax import struct
 from jax.sharding import Mesh
 
 from advonline import ratio
-from advonline.adversary import reinforce_loss
+from advonline.adversary import Written, reinforce_loss
+from advonline.archive import Archive, empty_archive, push_first_out
 from advonline.configs import RunConfig
 from advonline.mixture import SnapshotMixture, snapshot_mixture
 from advonline.networks import AlgorithmNetwork
@@ -171,7 +172,7 @@ class Game:
 
     def replay_found(self, state: GameState, found: BestResponse) -> GameState:
         """``state`` with what a fresh adversary found joining the replay."""
-        return replay_instances(self, state, found.worst_by_step, found.ratio_by_step)
+        return replay_instances(self, state, found.types_by_step, found.ratio_by_step)
 
     def adopt(self, state: GameState, found: BestResponse) -> GameState:
         """``state`` with the fresh adversary ``found`` as the training adversary."""
@@ -378,15 +379,6 @@ class Game:
         return snapshot_mixture(members, weights, self.policy)
 
 
-class Replay(NamedTuple):
-    """A ring buffer of past hard instances."""
-
-    instances: Instance  # values [R, T], demands [R, T, K]
-    optimum: jax.Array  # [R]
-    filled: jax.Array  # [R] bool
-    cursor: jax.Array  # [] int32, next slot to write
-
-
 @struct.dataclass
 class GameState:
     """Everything that changes during training (a pytree; what a checkpoint holds)."""
@@ -397,7 +389,7 @@ class GameState:
     adversary: dict
     algorithm_opt: optax.OptState
     adversary_opt: optax.OptState
-    replay: Replay
+    replay: Archive  # past hard instances, first in first out (no snapshots)
     best_algorithm: dict  # the pricing parameters with the lowest selection score so far
     best_score: jax.Array  # [] that score (advonline/train.py); inf before any measurement
 
@@ -422,12 +414,7 @@ def init_state(game: Game, key: jax.Array) -> GameState:
     key_alg, key_adv, key_run = jax.random.split(key, 3)
     algorithm = game.pricing.init(key_alg, jnp.zeros(setting.resources), jnp.zeros(()))
     adversary = game.adversary.init(key_adv)
-    replay = Replay(
-        instances=blank_instances(setting, size),
-        optimum=jnp.zeros(size),
-        filled=jnp.zeros(size, bool),
-        cursor=jnp.zeros((), jnp.int32),
-    )
+    replay = empty_archive(size, setting.rounds)
     return GameState(
         step=jnp.zeros((), jnp.int32),
         key=key_run,
@@ -606,26 +593,17 @@ def _concat(*instances: Instance) -> Instance:
     return jax.tree.map(lambda *leaves: jnp.concatenate(leaves), *instances)
 
 
-def _add_to_replay(replay: Replay, instances: Instance, optimum, payoff, count: int) -> Replay:
-    size = replay.optimum.shape[0]
-    if size == 0 or count == 0:
-        return replay
+def _add_to_replay(replay: Archive, types: jax.Array, optimum, payoff, count: int) -> Archive:
+    """The ``count`` hardest (lowest ``payoff``) of ``types`` ``[B, T]`` replayed."""
     hardest = jnp.argsort(payoff)[:count]
-    slots = (replay.cursor + jnp.arange(count)) % size
-    chosen = jax.tree.map(lambda leaf: leaf[hardest], instances)
-    return Replay(
-        instances=jax.tree.map(lambda old, new: old.at[slots].set(new), replay.instances, chosen),
-        optimum=replay.optimum.at[slots].set(optimum[hardest]),
-        filled=replay.filled.at[slots].set(True),
-        cursor=(replay.cursor + count) % size,
-    )
+    return push_first_out(replay, types[hardest], optimum[hardest])
 
 
 class TrainingPool(NamedTuple):
     """What the algorithm trains against in one step: the adversary's batch, the replay (with
     that batch's hardest added) and the mixed-in families."""
 
-    replay: Replay  # the replay after adding the batch's hardest instances
+    replay: Archive  # the replay after adding the batch's hardest instances
     instances: Instance  # batch + replay + families, [P]
     optimum: jax.Array  # [P]
     valid: jax.Array  # [P] bool: False for empty replay slots
@@ -633,18 +611,21 @@ class TrainingPool(NamedTuple):
 
 def training_pool(
     game: Game,
-    replay: Replay,
-    written: Instance,
+    replay: Archive,
+    written: Written,
     optimum: jax.Array,
     payoff: jax.Array,
     families: Instance,
     families_optimum: jax.Array,
 ) -> TrainingPool:
-    """The pool of one step, the batch's ``replay_per_step`` hardest (by ``payoff``) replayed."""
-    replay = _add_to_replay(replay, written, optimum, payoff, game.config.game.replay_per_step)
+    """The pool of one step, the batch's ``replay_per_step`` hardest (by ``payoff``) replayed;
+    the replay holds buyer types, written out here in the batch's dtype."""
+    count = game.config.game.replay_per_step
+    replay = _add_to_replay(replay, written.chosen, optimum, payoff, count)
+    replayed = game.adversary.instances(replay.types, written.instances.values.dtype)
     return TrainingPool(
         replay=replay,
-        instances=_concat(written, replay.instances, families),
+        instances=_concat(written.instances, replayed, families),
         optimum=jnp.concatenate([optimum, replay.optimum, families_optimum]),
         valid=jnp.concatenate(
             [jnp.ones_like(optimum, bool), replay.filled, jnp.ones_like(families_optimum, bool)]
@@ -661,11 +642,12 @@ def step_metrics(payoff: jax.Array, pool_payoff: jax.Array, valid: jax.Array) ->
     )
 
 
-def replay_instances(game: Game, state: GameState, instances: Instance, ratio: jax.Array):
-    """``state`` with the ``replay_per_step`` worst of ``instances`` (by ``ratio``) replayed."""
-    optimum = offline_optimum(game.setting, instances)
+def replay_instances(game: Game, state: GameState, types: jax.Array, ratio: jax.Array):
+    """``state`` with the ``replay_per_step`` worst of ``types`` ``[N, T]`` (by ``ratio``)
+    replayed."""
+    optimum = offline_optimum(game.setting, game.adversary.instances(types, jnp.float32))
     replay = _add_to_replay(
-        state.replay, instances, optimum, 1.0 / ratio, game.config.game.replay_per_step
+        state.replay, types, optimum, 1.0 / ratio, game.config.game.replay_per_step
     )
     return state.replace(replay=replay)
 
@@ -699,7 +681,7 @@ def game_step(
             updates, adversary_state = adversary_opt.update(grads, adversary_state, adversary)
             adversary = optax.apply_updates(adversary, updates)
     replay, pool, pool_optimum, valid = training_pool(
-        game, state.replay, written.instances, optimum, payoff, families, families_optimum
+        game, state.replay, written, optimum, payoff, families, families_optimum
     )
     pool, pool_optimum, valid = game.shard((pool, pool_optimum, valid))
     algorithm, algorithm_state = state.algorithm, state.algorithm_opt

@@ -95,7 +95,7 @@ def training_needs(config: RunConfig) -> list[Need]:
             "adversary.hidden or adversary.density_levels",
         ),
         Need(
-            "the replay of hard instances [replay, T, K]",
+            "the replay of hard instances, written out for training [replay, T, K]",
             FLOAT32 * config.game.replay_size * rounds * (k + 1),
             "game.replay_size or setting.rounds",
         ),

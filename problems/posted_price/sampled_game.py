@@ -41,6 +41,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
+from advonline.adversary import Written
 from advonline.problems.posted_price.adversary import adversary_update, sampled_payoffs, write_batch
 from advonline.problems.posted_price.game import (
     Game,
@@ -188,14 +189,14 @@ def _adversary_updates(game: Game, state: GameState, solve):
                 game.adversary, config.adversary, adversary, adversary_state, written, payoff
             )
     state = state.replace(key=key, adversary=adversary, adversary_opt=adversary_state)
-    return state, written.instances, optimum, payoff, key_algorithm
+    return state, written, optimum, payoff, key_algorithm
 
 
 @functools.partial(jax.jit, static_argnums=0)
 def _algorithm_updates(
     game: Game,
     state: GameState,
-    written: Instance,
+    written: Written,
     optimum: jax.Array,
     payoff: jax.Array,
     families: Instance,
