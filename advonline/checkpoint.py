@@ -79,9 +79,10 @@ def load(folder: str | Path) -> tuple[Any, RunConfig, float]:
         record = serialization.msgpack_restore(payload)
         meta = record["meta"]
         config = from_dict(json.loads(meta["config"]), f"config stored in {path}")
-        template = _template(config)
+        game = config.build_game()
+        template = _template(game, config)
         template = template.replace(key=jax.random.key_data(template.key))
-        stored = record["state"]
+        stored = game.upgrade_stored(record["state"])
         if "best_algorithm" not in stored:  # written before game.keep_best existed
             stored["best_algorithm"] = stored["algorithm"]
             stored["best_score"] = template.best_score
@@ -116,9 +117,8 @@ def _offer_previous(folder: str | Path) -> str:
     )
 
 
-def _template(config: RunConfig):
+def _template(game, config: RunConfig):
     """A state of the right structure and shapes for ``config`` (either loop)."""
-    game = config.build_game()
     if config.game.loop == "oracle":
         return init_oracle_state(game, jax.random.key(0))
     return game.init_state(jax.random.key(0))

@@ -100,7 +100,9 @@ class Training(NamedTuple):
     - ``game(run_config, mesh=None)``: the game the core's loops play
       (:mod:`advonline.train`, :mod:`advonline.oracle_loop`): a hashable object whose methods
       answer what they ask (fresh parameters and states, payoffs, updates, oracles, the
-      certificate, the delivered policies, policy files and figures);
+      certificate, the delivered policies, policy files and figures, and
+      ``upgrade_stored(state_dict) -> state_dict``, which brings a checkpoint's state written
+      in an earlier layout of its own to the current one);
     - ``commands``: its part of the command line (for posted pricing
       :mod:`posted_price.commands`): ``add_setting_flags(parser)``, ``add_budget_flags(parser)``,
       ``setting(args)``, ``budget(args)``, ``given_setting_flag(args)``,

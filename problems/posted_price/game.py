@@ -38,7 +38,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
-from flax import struct
+from flax import serialization, struct
 from jax.sharding import Mesh
 
 from advonline import ratio
@@ -169,6 +169,35 @@ class Game:
             key,
             config.algorithm.payoff_runs,
         )
+
+    def upgrade_stored(self, stored: dict) -> dict:
+        """A checkpoint's state dict in the current layout. A replay stored as a ring buffer
+        of written-out instances (``values``, ``demands``, ``cursor``) becomes the
+        first-in-first-out archive of their buyer types, oldest first from the cursor, so
+        training goes on exactly as it would have. Outside ``jit``."""
+        replay = stored.get("replay")
+        if not isinstance(replay, dict) or "cursor" not in replay:
+            return stored
+        blank = serialization.to_state_dict(empty_archive(*np.shape(replay["filled"]), 0))
+        values, demands = self.adversary.type_buyers(jnp.float32)
+        stored_values = np.asarray(replay["instances"]["values"])[..., None]  # [R, T, 1]
+        stored_demands = np.asarray(replay["instances"]["demands"])[..., None, :]
+        match = (stored_values == np.asarray(values)) & np.all(
+            stored_demands == np.asarray(demands), -1
+        )  # [R, T, types]: the type that wrote each buyer (nobody for a blank)
+        size = match.shape[0]
+        order = (int(replay["cursor"]) + np.arange(size)) % size  # oldest first
+        found_at = np.zeros(size, np.int32)
+        found_at[order] = np.arange(size)
+        filled = np.asarray(replay["filled"])
+        upgraded = {
+            **blank,
+            "types": np.where(filled[:, None], np.argmax(match, -1), 0).astype(np.int32),
+            "optimum": np.asarray(replay["optimum"], np.float32),
+            "filled": filled,
+            "found_at": np.where(filled, found_at, 0).astype(np.int32),
+        }
+        return {**stored, "replay": upgraded}
 
     def replay_found(self, state: GameState, found: BestResponse) -> GameState:
         """``state`` with what a fresh adversary found joining the replay."""
