@@ -120,7 +120,7 @@ def _offer_previous(folder: str | Path) -> str:
 def _template(game, config: RunConfig):
     """A state of the right structure and shapes for ``config`` (either loop)."""
     if config.game.loop == "oracle":
-        return init_oracle_state(game, jax.random.key(0))
+        return init_oracle_state(game, config.oracle, jax.random.key(0))
     return game.init_state(jax.random.key(0))
 
 

@@ -73,6 +73,7 @@ from flax import struct
 
 from advonline import archive as archives
 from advonline import meta
+from advonline.configs import OracleConfig
 from advonline.mixture import SnapshotMixture
 from advonline.profile import PhaseClock
 from advonline.ratio import ratios_of_payoffs, softmin_weights
@@ -124,11 +125,10 @@ class EpochRecord(NamedTuple):
     mixture_exploitability: float | None = None  # mixture_ratio / restricted CR - 1
 
 
-def init_oracle_state(game, key: jax.Array) -> OracleState:
-    """Fresh algorithm parameters, an empty archive, no snapshot."""
+def init_oracle_state(game, oracle: OracleConfig, key: jax.Array) -> OracleState:
+    """Fresh algorithm parameters, an empty archive of ``oracle``'s sizes, no snapshot."""
     key_alg, key_run = jax.random.split(key)
     algorithm = game.init_params(key_alg)
-    oracle = game.config.oracle
     rounds = game.setting.rounds
     empty = archives.empty_archive(oracle.archive_size, rounds, oracle.snapshots, algorithm)
     return OracleState(
@@ -162,9 +162,11 @@ def payoff_matrix(game, snapshots: dict, types: jax.Array, optimum: jax.Array) -
     return jax.lax.map(lambda params: game.payoffs(params, types, optimum), snapshots)
 
 
-@functools.partial(jax.jit, static_argnums=(0, 7))
+@functools.partial(jax.jit, static_argnums=(0, 1, 2, 9))
 def train_against(
     game,
+    oracle: OracleConfig,
+    temperature: float,
     params: dict,
     opt_state: optax.OptState,
     types: jax.Array,
@@ -180,11 +182,11 @@ def train_against(
     KL divergence over every state: archived instances visit few states, and the anchor
     keeps the updates from moving the prices in the states none of them reaches. With
     ``algorithm.update = "reinforce"`` (the ablation) the ascent direction is REINFORCE on
-    sampled runs instead, with the same weights from exact payoffs; ``key`` feeds its runs."""
-    config = game.config
+    sampled runs instead, with the same weights from exact payoffs; ``key`` feeds its runs.
+    ``temperature`` is the softmin's (``game.temperature``)."""
     types, optimum, filled, mixture = game.shard((types, optimum, filled, mixture))
-    share = config.oracle.worst_case_weight
-    softmin = functools.partial(softmin_weights, valid=filled, temperature=config.game.temperature)
+    share = oracle.worst_case_weight
+    softmin = functools.partial(softmin_weights, valid=filled, temperature=temperature)
     optimizer = game.algorithm_optimizer()
 
     def weigh(payoff: jax.Array) -> jax.Array:
@@ -203,9 +205,9 @@ def train_against(
         params, opt_state = carry
         ascent = ascent_direction(params, key_step)
         descent = jax.tree.map(jnp.negative, ascent)
-        if config.oracle.anchor > 0:
+        if oracle.anchor > 0:
             pull = jax.grad(drift)(params)
-            descent = jax.tree.map(lambda d, g: d + config.oracle.anchor * g, descent, pull)
+            descent = jax.tree.map(lambda d, g: d + oracle.anchor * g, descent, pull)
         updates, opt_state = optimizer.update(descent, opt_state, params)
         return (optax.apply_updates(params, updates), opt_state), None
 
@@ -228,13 +230,16 @@ def _score_row(game, archive: archives.Archive, slot: int) -> archives.Archive:
     return archives.set_payoffs(archive, np.array([slot]), columns, np.asarray(values)[None])
 
 
-def _score_columns(game, archive: archives.Archive, written: np.ndarray) -> archives.Archive:
+def _score_columns(
+    game, archive: archives.Archive, written: np.ndarray, count: int
+) -> archives.Archive:
     """The payoff columns of the newly ``written`` instance slots for every snapshot slot;
-    the slots are padded by repetition to ``new_per_epoch`` so that one compilation serves
-    every epoch. Nothing else in the matrix changes when instances are added."""
+    the slots are padded by repetition to ``count`` (``oracle.new_per_epoch``) so that one
+    compilation serves every epoch. Nothing else in the matrix changes when instances are
+    added."""
     if written.size == 0:
         return archive
-    padded = np.resize(written, max(game.config.oracle.new_per_epoch, written.size))
+    padded = np.resize(written, max(count, written.size))
     values = payoff_matrix(game, archive.snapshots, archive.types[padded], archive.optimum[padded])
     rows = np.arange(archive.snapshot_filled.shape[0])
     return archives.set_payoffs(archive, rows, written, np.asarray(values)[:, : written.size])
@@ -247,16 +252,16 @@ def _current_ratios(archive: archives.Archive, slot: int) -> np.ndarray:
 
 
 def _archive_found(
-    game, state: OracleState, found: Found, slot: int, origin: str
+    game, state: OracleState, found: Found, slot: int, origin: str, count: int
 ) -> archives.Archive:
-    """Add the ``new_per_epoch`` hardest distinct instances of ``found`` to the archive,
-    evicting the least useful (outside the adversary's mixture, lowest ratio against the
-    current network), and score their columns."""
+    """Add the ``count`` (``oracle.new_per_epoch``) hardest distinct instances of ``found`` to
+    the archive, evicting the least useful (outside the adversary's mixture, lowest ratio
+    against the current network), and score their columns."""
     archive = state.archive
     order = np.argsort(-np.asarray(found.ratios), kind="stable")
     types = np.asarray(found.types)[order]
     _, first = np.unique(types, axis=0, return_index=True)
-    types = types[np.sort(first)][: game.config.oracle.new_per_epoch]
+    types = types[np.sort(first)][:count]
     optimum = game.optimum_of(types)
     in_mixture = np.asarray(state.adversary_mixture) > 0
     usefulness = np.where(in_mixture, np.inf, _current_ratios(archive, slot))
@@ -268,7 +273,7 @@ def _archive_found(
         int(state.epoch),
         np.full(len(types), archives.ORIGINS.index(origin)),
     )
-    return _score_columns(game, archive, written)
+    return _score_columns(game, archive, written, count)
 
 
 def _solve(state: OracleState) -> tuple[OracleState, meta.MetaSolution]:
@@ -295,7 +300,7 @@ def _oracle_search(game, state: OracleState, slot: int, budget, key: jax.Array) 
 
 
 def _certificate_found(
-    game, state: OracleState, slot: int, types: np.ndarray
+    game, state: OracleState, slot: int, types: np.ndarray, count: int
 ) -> tuple[float, archives.Archive]:
     """The certificate as an oracle: ``types`` ``[N, T]``, instances drawn from the adversary
     strategy behind the DP's value, scored exactly against the current network; the worst
@@ -303,7 +308,8 @@ def _certificate_found(
     optimum = game.optimum_of(types)
     payoffs = snapshot_payoffs(game, state.algorithm, jnp.asarray(types), jnp.asarray(optimum))
     found = Found(jnp.asarray(types), jnp.asarray(ratios_of_payoffs(payoffs)))
-    return float(np.max(found.ratios)), _archive_found(game, state, found, slot, "certificate")
+    archive = _archive_found(game, state, found, slot, "certificate", count)
+    return float(np.max(found.ratios)), archive
 
 
 def probes_mixture(game, state: OracleState) -> bool:
@@ -385,27 +391,32 @@ def keep_best(
 
 
 def measure_epoch(
-    game, state: OracleState, sales: MemberSales | None = None, clock: PhaseClock | None = None
+    game,
+    oracle: OracleConfig,
+    state: OracleState,
+    last: bool,
+    sales: MemberSales | None = None,
+    clock: PhaseClock | None = None,
 ) -> tuple[OracleState, EpochRecord]:
-    """Steps 1-4 of an epoch (module docstring) for the current network; ``sales`` keeps the
-    snapshots' sale tables from one epoch to the next (a fresh memo when None); ``clock``
-    hears the seconds of each phase (:mod:`advonline.profile`)."""
+    """Steps 1-4 of an epoch (module docstring) for the current network, with ``oracle``'s
+    budgets; ``last`` when training is over (the probe and the closing rounds then run);
+    ``sales`` keeps the snapshots' sale tables from one epoch to the next (a fresh memo when
+    None); ``clock`` hears the seconds of each phase (:mod:`advonline.profile`)."""
     sales = MemberSales() if sales is None else sales
     clock = PhaseClock() if clock is None else clock
-    oracle = game.config.oracle
+    count = oracle.new_per_epoch
     epoch = int(state.epoch)
     keep = np.asarray(state.algorithm_mixture) > 0
     with clock.phase("oracles"):
         archive, slot = archives.add_snapshot(state.archive, state.algorithm, epoch, keep)
         state = state.replace(archive=_score_row(game, archive, slot))
         found = _oracle_search(game, state, slot, oracle.budget(), epoch_key(state, _ORACLES))
-        state = state.replace(archive=_archive_found(game, state, found, slot, "oracles"))
+        state = state.replace(archive=_archive_found(game, state, found, slot, "oracles", count))
         oracle_ratio = float(jnp.max(found.ratios))
         jax.block_until_ready(state.archive)
     with clock.phase("meta_solver"):
         state, solution = _solve(state)
     archive_ratio = float(_current_ratios(state.archive, slot).max())
-    last = int(state.step) >= game.config.game.steps
     probe_ratio = exploitability = mixture_ratio = mixture_exploitability = None
     mixture = None  # ((snapshots, weights), measured worst case) of the best mixture measured
     if last or (oracle.probe_every > 0 and epoch % oracle.probe_every == 0):
@@ -414,7 +425,7 @@ def measure_epoch(
             probed = _oracle_search(game, state, slot, probe_budget, epoch_key(state, _PROBE))
             probe_ratio = float(jnp.max(probed.ratios))
             exploitability = max(probe_ratio, archive_ratio) / solution.ratio - 1.0
-            state = state.replace(archive=_archive_found(game, state, probed, slot, "probe"))
+            state = state.replace(archive=_archive_found(game, state, probed, slot, "probe", count))
             jax.block_until_ready(state.archive)
         with clock.phase("meta_solver"):
             state, solution = _solve(state)
@@ -431,7 +442,7 @@ def measure_epoch(
                 mixture_exploitability = mixture_ratio / solution.ratio - 1.0
                 if mixture is None or mixture_ratio < mixture[1]:
                     mixture = (measured, mixture_ratio)
-                archive = _archive_found(game, state, against_mixture, slot, "probe")
+                archive = _archive_found(game, state, against_mixture, slot, "probe", count)
                 state = state.replace(archive=jax.block_until_ready(archive))
             with clock.phase("meta_solver"):
                 state, solution = _solve(state)
@@ -448,7 +459,7 @@ def measure_epoch(
         elif draws and math.isfinite(attained):  # the strategy at least as hard as attained
             drawn = game.certificate_instances(state.algorithm, attained, key)
         if drawn is not None:
-            certificate_ratio, archive = _certificate_found(game, state, slot, drawn)
+            certificate_ratio, archive = _certificate_found(game, state, slot, drawn, count)
             state = state.replace(archive=jax.block_until_ready(archive))
     if drawn is not None:
         with clock.phase("meta_solver"):
@@ -512,14 +523,16 @@ def training_batch(
     return archive.types[slots], archive.optimum[slots], valid, weights
 
 
-def train_epoch(game, state: OracleState) -> OracleState:
-    """Step 5: ``epoch_steps`` updates against the archive's mixture, on the archive's filled
-    slots (:func:`training_batch`)."""
-    steps = game.config.oracle.epoch_steps
+def train_epoch(game, oracle: OracleConfig, temperature: float, state: OracleState) -> OracleState:
+    """Step 5: ``oracle.epoch_steps`` updates against the archive's mixture, on the archive's
+    filled slots (:func:`training_batch`), with the softmin's ``temperature``."""
+    steps = oracle.epoch_steps
     mesh = getattr(game, "mesh", None)  # the devices the game shards its batches over
     devices = 1 if mesh is None else mesh.size
     params, opt_state = train_against(
         game,
+        oracle,
+        temperature,
         state.algorithm,
         state.algorithm_opt,
         *training_batch(state.archive, state.adversary_mixture, devices),

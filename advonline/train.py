@@ -125,7 +125,7 @@ def initial_state(config: RunConfig, key: jax.Array):
     """The state a run of ``config`` starts from (either loop)."""
     game = config.build_game()
     if config.game.loop == "oracle":
-        return init_oracle_state(game, key)
+        return init_oracle_state(game, config.oracle, key)
     return game.init_state(key)
 
 
@@ -232,7 +232,7 @@ def _train(
     state = parallel.replicate(state, mesh)
     game = config.build_game(mesh)
     if config.game.loop == "oracle":
-        return _train_oracle_loop(game, folder, state, wall_before, report)
+        return _train_oracle_loop(game, config, folder, state, wall_before, report)
     families, families_optimum = parallel.replicate(game.family_pool(), mesh)
     step_once = game.step_function()
     metrics_path = folder / METRICS_NAME
@@ -246,7 +246,7 @@ def _train(
         last = done == config.game.steps
         if done % log.every == 0 or last:
             now = time.perf_counter()
-            row, state = _row(game, state, metrics, done, wall_before + now - started)
+            row, state = _row(game, config, state, metrics, done, wall_before + now - started)
             row["steps_per_second"] = window_steps / max(now - window_start, 1e-9)
             if parallel.writes_files():
                 _write_rows(metrics_path, [row])
@@ -261,6 +261,7 @@ def _train(
 
 def _train_oracle_loop(
     game,
+    config: RunConfig,
     folder: Path,
     state: OracleState,
     wall_before: float,
@@ -268,19 +269,18 @@ def _train_oracle_loop(
 ) -> OracleState:
     """The oracle loop (advonline/oracle_loop.py): measure, then train, once per epoch; one
     metrics row per measurement and a checkpoint after each epoch."""
-    config = game.config
     metrics_path = folder / METRICS_NAME
     epochs = config.game.steps // config.oracle.epoch_steps
     started = time.perf_counter()
     sales, clock = MemberSales(), profile.PhaseClock()
     while int(state.epoch) <= epochs:
         measured_at = int(state.step)
-        state, record = measure_epoch(game, state, sales, clock)
+        last = measured_at >= config.game.steps
+        state, record = measure_epoch(game, config.oracle, state, last, sales, clock)
         trained = time.perf_counter()
-        training = int(state.step) < config.game.steps
-        if training:
+        if training := not last:
             with clock.phase("training"):
-                state = train_epoch(game, state)
+                state = train_epoch(game, config.oracle, config.game.temperature, state)
                 jax.block_until_ready(state.algorithm)  # asynchronous dispatch: time the work
         now = time.perf_counter()
         row = dict.fromkeys(METRIC_FIELDS, "")
@@ -301,7 +301,7 @@ def _train_oracle_loop(
     return state
 
 
-def _row(game, state, metrics, done: int, wall: float) -> tuple[dict, Any]:
+def _row(game, config: RunConfig, state, metrics, done: int, wall: float) -> tuple[dict, Any]:
     """The metrics row of step ``done``; measuring exploitability may also replay what the
     fresh adversary found (``game.replay_fresh``), hence the new state."""
     row = dict.fromkeys(METRIC_FIELDS, "")  # every column; "" where not measured
@@ -312,18 +312,18 @@ def _row(game, state, metrics, done: int, wall: float) -> tuple[dict, Any]:
         adversary_ratio=float(metrics.adversary_ratio),
         pool_ratio=float(metrics.pool_ratio),
     )
-    every = game.config.log.exploit_every
-    if every and (done % every == 0 or done == game.config.game.steps):
-        found = game.fresh_adversary(state.algorithm, exploitability_key(game.config, done))
+    every = config.log.exploit_every
+    if every and (done % every == 0 or done == config.game.steps):
+        found = game.fresh_adversary(state.algorithm, exploitability_key(config, done))
         fresh = float(found.worst_ratio)
-        if game.config.game.keep_best:
+        if config.game.keep_best:
             bound, _ = game.certify(state.algorithm)
             row["upper_bound"] = "" if bound is None else bound
             state = keep_best(state, fresh if bound is None else bound)
         row["fresh_ratio"] = fresh
         row["exploitability"] = fresh - row["adversary_ratio"] if math.isfinite(fresh) else fresh
-        if game.config.game.replay_fresh:
+        if config.game.replay_fresh:
             state = game.replay_found(state, found)
-        if game.config.game.adopt_fresh and fresh > row["adversary_ratio"]:
+        if config.game.adopt_fresh and fresh > row["adversary_ratio"]:
             state = game.adopt(state, found)
     return row, state

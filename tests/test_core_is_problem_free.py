@@ -1,6 +1,7 @@
 """The core (advonline/) names no problem: no posted-price word in its code (docstrings and
 comments may name examples), and no import of a problem's or a baseline's module by name (the
-core reaches problems through the registry, advonline/problems)."""
+core reaches problems through the registry, advonline/problems). Its functions receive the
+config sections they read: none reaches through a game for the run's config."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from pathlib import Path
 
 CORE = Path(__file__).resolve().parents[1] / "advonline"
 WORDS = re.compile(r"price|buyer|densit|demand|utilisation", re.IGNORECASE)
+THROUGH_GAME = re.compile(r"\bgame\.config\b")
 PROBLEM_IMPORT = re.compile(r"^\s*(from|import)\s+advonline\.(problems|baselines)\.", re.MULTILINE)
 
 
@@ -54,3 +56,16 @@ def test_the_check_sees_code_but_not_docstrings(tmp_path):
     assert not PROBLEM_IMPORT.search(sample.read_text())
     sample.write_text("def f():\n    from advonline.problems.posted_price import model\n")
     assert PROBLEM_IMPORT.search(sample.read_text())
+
+
+def test_the_core_reads_no_config_through_the_game():
+    """``game.config.<section>`` would hand every function the whole run config; the core
+    passes the section (``config.oracle``, ``config.game.temperature``) instead."""
+    hits = [
+        f"{path.name}:{number}"
+        for path in sorted(CORE.glob("*.py"))
+        for number, line in enumerate(path.read_text().splitlines(), 1)
+        if THROUGH_GAME.search(line)
+    ]
+    assert hits == []
+    assert THROUGH_GAME.search("oracle = game.config.oracle")

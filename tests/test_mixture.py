@@ -156,7 +156,7 @@ def test_local_search_on_a_one_member_mixture_is_local_search_on_that_member(thr
 
 def test_a_run_delivers_a_mixture_only_when_one_holds_the_best_guarantee(three_members):
     game, mixture, params = three_members
-    state = init_oracle_state(game, jax.random.key(0))
+    state = init_oracle_state(game, game.config.oracle, jax.random.key(0))
     assert delivered_mixture(game, state) is None
     members = jax.tree.map(lambda stack: jnp.asarray(stack), mixture.members.params)
     state = state.replace(best_members=members, best_weights=jnp.array([0.0, 0.6, 0.4]))
@@ -224,7 +224,9 @@ def test_malformed_mixture_files_are_refused_in_one_line(three_members, change, 
 
 def test_the_best_so_far_is_a_network_or_a_mixture_whichever_measured_lower(three_members):
     game, mixture, params = three_members
-    state = init_oracle_state(game, jax.random.key(0)).replace(algorithm=params[0])
+    state = init_oracle_state(game, game.config.oracle, jax.random.key(0)).replace(
+        algorithm=params[0]
+    )
     members, weights = mixture.members.params, jnp.array([0.5, 0.5, 0.0])
     state = keep_best(state, 5.0, (members, weights), 4.0)  # the mixture measured lower
     assert float(state.best_score) == 4.0 and delivered_mixture(game, state).size == 2
@@ -239,7 +241,7 @@ def test_the_best_so_far_is_a_network_or_a_mixture_whichever_measured_lower(thre
 
 def test_a_delivered_mixture_is_listed_and_exported_as_one(three_members, tmp_path):
     game, mixture, _ = three_members
-    state = init_oracle_state(game, jax.random.key(0))
+    state = init_oracle_state(game, game.config.oracle, jax.random.key(0))
     state = state.replace(
         best_members=mixture.members.params, best_weights=jnp.array([0.2, 0.8, 0.0])
     )

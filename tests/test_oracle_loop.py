@@ -304,6 +304,8 @@ def test_reinforce_is_the_oracle_loops_ablation_update(straight_run):
         archive = state.archive
         trained[update] = train_against(
             game,
+            game.config.oracle,
+            game.config.game.temperature,
             state.algorithm,
             game.algorithm_optimizer().init(state.algorithm),
             archive.types,
@@ -354,10 +356,19 @@ def test_training_on_the_filled_slots_is_training_on_the_archive(straight_run):
     batch = training_batch(archive.replace(filled=filled), mixture, devices=1, smallest=1)
     assert batch[0].shape[0] < filled.size
     start = (state.algorithm, game.algorithm_optimizer().init(state.algorithm))
+    sections = (game.config.oracle, game.config.game.temperature)
     whole = train_against(
-        game, *start, archive.types, archive.optimum, filled, mixture, 5, jax.random.key(3)
+        game,
+        *sections,
+        *start,
+        archive.types,
+        archive.optimum,
+        filled,
+        mixture,
+        5,
+        jax.random.key(3),
     )[0]
-    compact = train_against(game, *start, *batch, 5, jax.random.key(3))[0]
+    compact = train_against(game, *sections, *start, *batch, 5, jax.random.key(3))[0]
     for got, want in zip(jax.tree.leaves(compact), jax.tree.leaves(whole), strict=True):
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-6)
     pairs = zip(jax.tree.leaves(whole), jax.tree.leaves(state.algorithm), strict=True)
