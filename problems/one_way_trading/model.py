@@ -79,13 +79,7 @@ class Setting:
 
     def describe(self) -> dict:
         """JSON-ready description, printed beside every reported ratio."""
-        return {
-            "problem": "one-way-trading",
-            "low": self.low,
-            "high": self.high,
-            "rounds": self.rounds,
-            "levels": self.levels,
-        }
+        return {"problem": "one-way-trading", **dataclasses.asdict(self)}
 
 
 @struct.dataclass
@@ -154,7 +148,7 @@ def payoffs(setting: Setting, policy, rates: jax.Array) -> jax.Array:
 
 @dataclasses.dataclass(frozen=True)
 class RateEncoding:
-    """Instances as sequences of grid indices ``[B, T]`` (int32)."""
+    """What the adversary writes: instances as sequences of grid indices ``[B, T]`` (int32)."""
 
     setting: Setting
 
@@ -198,11 +192,6 @@ class RateEncoding:
         right = jnp.concatenate([tokens[:, :1], tokens[:, :-1]], axis=1)
         shifted = jnp.where(kind == 2, left, right)
         return jnp.where(kind < 2, set_one, shifted).astype(tokens.dtype)
-
-
-def encoding(setting: Setting) -> RateEncoding:
-    """What the adversary writes for ``setting``."""
-    return RateEncoding(setting)
 
 
 def rise_and_drop(setting: Setting) -> jax.Array:
