@@ -31,6 +31,12 @@ each target met or not:
   of the mixture found over the restricted game's CR, minus 1; the double-oracle gap), else
   the current network's; the table shows both.
 
+For every one-resource config a second table brackets the best possible CR of its setting:
+the certified lower bound for every online algorithm (the family ``lower_bounds.py`` stored in
+``OUT/lower_bounds.json`` for that setting, certified again; searched with its defaults when
+none is stored) against the learned DP bounds, with their ratio per seed, and the bracket
+targets of :data:`BRACKET_TARGETS` marked.
+
 Problems on the interface alone (one-way trading, AdWords) have their own tables, from
 ``experiments/one_way_trading.py`` and ``experiments/adwords.py``; ``--only`` takes their configs
 too, and the full sweep prints them after the posted-pricing table.
@@ -57,6 +63,7 @@ import statistics
 from pathlib import Path
 
 import adwords
+import lower_bounds
 import one_way_trading
 from common import (
     fmt,
@@ -94,6 +101,14 @@ TARGETS = {
 OTHER_PROBLEMS = {name: adwords for name in adwords.CONFIGS} | {
     name: one_way_trading for name in one_way_trading.CONFIGS
 }
+#: one-resource config -> (median, every seed) limits on its bracket: the learned certificate
+#: over the certified lower bound for every algorithm in its setting (None: none set)
+BRACKET_TARGETS = {
+    "k1-u5-oracle": (1.05, 1.08),
+    "k1-u10-oracle": (1.05, 1.08),
+    "k1-u100-oracle": (1.05, 1.08),
+    "k1-u10-d025-oracle": (1.25, None),
+}
 EXPLOITABILITY_TARGET = 0.05
 BASELINES = ("threshold", "exponential")
 RESULT_NAME = "result.json"
@@ -122,7 +137,7 @@ def main() -> None:
         budget = Budget()
         rows = sweep(priced, args.seeds, out, budget, args.fresh)
         write_csv(rows, out / "from_scratch.csv")
-        markdown = table(rows, budget)
+        markdown = table(rows, budget) + bracket_table(rows, out)
         (out / "from_scratch.md").write_text(markdown)
         print(markdown)
     for experiment in dict.fromkeys(OTHER_PROBLEMS[name] for name in names if name not in TARGETS):
@@ -303,6 +318,47 @@ def table(rows: list[dict], budget: Budget) -> str:
             f"{fmt(reference)} | {fmt(statistics.median(figures) / reference)} | {target} | "
             f"{_mark(calm)} | {_mark(fast)} (max {max(r['train_seconds'] for r in mine):.0f} s, "
             f"limit {seconds} s) |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def bracket_table(rows: list[dict], out: Path) -> str:
+    """Per one-resource config: the best possible CR of its setting bracketed between the
+    certified lower bound for every online algorithm (``lower_bounds.py``'s family for the
+    setting, certified again; searched now if none is stored) and the learned policies' DP
+    bounds, with their ratio (the bracket) over seeds."""
+    lines = [
+        "",
+        "Best possible CR, bracketed (one resource): certified lower bound for every online "
+        "algorithm (`python experiments/lower_bounds.py`) and the learned certificate (DP bound).",
+        "",
+        "| config | setting | lower bound | learned certificate | bracket: certificate / bound "
+        "| target |",
+        "|---" * 6 + "|",
+    ]
+    for name in dict.fromkeys(r["config"] for r in rows):
+        mine = [r for r in rows if r["config"] == name]
+        setting = load_config(name).setting
+        if setting.resources != 1:
+            continue
+        bound = lower_bounds.setting_bound(name, setting, out).ratio
+        certificates = [
+            math.inf if r["learned_upper_bound"] is None else r["learned_upper_bound"] for r in mine
+        ]
+        brackets = [c / bound for c in certificates]
+        limits = BRACKET_TARGETS.get(name)
+        if limits is None:
+            target = "none set"
+        else:
+            median, every = limits
+            met = statistics.median(brackets) <= median and (
+                every is None or max(brackets) <= every
+            )
+            every_text = "" if every is None else f", every seed <= {every}"
+            target = f"median <= {median}{every_text}: {_mark(met)}"
+        lines.append(
+            f"| {name} | {mine[0]['setting']} | {fmt(bound)} | {spread(certificates)} | "
+            f"{spread(brackets)} | {target} |"
         )
     return "\n".join(lines) + "\n"
 
