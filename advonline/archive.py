@@ -51,14 +51,13 @@ class Archive:
 
 
 def empty_archive(
-    size: int, rounds: int, snapshots: int = 0, params: dict | None = None, dtype=jnp.float32
+    size: int, rounds: int, snapshots: int = 0, params: dict | None = None
 ) -> Archive:
     """An archive of ``size`` instance slots and ``snapshots`` snapshot slots, all empty;
-    ``params`` gives the shapes of a snapshot (None: an instance store alone). ``dtype`` is
-    the optimum's."""
+    ``params`` gives the shapes of a snapshot (None: an instance store alone)."""
     return Archive(
         types=jnp.zeros((size, rounds), jnp.int32),
-        optimum=jnp.zeros(size, dtype),
+        optimum=jnp.zeros(size, jnp.float32),
         filled=jnp.zeros(size, bool),
         found_at=jnp.zeros(size, jnp.int32),
         origin=jnp.zeros(size, jnp.int32),

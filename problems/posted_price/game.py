@@ -178,14 +178,14 @@ class Game:
         replay = stored.get("replay")
         if not isinstance(replay, dict) or "cursor" not in replay:
             return stored
-        blank = serialization.to_state_dict(empty_archive(*np.shape(replay["filled"]), 0))
         values, demands = self.adversary.type_buyers(jnp.float32)
         stored_values = np.asarray(replay["instances"]["values"])[..., None]  # [R, T, 1]
         stored_demands = np.asarray(replay["instances"]["demands"])[..., None, :]
         match = (stored_values == np.asarray(values)) & np.all(
             stored_demands == np.asarray(demands), -1
         )  # [R, T, types]: the type that wrote each buyer (nobody for a blank)
-        size = match.shape[0]
+        size, rounds, _ = match.shape
+        blank = serialization.to_state_dict(empty_archive(size, rounds))
         order = (int(replay["cursor"]) + np.arange(size)) % size  # oldest first
         found_at = np.zeros(size, np.int32)
         found_at[order] = np.arange(size)

@@ -221,9 +221,8 @@ def search_lower_bound(
     """Hill climbing on the master sequence (module docstring): ``chains`` independent chains,
     each from a rising ramp of the largest demands through the ``levels`` geometric densities
     in [L, U]; each of ``steps`` steps proposes ``candidates`` mutations per chain and keeps
-    the best when the bound does not fall. Returns each
-    chain's best family, whose bound is certified again here (the search's scores are the
-    same function)."""
+    the best when the bound does not fall. Returns each chain's last family (its best: a
+    chain never moves down), certified again here by the function that scored it."""
     _capacity_units(setting)  # one resource only
     vocabulary = BuyerTypes.build(setting, levels)
     level = np.round(np.linspace(0, levels - 1, setting.rounds)).astype(np.int32)
