@@ -112,6 +112,9 @@ def main() -> None:
                 "lower_bound": best.ratio,
                 "lp_ratio": best.lp_ratio,
                 "every_search": [round(bound.ratio, 4) for bound in found],
+                "family": "stopping",
+                "buyers": int(best.demands.size),
+                "supply": float(best.demands.sum()),  # in capacities
                 "threshold_exact": threshold,
                 "one_plus_ln": 1 + math.log(setting.theta),
                 "steps": args.steps,
@@ -132,9 +135,9 @@ def table(rows: list[dict]) -> str:
         "Lower bound on the CR of every online algorithm (stopping families, certified); "
         "larger is stronger.",
         "",
-        "| configs | setting | lower bound | LP value | every search | threshold (exact) "
-        "| 1 + ln(U/L) | steps | s |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| configs | setting | lower bound | LP value | every search | family: buyers, supply "
+        "(capacities) | threshold (exact) | 1 + ln(U/L) | steps | s |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for row in rows:
         cells = [
@@ -143,6 +146,7 @@ def table(rows: list[dict]) -> str:
             fmt(row["lower_bound"]),
             fmt(row["lp_ratio"]),
             ", ".join(f"{r:.4f}" for r in row["every_search"]),
+            f"{row['family']}: {row['buyers']}, {row['supply']:.2f}",
             fmt(row["threshold_exact"]),
             fmt(row["one_plus_ln"]),
             str(row["steps"]),
