@@ -209,10 +209,7 @@ class StateAdversary(_TypeWriter):
         units = demand_units(setting, runs.used_before())  # [B, T, K], as the writer saw them
         index = state_index(setting, units)  # [B, T]
         rounds = jnp.broadcast_to(jnp.arange(setting.rounds)[None, :], index.shape)
-        match = (instances.values[..., None] == values[None, None]) & jnp.all(
-            instances.demands[..., None, :] == demands[None, None], -1
-        )  # [B, T, types]: exactly one type wrote each buyer
-        chosen = jnp.argmax(match, -1).astype(jnp.int32)
+        chosen = self.buyer_types.types_of(instances, dtype)
         state = scaled_state(setting, rounds, units)
         return Written(instances, noise, chosen, (state, sale[rounds, index]))
 

@@ -100,6 +100,18 @@ class BuyerTypes:
         types = density_index * len(self.demands) + np.maximum(levels - 1, 0)
         return np.where(levels > 0, types, self.nobody).astype(np.int32)
 
+    def types_of(self, instances: Instance, dtype) -> jax.Array:
+        """The type index ``[..., T]`` of every buyer of ``instances`` written from this
+        vocabulary in ``dtype`` (values ``[..., T]``, demands ``[..., T, K]``): the type whose
+        value and demand it equals exactly (nobody for a blank). The inverse of
+        :meth:`instances`."""
+        values, demands = self.buyers(dtype)
+        lead = (None,) * instances.values.ndim  # ranks made equal by hand, not by promotion
+        match = (instances.values[..., None] == values[lead]) & jnp.all(
+            instances.demands[..., None, :] == demands[lead], -1
+        )  # [..., T, types]: exactly one type wrote each buyer
+        return jnp.argmax(match, -1).astype(jnp.int32)
+
     def buyers(self, dtype) -> tuple[jax.Array, jax.Array]:
         """Value ``[types]`` and demand ``[types, K]`` of every type."""
         instance = self.instances(jnp.arange(self.count), dtype)

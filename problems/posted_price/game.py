@@ -178,13 +178,12 @@ class Game:
         replay = stored.get("replay")
         if not isinstance(replay, dict) or "cursor" not in replay:
             return stored
-        values, demands = self.adversary.type_buyers(jnp.float32)
-        stored_values = np.asarray(replay["instances"]["values"])[..., None]  # [R, T, 1]
-        stored_demands = np.asarray(replay["instances"]["demands"])[..., None, :]
-        match = (stored_values == np.asarray(values)) & np.all(
-            stored_demands == np.asarray(demands), -1
-        )  # [R, T, types]: the type that wrote each buyer (nobody for a blank)
-        size, rounds, _ = match.shape
+        stored_instances = replay["instances"]
+        written_out = Instance(
+            jnp.asarray(stored_instances["values"]), jnp.asarray(stored_instances["demands"])
+        )
+        types = np.asarray(self.adversary.buyer_types.types_of(written_out, jnp.float32))
+        size, rounds = types.shape
         blank = serialization.to_state_dict(empty_archive(size, rounds))
         order = (int(replay["cursor"]) + np.arange(size)) % size  # oldest first
         found_at = np.zeros(size, np.int32)
@@ -192,7 +191,7 @@ class Game:
         filled = np.asarray(replay["filled"])
         upgraded = {
             **blank,
-            "types": np.where(filled[:, None], np.argmax(match, -1), 0).astype(np.int32),
+            "types": np.where(filled[:, None], types, 0).astype(np.int32),
             "optimum": np.asarray(replay["optimum"], np.float32),
             "filled": filled,
             "found_at": np.where(filled, found_at, 0).astype(np.int32),
