@@ -236,13 +236,26 @@ def learned_figure(row: dict) -> float:
     return max(attained)
 
 
+def by_config(rows: list[dict]) -> dict[str, list[dict]]:
+    """The result rows of each config, in the order the configs first appear."""
+    grouped: dict[str, list[dict]] = {}
+    for row in rows:
+        grouped.setdefault(row["config"], []).append(row)
+    return grouped
+
+
+def certificates(mine: list[dict]) -> list[float]:
+    """Each run's DP bound on the learned policy's CR (a run without one counts as unbounded)."""
+    bounds = (r["learned_upper_bound"] for r in mine)
+    return [math.inf if bound is None else bound for bound in bounds]
+
+
 def _figures(kind: str, factor: float, mine: list[dict]) -> tuple[list, float, str, str]:
     """Per config: the figure of every seed, the reference it is compared with, their labels,
     and the target marked met or not."""
     if kind == "bound":
         reference = next(r["threshold_ratio"] for r in mine if "threshold_ratio" in r)
-        # a run without a bound counts as unbounded
-        figures = [math.inf if b is None else b for b in (r["learned_upper_bound"] for r in mine)]
+        figures = certificates(mine)
         met = max(figures) < reference and statistics.median(figures) <= factor * reference
         target = f"every seed below threshold (exact {fmt(reference)}), median <= {factor} x it"
         return figures, reference, "learned DP bound", f"{target}: {_mark(met)}"
@@ -302,8 +315,7 @@ def table(rows: list[dict], budget: Budget) -> str:
         "figure / reference (median) | target | exploitability <= 0.05 | time |",
         "|---" * 9 + "|",
     ]
-    for name in dict.fromkeys(r["config"] for r in rows):
-        mine = [r for r in rows if r["config"] == name]
+    for name, mine in by_config(rows).items():
         kind, factor, seconds = TARGETS[name]
         figures, reference, label, target = _figures(kind, factor, mine)
         calm = all(
@@ -336,16 +348,13 @@ def bracket_table(rows: list[dict], out: Path) -> str:
         "| target |",
         "|---" * 6 + "|",
     ]
-    for name in dict.fromkeys(r["config"] for r in rows):
-        mine = [r for r in rows if r["config"] == name]
+    for name, mine in by_config(rows).items():
         setting = load_config(name).setting
         if setting.resources != 1:
             continue
         bound = lower_bounds.setting_bound(name, setting, out).ratio
-        certificates = [
-            math.inf if r["learned_upper_bound"] is None else r["learned_upper_bound"] for r in mine
-        ]
-        brackets = [c / bound for c in certificates]
+        learned = certificates(mine)
+        brackets = [c / bound for c in learned]
         limits = BRACKET_TARGETS.get(name)
         if limits is None:
             target = "none set"
@@ -357,7 +366,7 @@ def bracket_table(rows: list[dict], out: Path) -> str:
             every_text = "" if every is None else f", every seed <= {every}"
             target = f"median <= {median}{every_text}: {_mark(met)}"
         lines.append(
-            f"| {name} | {mine[0]['setting']} | {fmt(bound)} | {spread(certificates)} | "
+            f"| {name} | {mine[0]['setting']} | {fmt(bound)} | {spread(learned)} | "
             f"{spread(brackets)} | {target} |"
         )
     return "\n".join(lines) + "\n"
