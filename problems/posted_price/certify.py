@@ -262,6 +262,35 @@ def _induction(setting, prices, probs, ratio, keep_choices: bool):
     return (gap[0, 0], opt[0, 0], alg[0, 0]), choices
 
 
+def certificate_gradient(setting: Setting, table_of, params, ratio: float):
+    """The gradient of a K = 1 policy's DP certificate with respect to ``params``, where
+    ``table_of(params)`` is its float64 price table (:func:`price_table`'s ``[T, G+1, A]``)
+    and ``ratio`` the certificate :func:`certify_dp` gave for it.
+
+    The certificate is the root of ``F(r) = max_S E_S[OPT] - r E_S[ALG]`` over adversary
+    strategies S, so by the envelope theorem its derivative is ``dF/dparams / E_S*[ALG]`` at
+    the maximising strategy S*. At the root sending nobody ties with the worst strategy, so
+    both are taken a relative ``1e-6`` below it, as :func:`worst_runs` does. Where strategies
+    tie this is one subgradient. Inside x64; ``table_of`` is a static argument of the jitted
+    programme (hashable, one compilation per function)."""
+    with jax.enable_x64(True):
+        below = jnp.float64(ratio * (1 - _STRATEGY_MARGIN))
+        return _gradient(setting, table_of, params, below)
+
+
+@functools.partial(jax.jit, static_argnums=(0, 1))
+def _gradient(setting, table_of, params, ratio):
+    """``dF(ratio)/dparams / E[ALG]`` (:func:`certificate_gradient`)."""
+
+    def gap(params):
+        table = table_of(params)
+        (value, _, alg), _ = _induction(setting, table.prices, table.probs, ratio, False)
+        return value, alg
+
+    (_, alg), slope = jax.value_and_grad(gap, has_aux=True)(params)
+    return jax.tree.map(lambda leaf: leaf / alg, slope)
+
+
 class WorstRuns(NamedTuple):
     """Instances drawn from the DP's maximising adversary strategy (:func:`worst_runs`)."""
 

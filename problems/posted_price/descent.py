@@ -1,0 +1,182 @@
+"""Certificate descent: a one-resource pricing table trained against its exact best response.
+
+For one resource the dynamic programme of :mod:`certify` is an exact best response to any
+pricing table: its value ``F(r)`` is the most an adversary can make of ``OPT - r ALG``, and its
+root is the table's certificate (the exact CR of a deterministic table, an upper bound on the
+oblivious CR of a randomised one). The root moves smoothly with the table almost everywhere
+(:func:`certify.certificate_gradient`), so the table can descend its own certificate. Each step
+certifies the current table (Dinkelbach, started a little below the last certificate), takes
+the gradient at the adversary strategy that attains it and makes an Adam step. This is the
+game of the oracle loop with the adversary's side played exactly: nothing is sampled, and the
+figure a run reports is the certificate of the table it delivers (the lowest any step had).
+
+Two policy classes over the utilisation grid (units sold, ``G + 1`` states), each with the
+round hidden (one row for every round, as in the classic model) or seen (a row per round):
+
+- ``randomised``: a softmax over ``atoms`` prices geometric in [L, U] in every state;
+- ``deterministic``: one price per state, non-decreasing in the units sold. Its logarithm is a
+  sum of positive steps less an offset, clipped to [ln L, ln U]; the first state posts L (a
+  first price above L would lose every buyer just below it). All parameters zero give the
+  geometric ramp from L to U; threshold pricing is a ramp with an offset.
+
+Both start from zero parameters plus ``init_scale`` times normal noise from the run's key, so
+seeds differ. The certificate and its gradient run in float64, one jitted programme each per
+run; the loop, the keep-best choice and the Adam state live outside ``jit``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+import time
+from collections.abc import Callable
+
+import jax
+import jax.numpy as jnp
+import optax
+
+from advonline.problems.posted_price.certify import (
+    DEFAULT_WORK_LIMIT,
+    Certificate,
+    certificate_gradient,
+    certify_dp,
+)
+from advonline.problems.posted_price.learned import price_atoms
+from advonline.problems.posted_price.model import (
+    PriceDistribution,
+    Setting,
+    SettingError,
+    TablePolicy,
+)
+
+POLICY_CLASSES = ("randomised", "deterministic")
+#: Each step's Dinkelbach iteration starts at these fractions of the last certificate in
+#: turn, until one is below the root.
+_WARM_STARTS = (0.97, 0.8)
+#: The learning rate decays along a cosine to this fraction of its start.
+_FINAL_RATE = 0.05
+
+
+@dataclasses.dataclass(frozen=True)
+class DescentConfig:
+    """How a table descends its certificate."""
+
+    policy: str = "randomised"  # one of POLICY_CLASSES
+    atoms: int = 16  # prices of the randomised class, geometric in [L, U]
+    round_seen: bool = False  # a row per round; else one row for all rounds
+    steps: int = 240
+    learning_rate: float = 0.1
+    init_scale: float = 0.1  # std of the normal noise on the zero start
+
+    def __post_init__(self) -> None:
+        if self.policy not in POLICY_CLASSES:
+            raise SettingError(f"policy must be one of {POLICY_CLASSES}, got {self.policy!r}")
+        if self.atoms < 2 or self.steps < 1 or self.learning_rate <= 0:
+            raise SettingError("atoms must be >= 2, steps >= 1 and learning_rate > 0")
+
+
+@dataclasses.dataclass(frozen=True)
+class Descent:
+    """What a descent delivers: the table with the lowest certificate, and how it got there."""
+
+    policy: TablePolicy
+    certificate: Certificate  # of ``policy``, computed afresh from a start of 1
+    history: tuple[float, ...]  # the certificate of each step's table
+    seconds: float
+
+
+def initial_params(setting: Setting, config: DescentConfig, key: jax.Array) -> jax.Array:
+    """Zeros plus ``init_scale`` normal noise: ``[R, G + 1, atoms]`` logits (randomised) or
+    ``[R, G + 1]`` (deterministic: the offset, then ``G`` steps), R = T or 1. Float64."""
+    rows = setting.rounds if config.round_seen else 1
+    shape = (rows, setting.grid_size + 1)
+    if config.policy == "randomised":
+        shape = (*shape, config.atoms)
+    with jax.enable_x64(True):
+        return config.init_scale * jax.random.normal(key, shape, jnp.float64)
+
+
+def price_table(setting: Setting, config: DescentConfig, params: jax.Array) -> PriceDistribution:
+    """The table ``[T, G + 1, A]`` the parameters post (A = ``atoms``, or 1 deterministic)."""
+    shape = (setting.rounds, setting.grid_size + 1)
+    if config.policy == "randomised":
+        atoms = jnp.asarray(price_atoms(setting, config.atoms), params.dtype)
+        probs = jnp.broadcast_to(jax.nn.softmax(params, axis=-1), (*shape, config.atoms))
+        return PriceDistribution(prices=jnp.broadcast_to(atoms, probs.shape), probs=probs)
+    prices = jnp.broadcast_to(_price_curve(setting, params), shape)[..., None]
+    return PriceDistribution(prices=prices, probs=jnp.ones_like(prices))
+
+
+def _price_curve(setting: Setting, params: jax.Array) -> jax.Array:
+    """``[R, G + 1]`` non-decreasing prices from ``[R, G + 1]`` parameters (module docstring):
+    a zero step is ``ln(U/L) / G``, so zeros give the geometric ramp."""
+    log_theta = math.log(setting.theta)
+    step = log_theta / (setting.grid_size * math.log(2.0))  # softplus(0) = ln 2
+    offset, rises = params[:, :1], jax.nn.softplus(params[:, 1:]) * step
+    climbed = jnp.clip(jnp.cumsum(rises, axis=1) - offset * step * setting.grid_size, 0, log_theta)
+    zero = jnp.zeros_like(offset)
+    return setting.low * jnp.exp(jnp.concatenate([zero, climbed], axis=1))
+
+
+def descend(
+    setting: Setting,
+    config: DescentConfig,
+    key: jax.Array,
+    work_limit: float = DEFAULT_WORK_LIMIT,
+    say: Callable[[str], None] | None = None,
+) -> Descent:
+    """Train a table of ``config``'s class on ``setting`` (K = 1) by descending its DP
+    certificate for ``config.steps`` steps from :func:`initial_params` (module docstring).
+    ``say`` gets a progress line every tenth of the run."""
+    if setting.resources != 1:
+        raise SettingError("certificate descent needs one resource (K = 1)")
+    start_time = time.perf_counter()
+    table_of = functools.partial(price_table, setting, config)
+    schedule = optax.cosine_decay_schedule(config.learning_rate, config.steps, _FINAL_RATE)
+    optimiser = optax.adam(schedule)
+    with jax.enable_x64(True):
+        params = initial_params(setting, config, key)
+        state = optimiser.init(params)
+        best, best_params, last, history = math.inf, params, None, []
+        for step in range(config.steps):
+            certificate = _certify(setting, config, table_of(params), work_limit, last)
+            ratio = certificate.ratio
+            history.append(ratio)
+            if ratio < best:
+                best, best_params = ratio, params
+            if say and (step % max(1, config.steps // 10) == 0 or step == config.steps - 1):
+                say(f"step {step}: certificate {ratio:.4f}, best {best:.4f}")
+            if not math.isfinite(ratio):
+                raise SettingError(f"the table's certificate is {ratio} ({certificate.note})")
+            slope = certificate_gradient(setting, table_of, params, ratio)
+            update, state = optimiser.update(jnp.nan_to_num(slope), state)
+            params = optax.apply_updates(params, update)
+            last = ratio
+        delivered = _table_policy(setting, config, table_of(best_params))
+    return Descent(
+        policy=delivered,
+        certificate=certify_dp(setting, delivered, work_limit),
+        history=tuple(history),
+        seconds=time.perf_counter() - start_time,
+    )
+
+
+def _table_policy(setting: Setting, config: DescentConfig, table) -> TablePolicy:
+    deterministic = config.policy == "deterministic"
+    return TablePolicy(table, setting.grid_size, deterministic)
+
+
+def _certify(setting, config, table, work_limit, last) -> Certificate:
+    """The table's certificate, its iteration started a little below ``last`` (1 at first).
+    A start already above the root stops at once at the start, a looser bound; then it runs
+    again from further below, and at last from 1, so every figure is the programme's value."""
+    policy = _table_policy(setting, config, table)
+    starts = [1.0] if last is None else [max(1.0, f * last) for f in _WARM_STARTS] + [1.0]
+    for start in starts:
+        certificate = certify_dp(setting, policy, work_limit, start)
+        if certificate.ratio is None:
+            raise SettingError(f"no certificate for the table: {certificate.note}")
+        if start == 1.0 or certificate.ratio > start:
+            return certificate
+    return certificate

@@ -1,0 +1,96 @@
+"""Certificate descent: its gradient against finite differences of the exact certificate, and a
+short descent that lowers the certificate of what it delivers."""
+
+import functools
+
+import jax
+import numpy as np
+import pytest
+
+from advonline.problems.posted_price.certify import certificate_gradient, certify_dp
+from advonline.problems.posted_price.descent import (
+    DescentConfig,
+    descend,
+    initial_params,
+    price_table,
+)
+from advonline.problems.posted_price.model import Setting, SettingError, TablePolicy
+
+
+@pytest.fixture(autouse=True)
+def optimised_compilation():
+    """These tests compile with XLA's optimisations on, as a run does. With most passes off
+    (the suite's default, for compile time) the compiled backward pass of the DP returns NaN
+    for randomised tables, where eager evaluation and the optimised program agree."""
+    before = jax.config.read("jax_disable_most_optimizations")
+    jax.config.update("jax_disable_most_optimizations", False)
+    yield
+    jax.config.update("jax_disable_most_optimizations", before)
+
+
+SETTING = Setting(resources=1, low=1.0, high=4.0, rounds=8, max_demand=0.25, divisible=True)
+
+
+def _certificate(config: DescentConfig, params) -> float:
+    with jax.enable_x64(True):
+        table = price_table(SETTING, config, params)
+    policy = TablePolicy(table, SETTING.grid_size, config.policy == "deterministic")
+    return certify_dp(SETTING, policy).ratio
+
+
+@pytest.mark.parametrize("policy", ["randomised", "deterministic"])
+def test_the_gradient_is_the_certificates_slope(policy):
+    """Along random directions the envelope gradient matches the certificate's central
+    difference (where one adversary strategy is the unique worst, the certificate is smooth)."""
+    config = DescentConfig(policy=policy, atoms=4, round_seen=True, init_scale=0.5)
+    params = initial_params(SETTING, config, jax.random.key(3))
+    ratio = _certificate(config, params)
+    table_of = functools.partial(price_table, SETTING, config)
+    slope = np.asarray(certificate_gradient(SETTING, table_of, params, ratio))
+    assert np.abs(slope).max() > 0
+    point = np.asarray(params)
+    for direction in np.random.default_rng(0).normal(size=(3, *point.shape)):
+        step = 1e-6
+        up = _certificate(config, point + step * direction)
+        down = _certificate(config, point - step * direction)
+        difference = (up - down) / (2 * step)
+        predicted = float(np.sum(slope * direction))
+        assert difference == pytest.approx(predicted, rel=1e-3, abs=1e-6)
+
+
+@pytest.mark.parametrize("policy", ["randomised", "deterministic"])
+def test_a_short_descent_delivers_its_lowest_certificate(policy):
+    config = DescentConfig(policy=policy, atoms=4, steps=30, learning_rate=0.1)
+    found = descend(SETTING, config, jax.random.key(0))
+    assert len(found.history) == 30
+    assert found.certificate.ratio == pytest.approx(min(found.history), rel=1e-9)
+    assert found.certificate.ratio < 0.9 * found.history[0]
+    assert found.certificate.ratio == pytest.approx(certify_dp(SETTING, found.policy).ratio)
+    assert found.policy.deterministic == (policy == "deterministic")
+    if policy == "deterministic":
+        curve = np.asarray(found.policy.table.prices[0, :, 0])
+        assert curve[0] == SETTING.low
+        assert np.all(np.diff(curve) >= 0)
+        assert np.all((curve >= SETTING.low) & (curve <= SETTING.high))
+        assert "exact" in found.certificate.note
+
+
+def test_a_hidden_round_posts_the_same_table_every_round():
+    config = DescentConfig(policy="randomised", atoms=4)
+    params = initial_params(SETTING, config, jax.random.key(1))
+    assert params.shape == (1, SETTING.grid_size + 1, 4)
+    with jax.enable_x64(True):
+        table = price_table(SETTING, config, params)
+    assert table.probs.shape == (SETTING.rounds, SETTING.grid_size + 1, 4)
+    np.testing.assert_array_equal(table.probs[0], table.probs[-1])
+    np.testing.assert_allclose(np.asarray(table.probs).sum(-1), 1.0, rtol=1e-12)
+
+
+def test_bad_descent_configs_and_several_resources_are_refused():
+    with pytest.raises(SettingError, match="policy must be one of"):
+        DescentConfig(policy="greedy")
+    with pytest.raises(SettingError, match="atoms must be"):
+        DescentConfig(atoms=1)
+    two = Setting(resources=2, low=1.0, high=4.0, rounds=4, max_demand=0.25, capacities=(1.0, 1.0))
+    with pytest.raises(SettingError, match="one resource"):
+        descend(two, DescentConfig(), jax.random.key(0))
