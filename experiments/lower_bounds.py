@@ -11,6 +11,18 @@ response, in float64, to the LP's stopping distribution). Beside it: ``threshold
 on the same setting and 1 + ln(U/L). The families themselves are written out, so each bound
 can be checked.
 
+The classic model's settings (:data:`CLASSIC_SETTINGS`: 320 buyers of 10% of capacity, 32
+capacities of supply) get the classic family instead of a search: a rising ramp with a
+capacity of buyers at each of 32 densities geometric in [L, U], stopped anywhere. It is what
+makes 1 + ln(U/L) the best possible ratio as demands shrink; here it comes within 3% of it for
+U/L = 5 and 10. (The search's LP grows with T; at T = 320 it is too slow for this machine.)
+
+Beside each search's bound: the best of a small grid of branching families
+(``problems/posted_price/tree_bound.py``), :func:`flood_trees`: buyers at L, then a rising
+ramp, and after every fifth buyer of the ramp a branch where a capacity of buyers at U
+arrives instead of the rest. The algorithm must decide how much to sell on the ramp before
+it knows whether the flood comes.
+
 The configs that share a setting share its row (``k1-u10-oracle`` and ``k1-u10-classic``: the
 classic configs hide the round from the network, which the bound does not depend on).
 
@@ -39,6 +51,8 @@ from advonline.problems.posted_price.lower_bound import (
     search_lower_bound,
     stopping_lower_bound,
 )
+from advonline.problems.posted_price.model import Setting
+from advonline.problems.posted_price.tree_bound import TreeBound, TreeFamily, tree_lower_bound
 
 #: config whose setting is bounded -> the other configs with the same setting
 SETTINGS = {
@@ -46,6 +60,20 @@ SETTINGS = {
     "k1-u10-oracle": ("k1-u10-classic",),
     "k1-u100-oracle": ("k1-u100-classic",),
     "k1-u10-d025-oracle": (),
+}
+
+
+#: The classic model's settings (bounded by :func:`ramp_bound`): name -> setting fields.
+CLASSIC_SETTINGS = {
+    f"classic-u{high}": {
+        "resources": 1,
+        "low": 1.0,
+        "high": float(high),
+        "rounds": 320,
+        "max_demand": 0.1,
+        "divisible": True,
+    }
+    for high in (5, 10, 100)
 }
 
 
@@ -59,6 +87,55 @@ def search(setting, steps=STEPS, chains=CHAINS, candidates=CANDIDATES, seed=0) -
     return search_lower_bound(setting, key, steps=steps, chains=chains, candidates=candidates)
 
 
+def ramp_bound(setting: Setting) -> LowerBound:
+    """The classic family's certified bound: one buyer of every grid unit at each density,
+    a capacity per density, the densities geometric in [L, U] and rising."""
+    per_level = setting.grid_size
+    levels = setting.rounds // per_level
+    densities = setting.low * setting.theta ** (np.arange(levels) / (levels - 1))
+    units = np.ones(levels * per_level, dtype=np.int64)
+    return stopping_lower_bound(setting, units, np.repeat(densities, per_level))
+
+
+def flood_tree(setting: Setting, at_low: int, ramp: int, top: float, every: int) -> TreeFamily:
+    """``at_low`` buyers of one unit at L, then ``ramp`` rising geometrically to ``top``; after
+    the last buyer at L and every ``every``-th of the ramp, a branch of up to a capacity of
+    buyers at U (as many as the rounds leave)."""
+    densities = [setting.low] * at_low
+    densities += list(setting.low * (top / setting.low) ** (np.arange(1, ramp + 1) / ramp))
+    parent = list(range(-1, len(densities) - 1))
+    for fork in range(at_low - 1, at_low + ramp, every):
+        flood = min(setting.grid_size, setting.rounds - (fork + 1))
+        for i in range(flood):
+            parent.append(fork if i == 0 else len(parent) - 1)
+            densities.append(setting.high)
+    return TreeFamily(np.array(parent), np.ones(len(parent), np.int64), np.array(densities))
+
+
+def flood_trees(setting: Setting) -> TreeBound:
+    """The best certified bound of :func:`flood_tree` over a small grid of its shapes (for
+    divisible one-unit buyers: the settings of 200 buyers of 1%)."""
+    grid = setting.grid_size
+    shapes = [
+        (round(grid * low_share), round(grid * ramp_share), top)
+        for low_share in (0.4, 0.6, 0.8, 1.0)
+        for ramp_share in (0.2, 0.5, 1.0)
+        for top in (math.sqrt(setting.low * setting.high), setting.high)
+        if grid * (low_share + ramp_share) <= setting.rounds
+    ]
+    return max(
+        (tree_lower_bound(setting, flood_tree(setting, *shape, every=5)) for shape in shapes),
+        key=lambda bound: bound.ratio,
+    )
+
+
+def named_setting(name: str) -> Setting:
+    """The setting of a config or of one of :data:`CLASSIC_SETTINGS`."""
+    if name in CLASSIC_SETTINGS:
+        return Setting(**CLASSIC_SETTINGS[name])
+    return load_config(name).setting
+
+
 def stored_families(out: Path) -> dict:
     """What ``OUT/lower_bounds.json`` holds (nothing when absent or unreadable)."""
     try:
@@ -67,10 +144,19 @@ def stored_families(out: Path) -> dict:
         return {}
 
 
-def setting_bound(name: str, setting, out: Path) -> LowerBound:
-    """The certified bound of config ``name``'s ``setting``: the family this script stored
-    in ``OUT/lower_bounds.json`` for the same setting, certified again here (one LP and an
-    exact best response), else a search now with the defaults, stored there too."""
+def setting_bound(name: str, setting: Setting, out: Path) -> float:
+    """The certified bound of the setting of ``name`` (a config or a classic setting): the
+    largest of its family's and, for one-unit buyers, :func:`flood_trees`. The family is the
+    one this script stored in ``OUT/lower_bounds.json`` for the same setting, certified again
+    here (one LP and an exact best response), else a search now with the defaults, stored
+    there too; a classic setting's is :func:`ramp_bound`."""
+    branching = flood_trees(setting).ratio if _one_unit_buyers(setting) else 0.0
+    return max(_family_bound(name, setting, out).ratio, branching)
+
+
+def _family_bound(name: str, setting: Setting, out: Path) -> LowerBound:
+    if name in CLASSIC_SETTINGS:
+        return ramp_bound(setting)
     families = stored_families(out)
     for family in families.values():
         if family["setting"] == setting.describe():
@@ -92,32 +178,38 @@ def main() -> None:
         "--candidates", type=int, default=CANDIDATES, help="mutations per chain and step"
     )
     parser.add_argument("--seed", type=int, default=0, help="the search's key")
-    parser.add_argument("--only", action="append", choices=list(SETTINGS), help="these configs")
+    parser.add_argument(
+        "--only", action="append", choices=[*SETTINGS, *CLASSIC_SETTINGS], help="these settings"
+    )
     args = parser.parse_args()
     if args.steps < 0 or args.restarts < 1 or args.candidates < 1:
         parser.error("--steps must be >= 0, --restarts and --candidates >= 1")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     rows, families = [], stored_families(out)
-    for name in args.only or list(SETTINGS):
-        setting = load_config(name).setting
+    for name in args.only or [*SETTINGS, *CLASSIC_SETTINGS]:
+        setting = named_setting(name)
         start = time.perf_counter()
-        found = search(setting, args.steps, args.restarts, args.candidates, args.seed)
-        best = max(found, key=lambda bound: bound.ratio)
+        classic = name in CLASSIC_SETTINGS
+        budget = (args.steps, args.restarts, args.candidates, args.seed)
+        found = [] if classic else search(setting, *budget)
+        best = ramp_bound(setting) if classic else max(found, key=lambda bound: bound.ratio)
         threshold = certify_dp(setting, make_baseline("threshold", setting)).ratio
+        branching = flood_trees(setting).ratio if _one_unit_buyers(setting) else None
         rows.append(
             {
-                "configs": ", ".join((name, *SETTINGS[name])),
+                "configs": ", ".join((name, *SETTINGS.get(name, ()))),
                 "setting": figures.setting_title(setting.describe()),
                 "lower_bound": best.ratio,
                 "lp_ratio": best.lp_ratio,
                 "every_search": [round(bound.ratio, 4) for bound in found],
-                "family": "stopping",
+                "branching": branching,
+                "family": "ramp" if classic else "stopping",
                 "buyers": int(best.demands.size),
                 "supply": float(best.demands.sum()),  # in capacities
                 "threshold_exact": threshold,
                 "one_plus_ln": 1 + math.log(setting.theta),
-                "steps": args.steps,
+                "steps": 0 if classic else args.steps,
                 "seconds": round(time.perf_counter() - start, 1),
             }
         )
@@ -130,14 +222,20 @@ def main() -> None:
     print(markdown)
 
 
+def _one_unit_buyers(setting: Setting) -> bool:
+    return setting.divisible and setting.demand_levels == 1 and setting.grid_size < setting.rounds
+
+
 def table(rows: list[dict]) -> str:
     lines = [
-        "Lower bound on the CR of every online algorithm (stopping families, certified); "
+        "Lower bound on the CR of every online algorithm (stopping, classic-ramp and branching "
+        "families, certified); "
         "larger is stronger.",
         "",
         "| configs | setting | lower bound | LP value | every search | family: buyers, supply "
-        "(capacities) | threshold (exact) | 1 + ln(U/L) | steps | s |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "(capacities) | branching (ramp and floods) | threshold (exact) | 1 + ln(U/L) | steps "
+        "| s |",
+        "|---" * 11 + "|",
     ]
     for row in rows:
         cells = [
@@ -145,8 +243,9 @@ def table(rows: list[dict]) -> str:
             row["setting"],
             fmt(row["lower_bound"]),
             fmt(row["lp_ratio"]),
-            ", ".join(f"{r:.4f}" for r in row["every_search"]),
+            ", ".join(f"{r:.4f}" for r in row["every_search"]) or "none (classic family)",
             f"{row['family']}: {row['buyers']}, {row['supply']:.2f}",
+            fmt(row["branching"]),
             fmt(row["threshold_exact"]),
             fmt(row["one_plus_ln"]),
             str(row["steps"]),
