@@ -37,6 +37,11 @@ the certified lower bound for every online algorithm (the family ``lower_bounds.
 none is stored) against the learned DP bounds, with their ratio per seed, and the bracket
 targets of :data:`BRACKET_TARGETS` marked.
 
+After them comes certificate descent's table (``certificate_descent.py``): for the same
+one-resource settings and the classic model's, a randomised table's certificate and bracket,
+and a deterministic price curve's exact CR beside ``threshold``'s. ``--only k1-u10`` (a
+setting's name there) runs just that.
+
 Problems on the interface alone (one-way trading, AdWords) have their own tables, from
 ``experiments/one_way_trading.py`` and ``experiments/adwords.py``; ``--only`` takes their configs
 too, and the full sweep prints them after the posted-pricing table.
@@ -63,6 +68,7 @@ import statistics
 from pathlib import Path
 
 import adwords
+import certificate_descent
 import lower_bounds
 import one_way_trading
 from common import (
@@ -109,6 +115,9 @@ BRACKET_TARGETS = {
     "k1-u100-oracle": (1.05, 1.08),
     "k1-u10-d025-oracle": (1.25, None),
 }
+#: certificate descent's settings (its own table: both policy classes, every figure a
+#: certificate; the deterministic rows are exact CRs)
+DESCENT = tuple(certificate_descent.SETTINGS.values())
 EXPLOITABILITY_TARGET = 0.05
 BASELINES = ("threshold", "exponential")
 RESULT_NAME = "result.json"
@@ -119,7 +128,10 @@ def main() -> None:
     parser.add_argument("--out", default="results", help="folder for tables and runs")
     parser.add_argument("--seeds", type=int, default=3, help="game seeds 0 .. N-1 (default 3)")
     parser.add_argument(
-        "--only", action="append", choices=[*TARGETS, *OTHER_PROBLEMS], help="these configs"
+        "--only",
+        action="append",
+        choices=[*TARGETS, *OTHER_PROBLEMS, *DESCENT],
+        help="these configs (or certificate descent's settings)",
     )
     parser.add_argument(
         "--fresh",
@@ -131,7 +143,7 @@ def main() -> None:
     if args.seeds < 1:
         parser.error("--seeds must be at least 1")
     out = Path(args.out)
-    names = args.only or [*TARGETS, *OTHER_PROBLEMS]
+    names = args.only or [*TARGETS, *DESCENT, *OTHER_PROBLEMS]
     priced = [name for name in names if name in TARGETS]
     if priced:
         budget = Budget()
@@ -140,7 +152,13 @@ def main() -> None:
         markdown = table(rows, budget) + bracket_table(rows, out)
         (out / "from_scratch.md").write_text(markdown)
         print(markdown)
-    for experiment in dict.fromkeys(OTHER_PROBLEMS[name] for name in names if name not in TARGETS):
+    if descended := [name for name in names if name in DESCENT]:
+        rows = certificate_descent.sweep(descended, args.seeds, out, False, args.fresh)
+        markdown = certificate_descent.table(rows)
+        (out / "certificate_descent.md").write_text(markdown)
+        print(markdown)
+    others = (OTHER_PROBLEMS[name] for name in names if name in OTHER_PROBLEMS)
+    for experiment in dict.fromkeys(others):
         print(f"\n{experiment.__doc__.splitlines()[0]}\n\n{experiment.HEADER}")
         for name in (name for name in names if OTHER_PROBLEMS.get(name) is experiment):
             reports = run_seeds(name, args.seeds, out / "from_scratch")
@@ -352,7 +370,7 @@ def bracket_table(rows: list[dict], out: Path) -> str:
         setting = load_config(name).setting
         if setting.resources != 1:
             continue
-        bound = lower_bounds.setting_bound(name, setting, out).ratio
+        bound = lower_bounds.setting_bound(name, setting, out)
         learned = certificates(mine)
         brackets = [c / bound for c in learned]
         limits = BRACKET_TARGETS.get(name)
