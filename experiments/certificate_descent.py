@@ -11,8 +11,9 @@ table is a float64 DP certificate of ``certify_dp``, the evaluator's own ``exact
 - the delivered table's certificate: the exact CR of a deterministic table, an upper bound
   on the oblivious CR of a randomised one;
 - ``threshold``'s exact CR in the same setting;
-- the certified lower bound for every online algorithm (``lower_bounds.py``'s family for the
-  setting, certified again), and the bracket: certificate / lower bound.
+- the certified lower bound for every online algorithm (``lower_bounds.setting_bound``: the
+  largest of the stored family's, certified again, and the branching trees'), and the
+  bracket: certificate / lower bound.
 
 The k1 settings are those of the from-scratch configs (200 buyers of 1%, and 40 large
 indivisible buyers); the classic settings (``lower_bounds.CLASSIC_SETTINGS``) carry 32
@@ -27,8 +28,10 @@ Run: python experiments/certificate_descent.py [--out results] [--seeds 3] [--on
          [--measure] [--fresh]
 Writes OUT/certificate_descent.{md,csv} and each run's result and delivered table to
 OUT/certificate_descent/<setting>-<class>-seed<n>.json; a run whose file exists is not trained
-again unless ``--fresh``. On 2 CPU cores, per run: 0.5-1.5 min for a deterministic curve,
-3-10 min for a randomised table (the DP's work grows with its 16 price atoms).
+again unless ``--fresh`` (``--measure`` measures a stored table without training it again).
+On 2 CPU cores, per randomised run: 8-11 min for 200 buyers of 1%, about 2 min for the
+classic settings, 0.5 min for large demands; a deterministic run takes a sixth to a tenth of
+that (one price atom instead of 16). About 2.5 hours for the whole sweep.
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ import statistics
 from pathlib import Path
 
 import jax
+import jax.numpy as jnp
 import lower_bounds
 import numpy as np
 from common import fmt, spread, write_csv
@@ -50,6 +54,7 @@ from advonline.problems.posted_price import figures
 from advonline.problems.posted_price.certify import certify_dp
 from advonline.problems.posted_price.descent import DescentConfig, descend
 from advonline.problems.posted_price.evaluate import Budget, measure
+from advonline.problems.posted_price.model import PriceDistribution, TablePolicy
 
 #: setting name (a config's, or a classic setting's) -> the row's label
 SETTINGS = {
@@ -111,10 +116,11 @@ def sweep(labels: list[str], seeds: int, out: Path, evaluate: bool, fresh: bool)
         for policy_class, config in CLASSES.items():
             for seed in range(seeds):
                 path = folder / f"{label}-{policy_class}-seed{seed}.json"
-                stale = not path.is_file() or (evaluate and "measured" not in _read(path))
-                if fresh or stale:
-                    _run(setting, config, seed, evaluate, path)
+                if fresh or not path.is_file():
+                    _run(setting, config, seed, path)
                 row = _read(path)
+                if evaluate and "measured" not in row:
+                    row = _measure(setting, config, path)
                 row.update(
                     setting_name=label,
                     setting=figures.setting_title(setting.describe()),
@@ -127,7 +133,7 @@ def sweep(labels: list[str], seeds: int, out: Path, evaluate: bool, fresh: bool)
     return rows
 
 
-def _run(setting, config: DescentConfig, seed: int, evaluate: bool, path: Path) -> None:
+def _run(setting, config: DescentConfig, seed: int, path: Path) -> None:
     """Train one table and store its result with the table itself and the environment."""
     found = descend(setting, config, jax.random.key(seed))
     result = {
@@ -144,11 +150,21 @@ def _run(setting, config: DescentConfig, seed: int, evaluate: bool, path: Path) 
         },
         "environment": environment.describe(),
     }
-    if evaluate:
-        measured = measure(setting, f"descent-{config.policy}", found.policy, Budget())
-        result["measured"] = measured.competitive_ratio
-        result["measured_source"] = measured.worst_source
     path.write_text(json.dumps(result, indent=1))
+
+
+def _measure(setting, config: DescentConfig, path: Path) -> dict:
+    """Add the evaluator's measurement of the stored table (its default budget) to its file."""
+    result = _read(path)
+    rows = [np.asarray(result["table"][name], np.float64) for name in ("prices", "probs")]
+    with jax.enable_x64(True):  # the same table in every round
+        prices, probs = (jnp.broadcast_to(row, (setting.rounds, *row.shape)) for row in rows)
+    deterministic = config.policy == "deterministic"
+    table = TablePolicy(PriceDistribution(prices, probs), setting.grid_size, deterministic)
+    measured = measure(setting, f"descent-{config.policy}", table, Budget())
+    result.update(measured=measured.competitive_ratio, measured_source=measured.worst_source)
+    path.write_text(json.dumps(result, indent=1))
+    return result
 
 
 def _read(path: Path) -> dict:
