@@ -11,11 +11,11 @@ response, in float64, to the LP's stopping distribution). Beside it: ``threshold
 on the same setting and 1 + ln(U/L). The families themselves are written out, so each bound
 can be checked.
 
-The classic model's settings (:data:`CLASSIC_SETTINGS`: 320 buyers of 10% of capacity, 32
+The classic model's settings (:data:`CLASSIC_SETTINGS`: 640 buyers of 5% of capacity, 32
 capacities of supply) get the classic family instead of a search: a rising ramp with a
 capacity of buyers at each of 32 densities geometric in [L, U], stopped anywhere. It is what
 makes 1 + ln(U/L) the best possible ratio as demands shrink; here it comes within 3% of it for
-U/L = 5 and 10. (The search's LP grows with T; at T = 320 it is too slow for this machine.)
+U/L = 5 and 10. (The search's LP grows with T; at T = 640 it is too slow for this machine.)
 
 Beside each search's bound: the best of a small grid of branching families
 (``problems/posted_price/tree_bound.py``), :func:`flood_trees`: buyers at L, then a rising
@@ -69,8 +69,8 @@ CLASSIC_SETTINGS = {
         "resources": 1,
         "low": 1.0,
         "high": float(high),
-        "rounds": 320,
-        "max_demand": 0.1,
+        "rounds": 640,
+        "max_demand": 0.05,
         "divisible": True,
     }
     for high in (5, 10, 100)
