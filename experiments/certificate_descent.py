@@ -52,9 +52,9 @@ from advonline import environment
 from advonline.baselines.posted_price import make_baseline
 from advonline.problems.posted_price import figures
 from advonline.problems.posted_price.certify import certify_dp
-from advonline.problems.posted_price.descent import DescentConfig, descend
+from advonline.problems.posted_price.descent import DescentConfig, descend, table_policy
 from advonline.problems.posted_price.evaluate import Budget, measure
-from advonline.problems.posted_price.model import PriceDistribution, TablePolicy
+from advonline.problems.posted_price.model import PriceDistribution
 
 #: setting name (a config's, or a classic setting's) -> the row's label
 SETTINGS = {
@@ -159,8 +159,7 @@ def _measure(setting, config: DescentConfig, path: Path) -> dict:
     rows = [np.asarray(result["table"][name], np.float64) for name in ("prices", "probs")]
     with jax.enable_x64(True):  # the same table in every round
         prices, probs = (jnp.broadcast_to(row, (setting.rounds, *row.shape)) for row in rows)
-    deterministic = config.policy == "deterministic"
-    table = TablePolicy(PriceDistribution(prices, probs), setting.grid_size, deterministic)
+    table = table_policy(setting, config, PriceDistribution(prices, probs))
     measured = measure(setting, f"descent-{config.policy}", table, Budget())
     result.update(measured=measured.competitive_ratio, measured_source=measured.worst_source)
     path.write_text(json.dumps(result, indent=1))

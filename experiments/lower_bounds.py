@@ -18,7 +18,7 @@ makes 1 + ln(U/L) the best possible ratio as demands shrink; here it comes withi
 U/L = 5 and 10. (The search's LP grows with T; at T = 640 it is too slow for this machine.)
 
 Beside each search's bound: the best of a small grid of branching families
-(``problems/posted_price/tree_bound.py``), :func:`flood_trees`: buyers at L, then a rising
+(``problems/posted_price/tree_bound.py``), :func:`branching_bound`: buyers at L, then a rising
 ramp, and after every fifth buyer of the ramp a branch where a capacity of buyers at U
 arrives instead of the rest. The algorithm must decide how much to sell on the ramp before
 it knows whether the flood comes.
@@ -34,6 +34,7 @@ Writes OUT/lower_bounds.{md,csv,json} and prints the table. About 16 min on 2 CP
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import math
 import time
@@ -52,7 +53,7 @@ from advonline.problems.posted_price.lower_bound import (
     stopping_lower_bound,
 )
 from advonline.problems.posted_price.model import Setting
-from advonline.problems.posted_price.tree_bound import TreeBound, TreeFamily, tree_lower_bound
+from advonline.problems.posted_price.tree_bound import TreeFamily, tree_lower_bound
 
 #: config whose setting is bounded -> the other configs with the same setting
 SETTINGS = {
@@ -112,9 +113,15 @@ def flood_tree(setting: Setting, at_low: int, ramp: int, top: float, every: int)
     return TreeFamily(np.array(parent), np.ones(len(parent), np.int64), np.array(densities))
 
 
-def flood_trees(setting: Setting) -> TreeBound:
-    """The best certified bound of :func:`flood_tree` over a small grid of its shapes (for
-    divisible one-unit buyers: the settings of 200 buyers of 1%)."""
+@functools.cache
+def branching_bound(setting: Setting) -> float | None:
+    """The best certified bound of :func:`flood_tree` over a small grid of its shapes, for
+    divisible one-unit buyers (the settings of 200 buyers of 1%; None for others). Cached:
+    several configs share a setting."""
+    if not (
+        setting.divisible and setting.demand_levels == 1 and setting.grid_size < setting.rounds
+    ):
+        return None
     grid = setting.grid_size
     shapes = [
         (round(grid * low_share), round(grid * ramp_share), top)
@@ -123,10 +130,8 @@ def flood_trees(setting: Setting) -> TreeBound:
         for top in (math.sqrt(setting.low * setting.high), setting.high)
         if grid * (low_share + ramp_share) <= setting.rounds
     ]
-    return max(
-        (tree_lower_bound(setting, flood_tree(setting, *shape, every=5)) for shape in shapes),
-        key=lambda bound: bound.ratio,
-    )
+    families = (flood_tree(setting, *shape, every=5) for shape in shapes)
+    return max(tree_lower_bound(setting, family).ratio for family in families)
 
 
 def named_setting(name: str) -> Setting:
@@ -146,12 +151,11 @@ def stored_families(out: Path) -> dict:
 
 def setting_bound(name: str, setting: Setting, out: Path) -> float:
     """The certified bound of the setting of ``name`` (a config or a classic setting): the
-    largest of its family's and, for one-unit buyers, :func:`flood_trees`. The family is the
+    largest of its family's and :func:`branching_bound`'s. The family is the
     one this script stored in ``OUT/lower_bounds.json`` for the same setting, certified again
     here (one LP and an exact best response), else a search now with the defaults, stored
     there too; a classic setting's is :func:`ramp_bound`."""
-    branching = flood_trees(setting).ratio if _one_unit_buyers(setting) else 0.0
-    return max(_family_bound(name, setting, out).ratio, branching)
+    return max(_family_bound(name, setting, out).ratio, branching_bound(setting) or 0.0)
 
 
 def _family_bound(name: str, setting: Setting, out: Path) -> LowerBound:
@@ -195,7 +199,6 @@ def main() -> None:
         found = [] if classic else search(setting, *budget)
         best = ramp_bound(setting) if classic else max(found, key=lambda bound: bound.ratio)
         threshold = certify_dp(setting, make_baseline("threshold", setting)).ratio
-        branching = flood_trees(setting).ratio if _one_unit_buyers(setting) else None
         rows.append(
             {
                 "configs": ", ".join((name, *SETTINGS.get(name, ()))),
@@ -203,7 +206,7 @@ def main() -> None:
                 "lower_bound": best.ratio,
                 "lp_ratio": best.lp_ratio,
                 "every_search": [round(bound.ratio, 4) for bound in found],
-                "branching": branching,
+                "branching": branching_bound(setting),
                 "family": "ramp" if classic else "stopping",
                 "buyers": int(best.demands.size),
                 "supply": float(best.demands.sum()),  # in capacities
@@ -220,10 +223,6 @@ def main() -> None:
     markdown = table(rows)
     (out / "lower_bounds.md").write_text(markdown)
     print(markdown)
-
-
-def _one_unit_buyers(setting: Setting) -> bool:
-    return setting.divisible and setting.demand_levels == 1 and setting.grid_size < setting.rounds
 
 
 def table(rows: list[dict]) -> str:

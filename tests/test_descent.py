@@ -13,8 +13,9 @@ from advonline.problems.posted_price.descent import (
     descend,
     initial_params,
     price_table,
+    table_policy,
 )
-from advonline.problems.posted_price.model import Setting, SettingError, TablePolicy
+from advonline.problems.posted_price.model import Setting, SettingError
 
 
 @pytest.fixture(autouse=True)
@@ -34,8 +35,7 @@ SETTING = Setting(resources=1, low=1.0, high=4.0, rounds=8, max_demand=0.25, div
 def _certificate(config: DescentConfig, params) -> float:
     with jax.enable_x64(True):
         table = price_table(SETTING, config, params)
-    policy = TablePolicy(table, SETTING.grid_size, config.policy == "deterministic")
-    return certify_dp(SETTING, policy).ratio
+    return certify_dp(SETTING, table_policy(SETTING, config, table)).ratio
 
 
 @pytest.mark.parametrize("policy", ["randomised", "deterministic"])

@@ -153,7 +153,7 @@ def descend(
             update, state = optimiser.update(jnp.nan_to_num(slope), state)
             params = optax.apply_updates(params, update)
             last = ratio
-        delivered = _table_policy(setting, config, table_of(best_params))
+        delivered = table_policy(setting, config, table_of(best_params))
     return Descent(
         policy=delivered,
         certificate=certify_dp(setting, delivered, work_limit),
@@ -162,7 +162,8 @@ def descend(
     )
 
 
-def _table_policy(setting: Setting, config: DescentConfig, table) -> TablePolicy:
+def table_policy(setting: Setting, config: DescentConfig, table: PriceDistribution) -> TablePolicy:
+    """The policy that posts ``table`` (:func:`price_table`'s shape), of ``config``'s class."""
     deterministic = config.policy == "deterministic"
     return TablePolicy(table, setting.grid_size, deterministic)
 
@@ -171,7 +172,7 @@ def _certify(setting, config, table, work_limit, last) -> Certificate:
     """The table's certificate, its iteration started a little below ``last`` (1 at first).
     A start already above the root stops at once at the start, a looser bound; then it runs
     again from further below, and at last from 1, so every figure is the programme's value."""
-    policy = _table_policy(setting, config, table)
+    policy = table_policy(setting, config, table)
     starts = [1.0] if last is None else [max(1.0, f * last) for f in _WARM_STARTS] + [1.0]
     for start in starts:
         certificate = certify_dp(setting, policy, work_limit, start)
