@@ -14,6 +14,7 @@ from advonline.baselines.posted_price import make_baseline
 from advonline.problems.posted_price.buyer_types import BuyerTypes
 from advonline.problems.posted_price.certify import (
     _induction,
+    _pairs,
     certify_and_draw,
     certify_closed_form,
     certify_dp,
@@ -284,6 +285,35 @@ def _on_grid(setting: Setting, seed: int, randomised: bool):
     table = grid[rng.integers(0, grid.size, shape)]
     table[:, 0] = setting.low  # a finite ratio
     return TablePolicy(prices=jnp.asarray(table))
+
+
+@pytest.mark.parametrize("setting", TINY[:2] + TINY[3:], ids=["div-2lv", "ind-2lv", "ind-T4"])
+@pytest.mark.parametrize("ratio", [1.0, 1.7, 3.0])
+def test_the_sweep_over_equal_sale_pairs_is_the_full_sweep(setting, ratio):
+    """Where every state's atoms rise within [L, U], as a learned network's do, "at p_k" and
+    "just below p_{k+1}" buy the same atoms; the sweep that keeps the better of each pair has
+    the full sweep's value, which is the committed game tree's."""
+    policy = _on_grid(setting, seed=setting.rounds, randomised=True)
+    with jax.enable_x64(True):
+        table = price_table(setting, policy, jnp.float64)
+        assert _pairs(setting, table.prices)
+        full, paired = (
+            [float(x) for x in _induction(setting, table.prices, table.probs, ratio, False, p)[0]]
+            for p in (False, True)
+        )
+    assert paired[0] == pytest.approx(full[0], rel=1e-12, abs=1e-12)
+    assert paired[0] == pytest.approx(paired[1] - ratio * paired[2], abs=1e-9)
+    assert paired[0] == pytest.approx(_committed_gap_game_tree(setting, policy, ratio), abs=1e-6)
+
+
+def test_pairs_need_atoms_rising_within_the_range():
+    setting = TINY[0]
+    with jax.enable_x64(True):
+        rising = price_table(setting, _on_grid(setting, 1, randomised=True), jnp.float64)
+        above = price_table(setting, _random_policy(setting, seed=1), jnp.float64)
+    assert _pairs(setting, rising.prices)
+    assert not _pairs(setting, above.prices)  # an atom above U
+    assert not _pairs(setting, rising.prices[..., ::-1])  # falling
 
 
 @pytest.mark.parametrize("setting", TINY, ids=["div-2lv", "ind-2lv", "div-T4", "ind-T4"])

@@ -115,9 +115,10 @@ def certify_and_draw(
             )
             return Certificate(None, None, note), None
         ratio, steps, strategy = max(float(start), 1.0), 0, None
+        paired = _pairs(setting, table.prices)
         for steps in range(1, _MAX_DINKELBACH_STEPS + 1):  # noqa: B007
             (gap, opt, alg), choices = _induction(
-                setting, table.prices, table.probs, jnp.float64(ratio), count > 0
+                setting, table.prices, table.probs, jnp.float64(ratio), count > 0, paired
             )
             gap, opt, alg = float(gap), float(opt), float(alg)
             if opt > 0 and alg <= 0:
@@ -143,20 +144,27 @@ def certify_and_draw(
         return certificate, _runs(setting, table, strategy, key, count)
 
 
-def _candidates(setting: Setting, prices: jax.Array, probs: jax.Array):
+def _candidates(setting: Setting, prices: jax.Array, probs: jax.Array, rising: bool = False):
     """Buyer densities worth trying in each state and the chance each one buys.
 
     Per state (row u_A) and atom k: density ``clip(p_k, L, U)`` (buys every atom <= it) and
     just below ``p_k`` (the supremum ``min(p_k, U)``, buying only atoms < p_k; only when
     ``p_k > L``), and U. Between these the ratio is monotone, so nothing else can be worse.
-    Returns density, sale probability and allowed, each ``[G+1, 2A+1]``.
+    Returns density, sale probability and allowed, each ``[G+1, 2A+1]``. ``rising``: the
+    atoms rise strictly within [L, U] (:func:`_pairs`), so the atoms a candidate buys are a
+    prefix and the sale probabilities cumulative sums.
     """
     low, high = setting.low, setting.high
     at = jnp.clip(prices, low, high)  # [G+1, A]
     below = jnp.minimum(prices, high)
-    buys_at = jnp.sum(probs[:, None, :] * (prices[:, None, :] <= at[:, :, None]), -1)
-    buys_below = jnp.sum(probs[:, None, :] * (prices[:, None, :] < prices[:, :, None]), -1)
-    top = jnp.sum(probs * (prices <= high), -1, keepdims=True)
+    if rising:
+        buys_at = jnp.cumsum(probs, -1)
+        buys_below = jnp.concatenate([jnp.zeros_like(probs[:, :1]), buys_at[:, :-1]], 1)
+        top = buys_at[:, -1:]
+    else:
+        buys_at = jnp.sum(probs[:, None, :] * (prices[:, None, :] <= at[:, :, None]), -1)
+        buys_below = jnp.sum(probs[:, None, :] * (prices[:, None, :] < prices[:, :, None]), -1)
+        top = jnp.sum(probs * (prices <= high), -1, keepdims=True)
     density = jnp.concatenate([at, below, jnp.full_like(top, high)], 1)
     sale = jnp.concatenate([buys_at, buys_below, top], 1)
     allowed = jnp.concatenate([jnp.ones_like(at, bool), prices > low, jnp.ones_like(top, bool)], 1)
@@ -191,11 +199,24 @@ def _first_near(affine: jax.Array, top: jax.Array) -> jax.Array:
     return jnp.clip(last - jnp.max(jnp.where(near, reversed_index, -1), axis=1), 0, last)
 
 
-@functools.partial(jax.jit, static_argnums=(0, 4))
-def _induction(setting, prices, probs, ratio, keep_choices: bool):
+def _pairs(setting: Setting, prices: jax.Array) -> bool:
+    """Whether the table's atoms rise strictly and lie within [L, U] in every state (a host
+    check of a concrete ``[T, G+1, A]`` table). Then "at ``p_k``" and "just below
+    ``p_{k+1}``" (and "at ``p_{A-1}``" and ``U``) buy the same atoms, so each pair shares its
+    sale probability and, in a given block, only the better of the two can be the maximiser:
+    :func:`_induction` compares them first and maximises over ``A + 1`` candidates, not
+    ``2A + 1``, with the same value."""
+    prices = np.asarray(prices)
+    rising = prices.shape[-1] < 2 or bool(np.all(np.diff(prices, axis=-1) > 0))
+    return rising and bool(prices.min() >= setting.low) and bool(prices.max() <= setting.high)
+
+
+@functools.partial(jax.jit, static_argnums=(0, 4, 5))
+def _induction(setting, prices, probs, ratio, keep_choices: bool, paired: bool = False):
     """The backward induction for ratio r: ``((F(r), E[OPT], E[ALG]), choices)``, where
     ``choices`` ``[T, G+1, G+1]`` is the maximising choice index (:func:`_choices`) in every
-    state when ``keep_choices``, else None.
+    state when ``keep_choices``, else None. ``paired`` (only where :func:`_pairs` holds)
+    maximises over the better candidate of each equal-sale pair.
 
     Tables over (u_A, u_O) ``[G+1, G+1]``; a buyer choice is (demand level, density
     candidate, how many units OPT takes).
@@ -220,28 +241,50 @@ def _induction(setting, prices, probs, ratio, keep_choices: bool):
                 sold = jnp.where(units + j <= grid, j, 0)
                 yield from ((sold, amount) for amount in (0, j))
 
+    def block_candidates(density, sale, allowed, sold, amount):
+        """For one block: each candidate's own payoff ``opt_gain - r sale alg_gain`` (-inf where
+        not allowed), sale probability, OPT gain and expected ALG gain, ``[G+1, C]``, and with
+        ``paired`` the better of each pair with its index among the ``2A + 1`` of
+        :func:`_candidates` (else None: all of them, in order)."""
+        alg_gain = density * (sold * unit)[:, None]  # [G+1, 2A+1]
+        opt_gain = density * (amount * unit)
+        own = jnp.where(allowed, opt_gain - ratio * sale * alg_gain, minus_inf)
+        if not paired:
+            return own, sale, opt_gain, sale * alg_gain, None
+        atoms = (density.shape[1] - 1) // 2
+        first = jnp.arange(atoms)  # at p_k
+        second = jnp.arange(atoms + 1, 2 * atoms + 1)  # just below p_{k+1}; U for the last
+        better = own[:, second] > own[:, first]  # [G+1, A]
+
+        def merge(column):
+            column = jnp.broadcast_to(column, own.shape)
+            kept = jnp.where(better, column[:, second], column[:, first])
+            return jnp.concatenate([kept, column[:, atoms : atoms + 1]], 1)  # and below p_0
+
+        columns = (own, sale, opt_gain, sale * alg_gain, jnp.arange(density.shape[1]))
+        return tuple(merge(column) for column in columns)
+
     def back(carry, inputs):  # carry: gap, opt, alg [G+1, G+1]; prices, probs [G+1, A]
         tables = carry
-        density, sale, allowed = _candidates(setting, *inputs)  # [G+1, C]
+        density, sale, allowed = _candidates(setting, *inputs, paired)  # [G+1, 2A+1]
         candidates = density.shape[1]
         values, choices, picked = [tables[0]], [jnp.zeros_like(tables[0], jnp.int32)], [tables[1:]]
         for index, (sold, amount) in enumerate(blocks()):
+            own, chance_of, opt_gain, alg_gain, original = block_candidates(
+                density, sale, allowed, sold, amount
+            )
             rows = units + sold
             # after a sale the next state is (rows, u_O + amount), else (u_A, u_O + amount)
             stayed = [shift_opt(table, amount) for table in tables]
             moved = [shift_opt(table[rows], amount) for table in tables]
-            alg_gain = density * (sold * unit)[:, None]  # [G+1, C]
-            opt_gain = density * (amount * unit)
             # the value of candidate c is affine in the continuation's difference:
             # own[c] + sale[c] * (moved - stayed) + stayed
-            own = jnp.where(allowed, opt_gain - ratio * sale * alg_gain, minus_inf)
             spread = moved[0] - stayed[0]
-            affine = own[:, :, None] + sale[:, :, None] * spread[:, None, :]  # [G+1, C, G+1]
+            affine = own[:, :, None] + chance_of[:, :, None] * spread[:, None, :]  # [G+1, C, G+1]
             top = jnp.max(affine, axis=1)  # [G+1 (u_A), G+1 (u_O)]
             best = _first_near(affine, top)
-            chance = jnp.take_along_axis(sale, best, 1)
-            gains = (opt_gain, sale * alg_gain)
-            gains = tuple(jnp.take_along_axis(gain, best, 1) for gain in gains)
+            chance = jnp.take_along_axis(chance_of, best, 1)
+            gains = tuple(jnp.take_along_axis(gain, best, 1) for gain in (opt_gain, alg_gain))
             fits = (units + amount <= grid)[None, :]  # OPT's units within capacity
             picked.append(
                 tuple(
@@ -250,6 +293,8 @@ def _induction(setting, prices, probs, ratio, keep_choices: bool):
                 )
             )
             values.append(jnp.where(fits, stayed[0] + top, minus_inf))
+            if original is not None:  # the merged candidate's index among the 2A + 1
+                best = jnp.take_along_axis(original, best, 1)
             choices.append(1 + index * candidates + best)
         block = jnp.argmax(jnp.stack(values), axis=0)  # [G+1, G+1]
         select = lambda stacked: jnp.take_along_axis(stacked, block[None], 0)[0]  # noqa: E731
@@ -275,16 +320,17 @@ def certificate_gradient(setting: Setting, table_of, params, ratio: float):
     programme (hashable, one compilation per function)."""
     with jax.enable_x64(True):
         below = jnp.float64(ratio * (1 - _STRATEGY_MARGIN))
-        return _gradient(setting, table_of, params, below)
+        paired = _pairs(setting, table_of(params).prices)
+        return _gradient(setting, table_of, params, below, paired)
 
 
-@functools.partial(jax.jit, static_argnums=(0, 1))
-def _gradient(setting, table_of, params, ratio):
+@functools.partial(jax.jit, static_argnums=(0, 1, 4))
+def _gradient(setting, table_of, params, ratio, paired: bool):
     """``dF(ratio)/dparams / E[ALG]`` (:func:`certificate_gradient`)."""
 
     def gap(params):
         table = table_of(params)
-        (value, _, alg), _ = _induction(setting, table.prices, table.probs, ratio, False)
+        (value, _, alg), _ = _induction(setting, table.prices, table.probs, ratio, False, paired)
         return value, alg
 
     (_, alg), slope = jax.value_and_grad(gap, has_aux=True)(params)
@@ -326,7 +372,8 @@ def _runs_below(setting: Setting, table, ratio: float, key: jax.Array, count: in
     """``count`` draws of the strategy for a ratio a relative ``_STRATEGY_MARGIN`` below
     ``ratio`` (:func:`worst_runs`) against the float64 price ``table`` (inside x64)."""
     below = jnp.float64(ratio * (1 - _STRATEGY_MARGIN))
-    _, choices = _induction(setting, table.prices, table.probs, below, True)
+    paired = _pairs(setting, table.prices)
+    _, choices = _induction(setting, table.prices, table.probs, below, True, paired)
     return _runs(setting, table, choices, key, count)
 
 

@@ -253,9 +253,21 @@ class Game:
         return self.setting.resources > 1 and self.config.oracle.mixtures
 
     def optimum_of(self, types) -> np.ndarray:
-        """OPT of the instances written as ``types`` ``[N, T]`` (host array)."""
-        instances = self.adversary.instances(jnp.asarray(types), jnp.float32)
-        return np.asarray(offline_optimum(self.setting, instances))
+        """OPT of the instances written as ``types`` ``[N, T]`` (host array). For K = 1 one
+        jitted programme, the batch padded to a power of two (at least 32) so that the
+        epochs' varying counts share a handful of compilations; K >= 2 solves by HiGHS."""
+        types = np.asarray(types)
+        if self.setting.resources != 1:
+            instances = self.adversary.instances(jnp.asarray(types), jnp.float32)
+            return np.asarray(offline_optimum(self.setting, instances))
+        count = types.shape[0]
+        if count == 0:
+            return np.zeros(0, np.float32)
+        padded = max(32, 1 << max(count - 1, 0).bit_length())
+        filler = np.broadcast_to(types[:1], (padded - count, *types.shape[1:]))
+        return np.asarray(_typed_optimum(self, jnp.asarray(np.concatenate([types, filler]))))[
+            :count
+        ]
 
     def payoffs(self, params: dict, types: jax.Array, optimum: jax.Array) -> jax.Array:
         """Exact payoffs ``E[ALG(I_j)] / OPT(I_j)`` ``[N]`` of the network ``params`` on the
@@ -522,6 +534,12 @@ def action_weights(weighted_gain: jax.Array, accepted: jax.Array, atoms: int) ->
     # [T, G + 1, A + 1] table is several times slower on a CPU)
     by_count = jnp.zeros(shape, weighted_gain.dtype).at[rounds, accepted.T].add(weighted_gain)
     return jnp.einsum("tku,ak->tua", by_count, below_mask(atoms, weighted_gain.dtype))
+
+
+@functools.partial(jax.jit, static_argnums=0)
+def _typed_optimum(game: Game, types: jax.Array) -> jax.Array:
+    """K = 1: OPT ``[N]`` of the instances written as ``types`` ``[N, T]``."""
+    return offline_optimum(game.setting, game.adversary.instances(types, jnp.float32))
 
 
 def policy_probs(game: Game, params: dict, dtype) -> jax.Array:

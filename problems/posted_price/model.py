@@ -404,10 +404,13 @@ def _simulate_jit(setting, policy, sources, keys, dtype):
     )
 
 
+@functools.partial(jax.jit, static_argnums=(0, 2))
 def price_table(setting: Setting, policy: Policy, dtype=None) -> PriceDistribution:
     """The policy on the K = 1 utilisation grid: prices, probs ``[T, G + 1, A]``.
 
     Entry ``[t, u]`` is the distribution posted in round t after selling u demand units.
+    One compiled programme per setting, policy class and dtype (policies are pytrees), so a
+    table made between training steps is not dispatched operation by operation.
     """
     if setting.resources != 1:
         raise SettingError("the utilisation-grid table needs one resource (K = 1)")

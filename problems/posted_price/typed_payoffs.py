@@ -12,6 +12,8 @@ lower bound for divisible K >= 2, so a ratio is never inflated).
 
 from __future__ import annotations
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -55,6 +57,7 @@ def algorithm_table(setting: Setting, policy: Policy, dtype) -> PriceDistributio
     return grid_price_table(setting, policy, dtype)
 
 
+@functools.partial(jax.jit, static_argnums=(0, 2))
 def type_sale_table(vocabulary: BuyerTypes, table: PriceDistribution, dtype) -> jax.Array:
     """``[T, S, types]``: the chance that a buyer of each type accepts the prices posted in
     each state of ``table`` (:func:`algorithm_table`; 0 for the nobody type).
