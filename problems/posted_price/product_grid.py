@@ -26,7 +26,6 @@ Everything here is a pure JAX function (jit- and vmap-able).
 
 from __future__ import annotations
 
-import functools
 from typing import NamedTuple
 
 import jax
@@ -65,10 +64,8 @@ def state_index(setting: Setting, units: jax.Array) -> jax.Array:
     return (units @ jnp.asarray(strides, jnp.int32)).astype(jnp.int32)
 
 
-@functools.partial(jax.jit, static_argnums=(0, 2))
 def grid_price_table(setting: Setting, policy: Policy, dtype=None) -> PriceDistribution:
-    """The policy in every (round, state): prices, probs ``[T, S, K, A]`` (jitted, as
-    :func:`~posted_price.model.price_table`)."""
+    """The policy in every (round, state): prices, probs ``[T, S, K, A]``."""
     dtype = default_dtype(dtype)
     capacities = np.asarray(setting.capacities)
     used = jnp.asarray(grid_units(setting) * capacities / setting.grid_size, dtype)  # [S, K]
