@@ -27,8 +27,10 @@ measured CR: the worst ratio a real input was found to attain.
 Run: python experiments/certificate_descent.py [--out results] [--seeds 3] [--only k1-u10]
          [--measure] [--fresh]
 Writes OUT/certificate_descent.{md,csv} and each run's result and delivered table to
-OUT/certificate_descent/<setting>-<class>-seed<n>.json; a run whose file exists is not trained
-again unless ``--fresh`` (``--measure`` measures a stored table without training it again).
+OUT/certificate_descent/<setting>-<class>-seed<n>.json, and the table as a policy file beside
+it, ``<run>-policy.json`` (``advonline evaluate --policy FILE`` measures it); a run whose file
+exists is not trained again unless ``--fresh``, which replaces both (``--measure`` measures a
+stored table without training it again).
 On 2 CPU cores, per randomised run: 8-11 min for 200 buyers of 1%, about 2 min for the
 classic settings, 0.5 min for large demands; a deterministic run takes a sixth to a tenth of
 that (one price atom instead of 16). About 2.5 hours for the whole sweep.
@@ -37,6 +39,7 @@ that (one price atom instead of 16). About 2.5 hours for the whole sweep.
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
 import math
 import statistics
@@ -48,13 +51,18 @@ import lower_bounds
 import numpy as np
 from common import fmt, spread, write_csv
 
-from advonline import environment
+from advonline import __version__, environment, export
 from advonline.baselines.posted_price import make_baseline
 from advonline.problems.posted_price import figures
-from advonline.problems.posted_price.certify import certify_dp
-from advonline.problems.posted_price.descent import DescentConfig, descend, table_policy
+from advonline.problems.posted_price.certify import Certificate, certify_dp
+from advonline.problems.posted_price.descent import (
+    DescentConfig,
+    descend,
+    policy_document,
+    table_policy,
+)
 from advonline.problems.posted_price.evaluate import Budget, measure
-from advonline.problems.posted_price.model import PriceDistribution
+from advonline.problems.posted_price.model import PriceDistribution, TablePolicy
 
 #: setting name (a config's, or a classic setting's) -> the row's label
 SETTINGS = {
@@ -118,6 +126,8 @@ def sweep(labels: list[str], seeds: int, out: Path, evaluate: bool, fresh: bool)
                 path = folder / f"{label}-{policy_class}-seed{seed}.json"
                 if fresh or not path.is_file():
                     _run(setting, config, seed, path)
+                    _policy_path(path).unlink(missing_ok=True)  # the earlier table's
+                _write_policy(setting, config, path)
                 row = _read(path)
                 if evaluate and "measured" not in row:
                     row = _measure(setting, config, path)
@@ -153,13 +163,43 @@ def _run(setting, config: DescentConfig, seed: int, path: Path) -> None:
     path.write_text(json.dumps(result, indent=1))
 
 
-def _measure(setting, config: DescentConfig, path: Path) -> dict:
-    """Add the evaluator's measurement of the stored table (its default budget) to its file."""
-    result = _read(path)
+def _stored_policy(setting, config: DescentConfig, result: dict) -> TablePolicy:
+    """The policy that posts a stored result's table (one row for every round)."""
     rows = [np.asarray(result["table"][name], np.float64) for name in ("prices", "probs")]
     with jax.enable_x64(True):  # the same table in every round
         prices, probs = (jnp.broadcast_to(row, (setting.rounds, *row.shape)) for row in rows)
-    table = table_policy(setting, config, PriceDistribution(prices, probs))
+    return table_policy(setting, config, PriceDistribution(prices, probs))
+
+
+def _policy_path(path: Path) -> Path:
+    return path.with_name(f"{path.stem}-policy.json")
+
+
+def _write_policy(setting, config: DescentConfig, path: Path) -> None:
+    """The stored run's table as a policy file beside it, ``<run>-policy.json`` (once: an
+    existing file is kept), which ``advonline evaluate --policy`` measures."""
+    target = _policy_path(path)
+    if target.is_file():
+        return
+    result = _read(path)
+    note = result["certificate_note"]
+    certificate = Certificate(result["certificate"], "dynamic-programme", note)
+    provenance = {
+        "package": "advonline",
+        "package_version": __version__,
+        "created": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+        "seed": result["seed"],
+        "training_steps": result["steps"],
+        "measured": result.get("measured"),
+    }
+    policy = _stored_policy(setting, config, result)
+    export.write(target, policy_document(setting, config, policy, certificate, provenance))
+
+
+def _measure(setting, config: DescentConfig, path: Path) -> dict:
+    """Add the evaluator's measurement of the stored table (its default budget) to its file."""
+    result = _read(path)
+    table = _stored_policy(setting, config, result)
     measured = measure(setting, f"descent-{config.policy}", table, Budget())
     result.update(measured=measured.competitive_ratio, measured_source=measured.worst_source)
     path.write_text(json.dumps(result, indent=1))

@@ -2,6 +2,7 @@
 short descent that lowers the certificate of what it delivers."""
 
 import functools
+import json
 
 import jax
 import numpy as np
@@ -12,10 +13,13 @@ from advonline.problems.posted_price.descent import (
     DescentConfig,
     descend,
     initial_params,
+    policy_document,
     price_table,
     table_policy,
 )
 from advonline.problems.posted_price.model import Setting, SettingError
+from advonline.problems.posted_price.policy_file import parse
+from advonline.problems.posted_price.tabulated import from_file
 
 
 @pytest.fixture(autouse=True)
@@ -67,6 +71,11 @@ def test_a_short_descent_delivers_its_lowest_certificate(policy):
     assert found.certificate.ratio < 0.9 * found.history[0]
     assert found.certificate.ratio == pytest.approx(certify_dp(SETTING, found.policy).ratio)
     assert found.policy.deterministic == (policy == "deterministic")
+    # as a policy file: the same setting, and the certificate up to the 9 digits it keeps
+    document = policy_document(SETTING, config, found.policy, found.certificate, {})
+    setting, loaded = from_file(parse(json.loads(json.dumps(document))))
+    assert setting == SETTING and document["provenance"]["algorithm"] == f"descent-{policy}"
+    assert certify_dp(setting, loaded).ratio == pytest.approx(found.certificate.ratio, rel=1e-7)
     if policy == "deterministic":
         curve = np.asarray(found.policy.table.prices[0, :, 0])
         assert curve[0] == SETTING.low

@@ -36,6 +36,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
+from advonline.problems.posted_price import policy_writer
 from advonline.problems.posted_price.certify import (
     DEFAULT_WORK_LIMIT,
     Certificate,
@@ -166,6 +167,26 @@ def table_policy(setting: Setting, config: DescentConfig, table: PriceDistributi
     """The policy that posts ``table`` (:func:`price_table`'s shape), of ``config``'s class."""
     deterministic = config.policy == "deterministic"
     return TablePolicy(table, setting.grid_size, deterministic)
+
+
+def policy_document(
+    setting: Setting,
+    config: DescentConfig,
+    policy: TablePolicy,
+    certificate: Certificate,
+    provenance: dict,
+) -> dict:
+    """A delivered table as a policy file (version 1: the utilisation-grid table that
+    ``advonline evaluate --policy`` reads), with its certificate and the descent's settings
+    added to ``provenance``."""
+    provenance = {
+        **provenance,
+        "algorithm": f"descent-{config.policy}",
+        "descent": dataclasses.asdict(config),
+        "certificate": certificate.ratio,
+        "certificate_note": certificate.note,
+    }
+    return policy_writer.policy_document(setting, policy, config.round_seen, provenance)
 
 
 def _certify(setting, config, table, work_limit, last) -> Certificate:
