@@ -43,7 +43,13 @@ from scipy.optimize import linprog
 
 from advonline.problems.posted_price import oracles
 from advonline.problems.posted_price.buyer_types import BuyerTypes
-from advonline.problems.posted_price.model import Setting, SettingError
+from advonline.problems.posted_price.knapsack import (
+    add_item,
+    capacity_units,
+    fractional_knapsack,
+    knapsack,
+)
+from advonline.problems.posted_price.model import Setting
 from advonline.search import hill_climb
 
 
@@ -68,47 +74,19 @@ class LowerBound:
         }
 
 
-def _capacity_units(setting: Setting) -> int:
-    if setting.resources != 1:
-        raise SettingError("the stopping-family lower bound is for one resource")
-    return round(setting.capacities[0] * setting.grid_size)
-
-
 def prefix_optima(setting: Setting, units: np.ndarray, values: np.ndarray) -> np.ndarray:
     """``[T]`` float64: the exact offline optimum of every prefix ``S_1 .. S_j``."""
-    capacity = _capacity_units(setting)
+    capacity = capacity_units(setting)
     optima = np.empty(len(units))
     if setting.divisible:
         for j in range(len(units)):
-            optima[j] = _fractional_knapsack(values[: j + 1], units[: j + 1], capacity)
+            optima[j] = fractional_knapsack(values[: j + 1], units[: j + 1], capacity)
         return optima
     best = np.zeros(capacity + 1)  # best[c]: the most value within c units
     for j, (value, weight) in enumerate(zip(values, units, strict=True)):
-        _add_item(best, value, weight)
+        add_item(best, value, weight)
         optima[j] = best[-1]
     return optima
-
-
-def _add_item(best: np.ndarray, value: float, weight: int) -> None:
-    """One 0/1 knapsack step in place: ``best[c]``, the most value within ``c`` units, now
-    with the item of ``value`` and ``weight`` units available."""
-    if weight < len(best):
-        best[weight:] = np.maximum(best[weight:], best[: len(best) - weight] + value)
-
-
-def _fractional_knapsack(values: np.ndarray, units: np.ndarray, capacity: int) -> float:
-    order = np.argsort(-(values / units), kind="stable")
-    taken_before = np.cumsum(units[order]) - units[order]
-    share = np.clip((capacity - taken_before) / units[order], 0.0, 1.0)
-    return float(np.sum(values[order] * share))
-
-
-def _knapsack(values: np.ndarray, units: np.ndarray, capacity: int) -> float:
-    best = np.zeros(capacity + 1)
-    for value, weight in zip(values, units, strict=True):
-        if value > 0:
-            _add_item(best, value, weight)
-    return float(best[-1])
 
 
 def best_response_payoff(
@@ -123,10 +101,10 @@ def _best_response(setting: Setting, units, values, optima, stopping) -> float:
     """:func:`best_response_payoff` given the prefix optima ``[T]``."""
     per_prefix = np.where(optima > 0, stopping / np.where(optima > 0, optima, 1.0), 0.0)
     worth = values * np.cumsum(per_prefix[::-1])[::-1]  # buyer t counts in every prefix j > t
-    capacity = _capacity_units(setting)
+    capacity = capacity_units(setting)
     if setting.divisible:
-        return _fractional_knapsack(worth, units, capacity)
-    return _knapsack(worth, units, capacity)
+        return fractional_knapsack(worth, units, capacity)
+    return knapsack(worth, units, capacity)
 
 
 def stopping_lower_bound(setting: Setting, units: np.ndarray, densities: np.ndarray) -> LowerBound:
@@ -146,7 +124,7 @@ def stopping_lower_bound(setting: Setting, units: np.ndarray, densities: np.ndar
 def _maximin(setting: Setting, units, values, optima) -> tuple[float, np.ndarray]:
     """``z*`` and the duals of the prefix rows (the adversary's stopping distribution)."""
     rounds = len(units)
-    capacity = _capacity_units(setting)
+    capacity = capacity_units(setting)
     if setting.divisible:  # variables: x_0 .. x_{T-1}, z
         prefix = np.tril(np.ones((rounds, rounds)))  # row j sums buyers 0 .. j
         gains = prefix * values[None, :] / optima[:, None]
@@ -223,7 +201,7 @@ def search_lower_bound(
     in [L, U]; each of ``steps`` steps proposes ``candidates`` mutations per chain and keeps
     the best when the bound does not fall. Returns each chain's last family (its best: a
     chain never moves down), certified again here by the function that scored it."""
-    _capacity_units(setting)  # one resource only
+    capacity_units(setting)  # one resource only
     vocabulary = BuyerTypes.build(setting, levels)
     level = np.round(np.linspace(0, levels - 1, setting.rounds)).astype(np.int32)
     # the grid densities sit at the even places of the vocabulary (each after its just-below)

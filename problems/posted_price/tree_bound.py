@@ -33,10 +33,10 @@ import numpy as np
 import scipy.sparse
 from scipy.optimize import linprog
 
-from advonline.problems.posted_price.lower_bound import (
-    _capacity_units,
-    _fractional_knapsack,
-    _knapsack,
+from advonline.problems.posted_price.knapsack import (
+    capacity_units,
+    fractional_knapsack,
+    knapsack,
 )
 from advonline.problems.posted_price.model import Setting, SettingError
 
@@ -77,9 +77,9 @@ class TreeBound:
 
 def path_optima(setting: Setting, family: TreeFamily) -> np.ndarray:
     """``[N]`` float64: the exact offline optimum of the path to every node."""
-    capacity = _capacity_units(setting)
+    capacity = capacity_units(setting)
     values = _values(setting, family)
-    solve = _fractional_knapsack if setting.divisible else _knapsack
+    solve = fractional_knapsack if setting.divisible else knapsack
     return np.array([solve(values[path], family.units[path], capacity) for path in family.paths()])
 
 
@@ -99,7 +99,7 @@ def best_response_payoff(
     """The most any online algorithm earns, ``sum_j p_j ALG_j / OPT_j``, when the adversary
     sends the path to node ``j`` with probability ``p_j`` (exact, float64)."""
     optima = path_optima(setting, family) if optima is None else optima
-    capacity = _capacity_units(setting)
+    capacity = capacity_units(setting)
     per_end = np.where(optima > 0, stopping / np.where(optima > 0, optima, 1.0), 0.0)
     below = per_end.copy()  # node n counts in every end node of its subtree
     for node in range(len(below) - 1, 0, -1):
@@ -131,7 +131,7 @@ def _values(setting: Setting, family: TreeFamily) -> np.ndarray:
 def _maximin(setting: Setting, family: TreeFamily, optima) -> tuple[float, np.ndarray]:
     """``z*`` of the divisible LP over units sold ``y`` and the duals of its end rows."""
     nodes = len(optima)
-    capacity = _capacity_units(setting)
+    capacity = capacity_units(setting)
     on_path = scipy.sparse.lil_array((nodes, nodes))  # row n: the nodes on the path to n
     for node, path in enumerate(family.paths()):
         on_path[node, path] = 1.0
