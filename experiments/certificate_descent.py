@@ -31,7 +31,7 @@ OUT/certificate_descent/<setting>-<class>-seed<n>.json, and the table as a polic
 it, ``<run>-policy.json`` (``advonline evaluate --policy FILE`` measures it); a run whose file
 exists is not trained again unless ``--fresh``, which replaces both (``--measure`` measures a
 stored table without training it again).
-On 2 CPU cores, per randomised run: 8-11 min for 200 buyers of 1%, about 2 min for the
+On 2 CPU cores, per randomised run: 5-11 min for 200 buyers of 1%, about 2 min for the
 classic settings, 0.5 min for large demands; a deterministic run takes a sixth to a tenth of
 that (one price atom instead of 16). About 2.5 hours for the whole sweep.
 """
