@@ -44,15 +44,22 @@ def float32_list(values) -> list:
     return shortest.reshape(array.shape).tolist()
 
 
+def stamp() -> dict:
+    """What every written policy says of its making: the package, its version, and when."""
+    return {
+        "package": "advonline",
+        "package_version": __version__,
+        "created": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+    }
+
+
 def provenance(
     algorithm: str, run_config: RunConfig, steps: int, checkpoint: str, measured: dict | None
 ) -> dict:
     """Where a policy came from: the config it was trained with, how long, and what it measured."""
     return {
         "algorithm": algorithm,
-        "package": "advonline",
-        "package_version": __version__,
-        "created": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+        **stamp(),
         "checkpoint": checkpoint,
         "seed": run_config.game.seed,
         "training_steps": steps,

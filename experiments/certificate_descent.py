@@ -39,7 +39,6 @@ that (one price atom instead of 16). About 2.5 hours for the whole sweep.
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
 import math
 import statistics
@@ -51,7 +50,7 @@ import lower_bounds
 import numpy as np
 from common import fmt, spread, write_csv
 
-from advonline import __version__, environment, export
+from advonline import environment, export
 from advonline.baselines.posted_price import make_baseline
 from advonline.problems.posted_price import figures
 from advonline.problems.posted_price.certify import Certificate, certify_dp
@@ -185,9 +184,7 @@ def _write_policy(setting, config: DescentConfig, path: Path) -> None:
     note = result["certificate_note"]
     certificate = Certificate(result["certificate"], "dynamic-programme", note)
     provenance = {
-        "package": "advonline",
-        "package_version": __version__,
-        "created": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+        **export.stamp(),
         "seed": result["seed"],
         "training_steps": result["steps"],
         "measured": result.get("measured"),
