@@ -41,6 +41,7 @@ def held(tmp_path):
     holder.communicate()
 
 
+@pytest.mark.parallel  # another process holds the folder meanwhile
 def test_a_second_writer_is_refused_at_once_naming_the_holder(held, tmp_path, capsys):
     folder, holder = held
     config = tmp_path / "tiny.toml"
@@ -117,6 +118,7 @@ def test_an_interrupted_write_leaves_the_old_file_and_no_temporary(tmp_path, mon
     assert target.read_bytes() == b"new"
 
 
+@pytest.mark.parallel  # another process holds the folder meanwhile
 def test_a_second_train_is_refused_and_the_first_ends_with_every_row_once(tmp_path, capsys):
     """The natural mistake: ``train --resume`` in a second terminal while the run goes on."""
     steps = 1500

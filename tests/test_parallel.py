@@ -17,10 +17,15 @@ from pathlib import Path
 
 import jax
 import numpy as np
+import pytest
 
 from advonline import checkpoint
 from tests.test_k2_run import TINY_K2
 from tests.test_train import TINY_TOML
+
+# each test launches processes that compete with the suite's workers for the cores, so they run
+# on their own: `make test-parallel` (CI runs it after `make test`)
+pytestmark = pytest.mark.parallel
 
 
 def _tiny(template: str, steps: int, checkpoint_every: int) -> str:

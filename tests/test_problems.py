@@ -211,10 +211,14 @@ def test_simulator_and_optimum_match_brute_force(name, index):
             if not getattr(policy, "deterministic", True):
                 continue
             payoffs = np.asarray(problem.payoffs(setting, policy, instances))
+            # the one simulator, an episode per instance (vmapped: one compiled program)
+            episodes = jax.vmap(
+                lambda one, key, policy=policy: problem.rollout(setting, policy, one, key)
+            )(instances, jax.random.split(jax.random.key(5), 6))
             for i in range(6):
                 one = jax.tree.map(lambda leaf, i=i: leaf[i], instances)
                 earned = loop(setting, policy, one)
-                simulated = _earned(problem.rollout(setting, policy, one, jax.random.key(i)))
+                simulated = _earned(jax.tree.map(lambda leaf, i=i: leaf[i], episodes))
                 assert simulated == pytest.approx(earned, rel=1e-9, abs=1e-12), algorithm
                 assert payoffs[i] == pytest.approx(earned / optima[i], rel=1e-9), algorithm
                 assert optima[i] == pytest.approx(solver(setting, one), rel=1e-7)

@@ -20,6 +20,7 @@ vectors; this module is independent of them, so training never needs to import t
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 import jax
 import jax.numpy as jnp
@@ -75,13 +76,9 @@ class BuyerTypes:
         return self.count - 1
 
     def instances(self, types: jax.Array, dtype) -> Instance:
-        """Type indices ``[..., T]`` as values ``[..., T]`` and demand vectors ``[..., T, K]``."""
-        densities = jnp.asarray(self.densities, dtype)
-        demands = jnp.asarray(self.demands, dtype)  # [J, K]
-        density_index = jnp.clip(types, 0, self.nobody - 1) // len(self.demands)
-        demand = demands[types % len(self.demands)]
-        demand = jnp.where((types == self.nobody)[..., None], 0, demand)
-        return Instance(values=densities[density_index] * demand.sum(-1), demands=demand)
+        """Type indices ``[..., T]`` as values ``[..., T]`` and demand vectors ``[..., T, K]``
+        (one compiled program per shape: it is called between jitted steps too)."""
+        return _instances(self, types, jnp.dtype(dtype))
 
     def tokens(self, densities, strictly_below, levels) -> np.ndarray:
         """Type indices of buyers given by density, whether it is the supremum just below
@@ -116,3 +113,13 @@ class BuyerTypes:
         """Value ``[types]`` and demand ``[types, K]`` of every type."""
         instance = self.instances(jnp.arange(self.count), dtype)
         return instance.values, instance.demands
+
+
+@functools.partial(jax.jit, static_argnums=(0, 2))
+def _instances(vocabulary: BuyerTypes, types: jax.Array, dtype) -> Instance:
+    densities = jnp.asarray(vocabulary.densities, dtype)
+    demands = jnp.asarray(vocabulary.demands, dtype)  # [J, K]
+    density_index = jnp.clip(types, 0, vocabulary.nobody - 1) // len(vocabulary.demands)
+    demand = demands[types % len(vocabulary.demands)]
+    demand = jnp.where((types == vocabulary.nobody)[..., None], 0, demand)
+    return Instance(values=densities[density_index] * demand.sum(-1), demands=demand)
