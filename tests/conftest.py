@@ -8,9 +8,9 @@ The suite's time is mostly compilation of tiny programs, so three settings make 
 - XLA's CPU backend compiles fusions with its older emitters and runtime, and each program's
   machine code in one piece rather than split for parallel code generation
   (:data:`FAST_COMPILE_FLAGS`): a quarter less compile time on the suite's programs, and a
-  further tenth from the unsplit code generation. These
-  flags are internal to XLA and a version that drops them aborts on them, so they are set
-  only for the jaxlib versions they were measured on;
+  further tenth from the unsplit code generation. These flags are internal to XLA and a
+  version that drops them aborts on them, so they are set only for the jaxlib versions they
+  were measured on;
 - compiled programs are cached on disk for the session (a temporary folder, removed at the
   end), so a program compiled again, by a fresh ``jax.jit`` of the same function or by a
   subprocess running the CLI, is read back instead of recompiled.

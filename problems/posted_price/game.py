@@ -263,11 +263,10 @@ class Game:
         count = types.shape[0]
         if count == 0:
             return np.zeros(0, np.float32)
-        padded = max(32, 1 << max(count - 1, 0).bit_length())
+        padded = max(32, 1 << (count - 1).bit_length())
         filler = np.broadcast_to(types[:1], (padded - count, *types.shape[1:]))
-        return np.asarray(_typed_optimum(self, jnp.asarray(np.concatenate([types, filler]))))[
-            :count
-        ]
+        optima = _typed_optimum(self, jnp.asarray(np.concatenate([types, filler])))
+        return np.asarray(optima)[:count]
 
     def payoffs(self, params: dict, types: jax.Array, optimum: jax.Array) -> jax.Array:
         """Exact payoffs ``E[ALG(I_j)] / OPT(I_j)`` ``[N]`` of the network ``params`` on the
