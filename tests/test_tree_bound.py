@@ -75,9 +75,12 @@ def _brute_maximin(payoffs: np.ndarray) -> float:
     return -float(result.fun)
 
 
+@pytest.mark.parametrize("divisible", [True, False], ids=["divisible", "indivisible"])
 @pytest.mark.parametrize("seed", range(6))
-def test_a_divisible_tree_bound_is_the_maximin_over_every_algorithm(seed):
-    setting, family = _setting(True), _random_tree(seed)
+def test_a_tree_bound_is_the_maximin_over_every_algorithm(seed, divisible):
+    """For indivisible buyers too: the flow LP is the maximin over every randomised algorithm
+    (a mixture of the deterministic ones), not a relaxation of it."""
+    setting, family = _setting(divisible), _random_tree(seed)
     bound = tree_lower_bound(setting, family)
     payoffs = _payoffs(setting, family, _every_algorithm(setting, family))
     best = 1.0 / _brute_maximin(payoffs)
@@ -100,8 +103,9 @@ def test_the_best_response_is_the_best_algorithm_against_the_stopping(seed):
         assert bound.ratio <= 1.0 / _brute_maximin(payoffs) * (1 + 1e-12)
 
 
-def test_a_tree_that_is_a_path_is_a_stopping_family():
-    setting = _setting(True)
+@pytest.mark.parametrize("divisible", [True, False])
+def test_a_tree_that_is_a_path_is_a_stopping_family(divisible):
+    setting = _setting(divisible)
     units = np.array([1, 2, 1, 1, 2])
     densities = np.array([1.0, 1.5, 2.0, 3.0, 4.0])
     path = TreeFamily(np.arange(-1, 4), units, densities)

@@ -21,8 +21,15 @@ left (``f(n, c) = max_y w_n y + sum over children f(child, c - y)``) in float64.
 suffice for divisible buyers: the path constraints of a tree form a laminar system, whose
 polytope has whole-unit vertices. For indivisible buyers ``y_n`` is 0 or ``d_n`` in the
 programme, which is then the exact best response of every deterministic algorithm, and so
-bounds the randomised ones too (Yao); the LP that chose ``p`` is the divisible relaxation.
-NumPy and SciPy's HiGHS, outside ``jit``.
+bounds the randomised ones too (Yao).
+
+For indivisible buyers the LP over expected units sold would be a relaxation (a randomised
+algorithm must fit the capacity on every draw, not on average), so the LP is over flows
+instead, as for stopping families: the chance ``a[n, c]`` that the algorithm reaches buyer
+``n`` with ``c`` units used and accepts, ``r[n, c]`` that it rejects. A buyer's inflow is its
+parent's outflow (every child of a node sees the same history up to it), so the LP's optimum
+is the maximin over every randomised online algorithm on the tree, and its duals the
+adversary's best distribution. NumPy and SciPy's HiGHS, outside ``jit``.
 """
 
 from __future__ import annotations
@@ -129,7 +136,10 @@ def _values(setting: Setting, family: TreeFamily) -> np.ndarray:
 
 
 def _maximin(setting: Setting, family: TreeFamily, optima) -> tuple[float, np.ndarray]:
-    """``z*`` of the divisible LP over units sold ``y`` and the duals of its end rows."""
+    """``z*`` of the LP over units sold ``y`` (divisible) or over accept / reject flows
+    (indivisible), and the duals of its end rows."""
+    if not setting.divisible:
+        return _flow_maximin(setting, family, optima)
     nodes = len(optima)
     capacity = capacity_units(setting)
     on_path = scipy.sparse.lil_array((nodes, nodes))  # row n: the nodes on the path to n
@@ -151,3 +161,60 @@ def _maximin(setting: Setting, family: TreeFamily, optima) -> tuple[float, np.nd
     if result.status != 0:
         raise RuntimeError(f"the tree-family LP failed: {result.message}")
     return -float(result.fun), -np.asarray(result.ineqlin.marginals)[:nodes]
+
+
+def _flow_maximin(setting: Setting, family: TreeFamily, optima) -> tuple[float, np.ndarray]:
+    """``z*`` and end-row duals of the indivisible LP: accept ``a[n, c]`` and reject
+    ``r[n, c]`` flows over (buyer, units used before it), then ``z``."""
+    nodes, states = len(optima), capacity_units(setting) + 1
+    size = nodes * states
+    accept = np.arange(size).reshape(nodes, states)
+    reject = accept + size
+    z_column = 2 * size
+    used = np.arange(states)
+    rows, cols, data = [], [], []
+    start = np.zeros(size)  # every root is reached with nothing used
+    for node, parent in enumerate(family.parent):
+        here = node * states + used
+        rows += [here, here]
+        cols += [accept[node], reject[node]]
+        data += [np.ones(states), np.ones(states)]
+        if parent < 0:
+            start[node * states] = 1.0
+            continue
+        # inflow: the parent's rejections at c, its acceptances at c - (its demand)
+        rows.append(here)
+        cols.append(reject[parent])
+        data.append(-np.ones(states))
+        grown = used[used >= family.units[parent]]
+        rows.append(node * states + grown)
+        cols.append(accept[parent, grown - family.units[parent]])
+        data.append(-np.ones(len(grown)))
+    flows = scipy.sparse.csr_array(
+        (np.concatenate(data), (np.concatenate(rows), np.concatenate(cols))),
+        shape=(size, 2 * size + 1),
+    )
+    gain_rows, gain_cols, gain_data = [], [], []
+    values = _values(setting, family)
+    for end, path in enumerate(family.paths()):  # z - ALG_end / OPT_end <= 0
+        gain_rows.append(np.full(len(path) * states + 1, end))
+        gain_cols.append(np.append(accept[path].ravel(), z_column))
+        gain_data.append(np.append(-np.repeat(values[path], states) / optima[end], 1.0))
+    gains = scipy.sparse.csr_array(
+        (np.concatenate(gain_data), (np.concatenate(gain_rows), np.concatenate(gain_cols))),
+        shape=(nodes, 2 * size + 1),
+    )
+    fits = (used[None, :] + family.units[:, None]) < states  # [N, states]
+    upper = np.concatenate([np.where(fits, 1.0, 0.0).ravel(), np.ones(size), [np.inf]])
+    result = linprog(
+        c=np.append(np.zeros(2 * size), -1.0),
+        A_ub=gains,
+        b_ub=np.zeros(nodes),
+        A_eq=flows,
+        b_eq=start,
+        bounds=np.stack([np.zeros(2 * size + 1), upper], axis=1),
+        method="highs",
+    )
+    if result.status != 0:
+        raise RuntimeError(f"the tree-family LP failed: {result.message}")
+    return -float(result.fun), -np.asarray(result.ineqlin.marginals)
