@@ -12,7 +12,8 @@ on the family is the linear programme
 and ``1 / z*`` is a lower bound on its competitive ratio. Divisible buyers: ``x_t in [0, 1]``
 with ``sum_t d_t x_t <= C`` (a randomised algorithm takes the same in expectation).
 Indivisible buyers: a randomised algorithm is a flow over (round, units used) that accepts
-or rejects each buyer that fits. ``OPT_j`` is the exact offline optimum of the prefix.
+or rejects each buyer that fits (:func:`~posted_price.tree_bound.flow_maximin` on a path).
+``OPT_j`` is the exact offline optimum of the prefix.
 
 The figure reported is not the LP's own optimum, which carries the solver's tolerance, but a
 certificate: the LP's dual is the adversary's distribution ``p`` over stopping points, and
@@ -38,7 +39,6 @@ import functools
 import jax
 import jax.numpy as jnp
 import numpy as np
-import scipy.sparse
 from scipy.optimize import linprog
 
 from advonline.problems.posted_price import oracles
@@ -50,6 +50,7 @@ from advonline.problems.posted_price.knapsack import (
     knapsack,
 )
 from advonline.problems.posted_price.model import Setting
+from advonline.problems.posted_price.tree_bound import TreeFamily, flow_maximin
 from advonline.search import hill_climb
 
 
@@ -114,14 +115,14 @@ def stopping_lower_bound(setting: Setting, units: np.ndarray, densities: np.ndar
     densities = np.asarray(densities, dtype=np.float64)
     values = densities * units / setting.grid_size
     optima = prefix_optima(setting, units, values)
-    z, duals = _maximin(setting, units, values, optima)
+    z, duals = _maximin(setting, units, densities, values, optima)
     stopping = np.clip(duals, 0.0, None)
     stopping = stopping / stopping.sum()
     certified = 1.0 / _best_response(setting, units, values, optima, stopping)
     return LowerBound(certified, 1.0 / z, units / setting.grid_size, densities, stopping)
 
 
-def _maximin(setting: Setting, units, values, optima) -> tuple[float, np.ndarray]:
+def _maximin(setting: Setting, units, densities, values, optima) -> tuple[float, np.ndarray]:
     """``z*`` and the duals of the prefix rows (the adversary's stopping distribution)."""
     rounds = len(units)
     capacity = capacity_units(setting)
@@ -138,48 +139,9 @@ def _maximin(setting: Setting, units, values, optima) -> tuple[float, np.ndarray
             method="highs",
         )
         return _solved(result, rounds)
-    # indivisible: accept a[t, c] and reject r[t, c] flows over (round, units used), then z
-    states = capacity + 1
-    size = rounds * states
-    accept = np.arange(size).reshape(rounds, states)
-    reject = accept + size
-    z_column = 2 * size
-    rows, cols, data = [], [], []
-    equality_rhs = np.zeros(size)
-    equality_rhs[0] = 1.0  # the run starts at (round 0, nothing used)
-    for t in range(rounds):
-        for c in range(states):
-            row = t * states + c
-            rows += [row, row]
-            cols += [accept[t, c], reject[t, c]]
-            data += [1.0, 1.0]
-            if t > 0:  # inflow: rejected at (t-1, c), accepted at (t-1, c - u)
-                rows.append(row)
-                cols.append(reject[t - 1, c])
-                data.append(-1.0)
-                if c - units[t - 1] >= 0:
-                    rows.append(row)
-                    cols.append(accept[t - 1, c - units[t - 1]])
-                    data.append(-1.0)
-    equality = scipy.sparse.csr_array((data, (rows, cols)), shape=(size, 2 * size + 1))
-    gain_rows = []
-    for j in range(rounds):  # z - sum_{t <= j} v_t sum_c a[t, c] / OPT_j <= 0
-        row = np.zeros(2 * size + 1)
-        row[accept[: j + 1].ravel()] = -np.repeat(values[: j + 1], states) / optima[j]
-        row[z_column] = 1.0
-        gain_rows.append(row)
-    fits = (np.arange(states)[None, :] + units[:, None]) <= capacity  # [T, states]
-    upper = np.concatenate([np.where(fits, 1.0, 0.0).ravel(), np.ones(size), [np.inf]])
-    result = linprog(
-        c=np.append(np.zeros(2 * size), -1.0),
-        A_ub=np.array(gain_rows),
-        b_ub=np.zeros(rounds),
-        A_eq=equality,
-        b_eq=equality_rhs,
-        bounds=np.stack([np.zeros(2 * size + 1), upper], axis=1),
-        method="highs",
-    )
-    return _solved(result, rounds)
+    # indivisible: the flow LP over (buyer, units used) of a tree that is a path
+    path = TreeFamily(np.arange(-1, rounds - 1), units, densities)
+    return flow_maximin(setting, path, optima)
 
 
 def _solved(result, rounds: int) -> tuple[float, np.ndarray]:

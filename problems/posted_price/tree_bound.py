@@ -139,7 +139,7 @@ def _maximin(setting: Setting, family: TreeFamily, optima) -> tuple[float, np.nd
     """``z*`` of the LP over units sold ``y`` (divisible) or over accept / reject flows
     (indivisible), and the duals of its end rows."""
     if not setting.divisible:
-        return _flow_maximin(setting, family, optima)
+        return flow_maximin(setting, family, optima)
     nodes = len(optima)
     capacity = capacity_units(setting)
     on_path = scipy.sparse.lil_array((nodes, nodes))  # row n: the nodes on the path to n
@@ -163,9 +163,10 @@ def _maximin(setting: Setting, family: TreeFamily, optima) -> tuple[float, np.nd
     return -float(result.fun), -np.asarray(result.ineqlin.marginals)[:nodes]
 
 
-def _flow_maximin(setting: Setting, family: TreeFamily, optima) -> tuple[float, np.ndarray]:
+def flow_maximin(setting: Setting, family: TreeFamily, optima) -> tuple[float, np.ndarray]:
     """``z*`` and end-row duals of the indivisible LP: accept ``a[n, c]`` and reject
-    ``r[n, c]`` flows over (buyer, units used before it), then ``z``."""
+    ``r[n, c]`` flows over (buyer, units used before it), then ``z``; ``optima`` ``[N]`` are
+    the paths' offline optima. A stopping family's LP is this one on a path."""
     nodes, states = len(optima), capacity_units(setting) + 1
     size = nodes * states
     accept = np.arange(size).reshape(nodes, states)
