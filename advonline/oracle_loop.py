@@ -63,6 +63,8 @@ from __future__ import annotations
 
 import functools
 import math
+import time
+from collections.abc import Iterator
 from typing import NamedTuple
 
 import jax
@@ -72,10 +74,9 @@ import optax
 from flax import struct
 
 from advonline import archive as archives
-from advonline import meta
+from advonline import meta, profile
 from advonline.configs import OracleConfig
 from advonline.mixture import SnapshotMixture
-from advonline.profile import PhaseClock
 from advonline.ratio import ratios_of_payoffs, softmin_weights
 from advonline.search import Found
 
@@ -129,8 +130,8 @@ def init_oracle_state(game, oracle: OracleConfig, key: jax.Array) -> OracleState
     """Fresh algorithm parameters, an empty archive of ``oracle``'s sizes, no snapshot."""
     key_alg, key_run = jax.random.split(key)
     algorithm = game.init_params(key_alg)
-    rounds = game.setting.rounds
-    empty = archives.empty_archive(oracle.archive_size, rounds, oracle.snapshots, algorithm)
+    length = game.instance_length
+    empty = archives.empty_archive(oracle.archive_size, length, oracle.snapshots, algorithm)
     return OracleState(
         step=jnp.zeros((), jnp.int32),
         epoch=jnp.zeros((), jnp.int32),
@@ -192,7 +193,8 @@ def train_against(
     def weigh(payoff: jax.Array) -> jax.Array:
         return (1 - share) * mixture + share * softmin(payoff)
 
-    start = jax.lax.stop_gradient(game.state_probs(params))
+    # the anchor's reference distributions (a game whose policies have none runs without it)
+    start = jax.lax.stop_gradient(game.state_probs(params)) if oracle.anchor > 0 else None
     ascent_direction = game.ascent(types, optimum, weigh)
 
     def drift(p: dict) -> jax.Array:
@@ -396,14 +398,14 @@ def measure_epoch(
     state: OracleState,
     last: bool,
     sales: MemberSales | None = None,
-    clock: PhaseClock | None = None,
+    clock: profile.PhaseClock | None = None,
 ) -> tuple[OracleState, EpochRecord]:
     """Steps 1-4 of an epoch (module docstring) for the current network, with ``oracle``'s
     budgets; ``last`` when training is over (the probe and the closing rounds then run);
     ``sales`` keeps the snapshots' sale tables from one epoch to the next (a fresh memo when
     None); ``clock`` hears the seconds of each phase (:mod:`advonline.profile`)."""
     sales = MemberSales() if sales is None else sales
-    clock = PhaseClock() if clock is None else clock
+    clock = profile.PhaseClock() if clock is None else clock
     count = oracle.new_per_epoch
     epoch = int(state.epoch)
     keep = np.asarray(state.algorithm_mixture) > 0
@@ -540,6 +542,44 @@ def train_epoch(game, oracle: OracleConfig, temperature: float, state: OracleSta
         epoch_key(state, _TRAIN),
     )
     return state.replace(algorithm=params, algorithm_opt=opt_state, step=state.step + steps)
+
+
+class Epoch(NamedTuple):
+    """One epoch of :func:`run_epochs`: the state after it, its measurement, the step the
+    measurement was taken at and the seconds of its training (None after the last one)."""
+
+    state: OracleState
+    record: EpochRecord
+    measured_at: int
+    training_seconds: float | None
+
+
+def run_epochs(
+    game,
+    oracle: OracleConfig,
+    temperature: float,
+    state: OracleState,
+    steps: int,
+    clock: profile.PhaseClock | None = None,
+) -> Iterator[Epoch]:
+    """The oracle loop from ``state`` (fresh or resumed) until ``steps`` updates (a multiple
+    of ``oracle.epoch_steps``) are made: each epoch measures (:func:`measure_epoch`) and then
+    trains (:func:`train_epoch`), and the epoch after the last training measures the
+    delivered network once more. Yields after every epoch, so the caller logs and
+    checkpoints; ``clock`` hears the seconds of each phase."""
+    sales, clock = MemberSales(), profile.PhaseClock() if clock is None else clock
+    while int(state.epoch) <= steps // oracle.epoch_steps:
+        measured_at = int(state.step)
+        last = measured_at >= steps
+        state, record = measure_epoch(game, oracle, state, last, sales, clock)
+        seconds = None
+        if not last:
+            trained = time.perf_counter()
+            with clock.phase("training"):
+                state = train_epoch(game, oracle, temperature, state)
+                jax.block_until_ready(state.algorithm)  # asynchronous dispatch: time the work
+            seconds = time.perf_counter() - trained
+        yield Epoch(state, record, measured_at, seconds)
 
 
 def record_row(record: EpochRecord) -> dict:

@@ -1,6 +1,7 @@
 """``advonline run`` for a problem that provides the whole interface (advonline/problem.py):
-read the config, train (advonline/problem_loop.py), measure the learned policy beside the
-problem's baselines with one evaluator and one budget, export the policy, draw the figures.
+read the config, train with the oracle loop (advonline/oracle_loop.py, through
+advonline/problem_game.py), measure the learned policy beside the problem's baselines with one
+evaluator and one budget, export the policy, draw the figures.
 
 **The evaluator** gives every algorithm the same sources, and its ratio is the worst of them:
 
@@ -20,28 +21,41 @@ import csv
 import dataclasses
 import functools
 import json
-import typing
+import time
 from pathlib import Path
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from advonline import checksums, environment, folders, plots
-from advonline.configs import ConfigError, build_section, problem_of, read_toml
+from advonline.configs import ConfigError, OracleConfig, build_section, problem_of, read_toml
 from advonline.errors import InputError
 from advonline.folders import atomic_write
+from advonline.oracle_loop import init_oracle_state, run_epochs, snapshot_payoffs
 from advonline.problem import Problem
-from advonline.problem_loop import LoopConfig, Trained, input_ratios, train
+from advonline.problem_game import ProblemGame
+from advonline.ratio import ratio_of_payoff, ratios_of_payoffs
 from advonline.search import hill_climb
 
 EVALUATION_NAME = "evaluation.json"
 METRICS_NAME = "metrics.csv"
 POLICY_NAME = "policy.json"
 LEARNED = "learned"
-#: The loop's numbers that must be positive (the whole numbers but the seed must be >= 1).
-POSITIVE = ("learning_rate", "temperature")
 EVALUATOR_STREAM = 0x65766131  # folded into the evaluator's seed: never training's keys
+#: [oracle] keys that a problem of the interface has no use for, and why.
+NOT_APPLICABLE = {
+    "restarts": "there is no adversary network: the oracle is hill climbing",
+    "adversary_steps": "there is no adversary network: the oracle is hill climbing",
+    "adversary_batch": "there is no adversary network: the oracle is hill climbing",
+    "anchor": "the policy has no per-state distributions to anchor",
+    "mixtures": "one network is delivered, never a mixture of snapshots",
+    "closing_rounds": "one network is delivered, never a mixture of snapshots",
+    "closing_tolerance": "one network is delivered, never a mixture of snapshots",
+}
+#: What the oracle loop runs with for a problem of the interface, whatever the config says.
+INTERFACE_ORACLE = {"restarts": 0, "adversary_steps": 0, "anchor": 0.0, "mixtures": False}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -58,11 +72,44 @@ class Budget:
 
 
 @dataclasses.dataclass(frozen=True)
+class LoopConfig:
+    """A config's ``[game]`` table: the run's seed, how many epochs it trains, its learning
+    rate and the softmin's temperature (advonline/oracle_loop.py)."""
+
+    seed: int = 0
+    epochs: int = 12
+    learning_rate: float = 0.01
+    temperature: float = 0.01
+
+
+@dataclasses.dataclass(frozen=True)
 class ProblemRunConfig:
     problem: Problem
     setting: object
     head: dict
     loop: LoopConfig
+    oracle: OracleConfig
+
+
+class EpochRow(NamedTuple):
+    epoch: int  # measurements made (the first measures the fresh network)
+    seconds: float  # wall time since the start, compiling included
+    found: float  # worst ratio the oracle found against the network it searched
+    archive_worst: float  # worst archived ratio against that network
+    certificate: float | None  # its certified ratio (None: not certified this epoch)
+    best_certificate: float  # the delivered network's guarantee so far
+
+
+class Trained(NamedTuple):
+    params: Any  # the delivered (best-so-far) parameters
+    rows: list[EpochRow]
+    archive_worst: float  # the delivered parameters' worst ratio on the final archive
+
+
+def input_ratios(problem: Problem, setting, policy, tokens: jax.Array) -> jax.Array:
+    """``OPT / ALG`` of ``policy`` on each token sequence ``[B, T]`` -> ``[B]`` (jit-able)."""
+    instances = problem.encoding(setting).decode(tokens)
+    return ratio_of_payoff(problem.payoffs(setting, policy, instances))
 
 
 def from_dict(data: dict, origin: str) -> ProblemRunConfig:
@@ -84,17 +131,54 @@ def from_dict(data: dict, origin: str) -> ProblemRunConfig:
         problem.policy_head(setting, tables["algorithm"])
     except (ValueError, TypeError) as error:
         raise ConfigError(f"{origin} [algorithm]: {error}") from None
-    where = f"{origin} [game]/[oracle]"
-    loop = build_section(LoopConfig, {**tables["game"], **tables["oracle"]}, where)
-    hints = typing.get_type_hints(LoopConfig)
-    counts = [name for name, hint in hints.items() if hint is int and name != "seed"]
-    problems = [f"{name} must be >= 1" for name in counts if getattr(loop, name) < 1]
-    problems += [f"{name} must be > 0" for name in POSITIVE if not getattr(loop, name) > 0]
+    loop = build_section(LoopConfig, tables["game"], f"{origin} [game]")
+    for name in tables["oracle"]:
+        if name in NOT_APPLICABLE:
+            raise ConfigError(f"{origin} [oracle]: {name} does not apply: {NOT_APPLICABLE[name]}")
+    given = {**tables["oracle"], **INTERFACE_ORACLE}
+    oracle = build_section(OracleConfig, given, f"{origin} [oracle]")
+    problems = [f"game.{name} must be >= 1" for name in ("epochs",) if loop.epochs < 1]
+    problems += [
+        f"game.{name} must be > 0"
+        for name in ("learning_rate", "temperature")
+        if not getattr(loop, name) > 0
+    ]
     if loop.seed < 0:
-        problems.append("seed must be >= 0")
+        problems.append("game.seed must be >= 0")
+    if oracle.chains < 1 or oracle.search_steps < 1 or oracle.candidates < 1:
+        problems.append("oracle.chains, search_steps and candidates must be >= 1")
+    problems += oracle.check()
     if problems:
-        raise ConfigError(f"{where}: {'; '.join(problems)}")
-    return ProblemRunConfig(problem, setting, dict(tables["algorithm"]), loop)
+        raise ConfigError(f"{origin}: {'; '.join(problems)}")
+    return ProblemRunConfig(problem, setting, dict(tables["algorithm"]), loop, oracle)
+
+
+def train(config: ProblemRunConfig, log=None) -> Trained:
+    """Learn the policy head's parameters for the config's setting from scratch with the
+    oracle loop; ``log(row)`` is called after every epoch."""
+    loop, oracle = config.loop, config.oracle
+    game = ProblemGame.build(config.problem, config.setting, config.head, loop.learning_rate)
+    state = init_oracle_state(game, oracle, jax.random.key(loop.seed))
+    rows: list[EpochRow] = []
+    start = time.perf_counter()
+    steps = loop.epochs * oracle.epoch_steps
+    for epoch in run_epochs(game, oracle, loop.temperature, state, steps):
+        state, record = epoch.state, epoch.record
+        row = EpochRow(
+            epoch=int(state.epoch),
+            seconds=time.perf_counter() - start,
+            found=record.oracle_ratio,
+            archive_worst=record.archive_ratio,
+            certificate=record.upper_bound,
+            best_certificate=record.guarantee,
+        )
+        rows.append(row)
+        if log is not None:
+            log(row)
+    archive = state.archive
+    payoffs = snapshot_payoffs(game, state.best_algorithm, archive.types, archive.optimum)
+    delivered = np.where(np.asarray(archive.filled), ratios_of_payoffs(payoffs), 0.0)
+    return Trained(state.best_algorithm, rows, float(delivered.max()))
 
 
 def measure(problem: Problem, setting, policies: dict, budget: Budget) -> dict:
@@ -168,21 +252,16 @@ def report_of(problem: Problem, setting, budget: Budget, results: dict, **extra)
 
 
 def _write_metrics(path: Path, trained: Trained) -> None:
+    """One row per measurement; a cell not measured is empty."""
     with open(path, "w", newline="", encoding="utf-8") as handle:
         writer = csv.writer(handle)
         writer.writerow(
             ["step", "wall_seconds", "found", "archive_worst", "certificate", "best_certificate"]
         )
         for row in trained.rows:
+            cells = (row.found, row.archive_worst, row.certificate, row.best_certificate)
             writer.writerow(
-                [
-                    row.epoch,
-                    f"{row.seconds:.3f}",
-                    row.found,
-                    row.archive_worst,
-                    row.certificate,
-                    row.best_certificate,
-                ]
+                [row.epoch, f"{row.seconds:.3f}", *("" if c is None else c for c in cells)]
             )
 
 
@@ -237,16 +316,12 @@ def main_job(
     problem, setting = config.problem, config.setting
     head = problem.policy_head(setting, config.head)
     say(f"training {problem.name} {setting.describe()} for {config.loop.epochs} epochs")
-    trained = train(
-        problem,
-        setting,
-        head,
-        config.loop,
-        log=lambda row: say(
-            f"epoch {row.epoch}: {row.seconds:.0f} s, certified {row.certificate:.4f}, "
-            f"found {row.found:.4f}"
-        ),
-    )
+
+    def log(row: EpochRow) -> None:
+        certified = "-" if row.certificate is None else f"{row.certificate:.4f}"
+        say(f"epoch {row.epoch}: {row.seconds:.0f} s, certified {certified}, found {row.found:.4f}")
+
+    trained = train(config, log)
     _write_metrics(folder / METRICS_NAME, trained)
     learned = head.to_policy(trained.params)
     names = problem.baselines if baselines is None else baselines
@@ -255,6 +330,7 @@ def main_job(
         results = measure(problem, setting, policies, budget)
     training = {
         **dataclasses.asdict(config.loop),
+        "oracle": dataclasses.asdict(config.oracle),
         "seconds": trained.rows[-1].seconds,
         "archive_worst": trained.archive_worst,
     }

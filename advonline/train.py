@@ -44,15 +44,7 @@ import jax
 
 from advonline import checkpoint, environment, folders, parallel, profile
 from advonline.configs import RunConfig
-from advonline.oracle_loop import (
-    MemberSales,
-    OracleState,
-    init_oracle_state,
-    keep_best,
-    measure_epoch,
-    record_row,
-    train_epoch,
-)
+from advonline.oracle_loop import OracleState, init_oracle_state, keep_best, record_row, run_epochs
 
 METRIC_FIELDS = (
     "step",
@@ -270,27 +262,19 @@ def _train_oracle_loop(
     """The oracle loop (advonline/oracle_loop.py): measure, then train, once per epoch; one
     metrics row per measurement and a checkpoint after each epoch."""
     metrics_path = folder / METRICS_NAME
-    epochs = config.game.steps // config.oracle.epoch_steps
     started = time.perf_counter()
-    sales, clock = MemberSales(), profile.PhaseClock()
-    while int(state.epoch) <= epochs:
-        measured_at = int(state.step)
-        last = measured_at >= config.game.steps
-        state, record = measure_epoch(game, config.oracle, state, last, sales, clock)
-        trained = time.perf_counter()
-        if training := not last:
-            with clock.phase("training"):
-                state = train_epoch(game, config.oracle, config.game.temperature, state)
-                jax.block_until_ready(state.algorithm)  # asynchronous dispatch: time the work
-        now = time.perf_counter()
+    clock = profile.PhaseClock()
+    oracle, temperature, steps = config.oracle, config.game.temperature, config.game.steps
+    for epoch in run_epochs(game, oracle, temperature, state, steps, clock):
+        state, seconds = epoch.state, epoch.training_seconds
         row = dict.fromkeys(METRIC_FIELDS, "")
-        row.update(record_row(record))
+        row.update(record_row(epoch.record))
         row.update(clock.row())
         row.update(
-            step=measured_at,
+            step=epoch.measured_at,
             epoch=int(state.epoch) - 1,
-            wall_seconds=round(wall_before + now - started, 3),
-            steps_per_second=config.oracle.epoch_steps / (now - trained) if training else "",
+            wall_seconds=round(wall_before + time.perf_counter() - started, 3),
+            steps_per_second="" if seconds is None else oracle.epoch_steps / seconds,
         )
         # the row first: a kill between the two leaves a row after the checkpoint, which a
         # resume drops and writes again (the other order would lose the row)

@@ -300,10 +300,11 @@ hidden = 8
 
 [game]
 epochs = 2
-epoch_steps = 40
 
 [oracle]
-restarts = 8
+epoch_steps = 40
+chains = 8
+candidates = 1
 search_steps = 16
 """
 

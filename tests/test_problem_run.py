@@ -23,11 +23,15 @@ levels = 17
 [game]
 seed = 0
 epochs = 6
-epoch_steps = 100
 
 [oracle]
-restarts = 16
+epoch_steps = 100
+worst_case_weight = 1.0
+chains = 16
+candidates = 1
 search_steps = 64
+probe_every = 0
+certificate_instances = 1
 """
 
 
@@ -51,7 +55,8 @@ def test_run_trains_measures_exports_and_plots(tmp_path, capsys):
     assert curve.fractions.shape == (17,)
     assert (out / "figures" / "convergence.png").is_file()
     assert (out / "figures" / "learned-vs-baselines.png").is_file()
-    assert len((out / "metrics.csv").read_text().splitlines()) == 7
+    # a header and 7 measurements: the fresh curve's, then one after each of the 6 trainings
+    assert len((out / "metrics.csv").read_text().splitlines()) == 1 + 7
 
 
 def test_unknown_problem_and_bad_keys_get_one_line(tmp_path, capsys):
@@ -65,7 +70,14 @@ def test_unknown_problem_and_bad_keys_get_one_line(tmp_path, capsys):
     config.write_text(TINY + "\n[algorithm]\nhiden = 8\n")
     assert cli.main(["run", str(config), "--out", str(tmp_path / "c")]) == 2
     assert "[algorithm]: unknown key 'hiden'" in capsys.readouterr().err
-    assert not any((tmp_path / name).exists() for name in "abc")
+    config.write_text(TINY.replace("chains = 16", "chains = 16\nanchor = 1.0"))
+    assert cli.main(["run", str(config), "--out", str(tmp_path / "d")]) == 2
+    error = capsys.readouterr().err
+    assert "[oracle]: anchor does not apply" in error and error.count("\n") == 1
+    config.write_text(TINY.replace("chains = 16", "chains = 0"))
+    assert cli.main(["run", str(config), "--out", str(tmp_path / "e")]) == 2
+    assert "oracle.chains, search_steps and candidates must be >= 1" in capsys.readouterr().err
+    assert not any((tmp_path / name).exists() for name in "abcde")
 
 
 def test_check_algorithm_and_devices_flags(tmp_path, capsys):
@@ -145,11 +157,14 @@ rounds = 10
 
 [game]
 epochs = 8
-epoch_steps = 100
 
 [oracle]
-restarts = 16
+epoch_steps = 100
+worst_case_weight = 1.0
+chains = 16
+candidates = 1
 search_steps = 32
+probe_every = 0
 """
 
 

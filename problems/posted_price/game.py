@@ -113,6 +113,11 @@ class Game:
     def setting(self) -> Setting:
         return self.config.setting
 
+    @property
+    def instance_length(self) -> int:
+        """Tokens in an instance: one buyer type per round."""
+        return self.setting.rounds
+
     def policy(self, params: dict) -> LearnedPolicy:
         return LearnedPolicy(params, self.pricing, self.atoms)
 

@@ -1,0 +1,157 @@
+"""The oracle loop's game (advonline/oracle_loop.py) for a problem of the interface
+(advonline/problem.py), so that every registered problem trains with the one loop.
+
+- **Instances** are the encoding's token sequences ``[N, T]``; OPT is the problem's offline
+  optimum.
+- **The algorithm** is the policy head's parameters, and its payoff on an instance is the
+  problem's ``E[ALG] / OPT`` from the one simulator.
+- **The update** is the exact gradient of the weighted payoff ``sum_j w_j u_j``: the
+  problem's payoffs are differentiable in the policy's parameters.
+- **The oracle** is hill climbing with the encoding's ``mutate`` (advonline/search.py), from
+  the archive's hardest inputs and fresh random ones.
+- **The certificate**, where the problem has one, is its own (outside ``jit``, float64). With
+  ``oracle.certificate_instances`` the input that attains it joins the archive: an exact
+  best response.
+
+A policy of the interface is one function of its parameters: it has no per-state
+distributions for the loop's proximal anchor, and the loop delivers one network, never a
+mixture of snapshots.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from advonline.problem import Problem
+from advonline.ratio import ratio_of_payoff
+from advonline.search import Found, hill_climb
+
+
+@dataclasses.dataclass(frozen=True)
+class ProblemGame:
+    """The static parts of a run of the oracle loop on ``problem`` (hashable: a ``jit`` static
+    argument; two games are equal when they name the same problem, setting, head and
+    learning rate)."""
+
+    problem: Problem = dataclasses.field(compare=False)
+    name: str
+    setting: Any
+    head_config: tuple[tuple[str, Any], ...]  # the config's [algorithm] table, sorted
+    learning_rate: float
+
+    mesh = None  # one device: batches are not sharded
+    mixes = False  # one network is delivered, never a mixture of snapshots
+
+    @staticmethod
+    def build(problem: Problem, setting, head_config: dict, learning_rate: float) -> ProblemGame:
+        config = tuple(sorted(head_config.items()))
+        return ProblemGame(problem, problem.name, setting, config, learning_rate)
+
+    @functools.cached_property
+    def head(self):
+        return self.problem.policy_head(self.setting, dict(self.head_config))
+
+    @functools.cached_property
+    def encoding(self):
+        return self.problem.encoding(self.setting)
+
+    @property
+    def instance_length(self) -> int:
+        return self.encoding.length
+
+    def policy(self, params):
+        """The problem's policy of the parameters ``params``."""
+        return self.head.to_policy(params)
+
+    @functools.cached_property
+    def certifies(self) -> bool:
+        """Whether the problem certifies its policies (asked once, of a fresh head's)."""
+        params = self.init_params(jax.random.key(0))
+        return self.problem.certificate(self.setting, self.policy(params)) is not None
+
+    def init_params(self, key: jax.Array):
+        return self.head.module.init(key, *self.head.example)
+
+    def algorithm_optimizer(self) -> optax.GradientTransformation:
+        return optax.adam(self.learning_rate)
+
+    def shard(self, batch):
+        return batch
+
+    def payoffs(self, params, types: jax.Array, optimum: jax.Array) -> jax.Array:
+        """``E[ALG] / OPT`` ``[N]`` of the policy ``params`` on the instances ``types``
+        ``[N, T]`` (the problem computes OPT itself; ``optimum`` is the loop's copy of it).
+        Differentiable in ``params``."""
+        return self.problem.payoffs(self.setting, self.policy(params), self.encoding.decode(types))
+
+    def optimum_of(self, types) -> np.ndarray:
+        """OPT of the instances ``types`` ``[N, T]`` (host array), the batch padded to a power
+        of two so that the epochs' varying counts share a few compilations."""
+        types = np.asarray(types, np.int32)
+        count = types.shape[0]
+        if count == 0:
+            return np.zeros(0, np.float32)
+        padded = max(32, 1 << (count - 1).bit_length())
+        filler = np.broadcast_to(types[:1], (padded - count, *types.shape[1:]))
+        optima = _optimum(self, jnp.asarray(np.concatenate([types, filler])))
+        return np.asarray(optima, np.float32)[:count]
+
+    def ascent(self, types: jax.Array, optimum: jax.Array, weigh):
+        """``(params, key) -> ascent direction`` of ``sum_j w_j u_j`` with ``w =
+        weigh(payoffs)``: the exact gradient (``key`` is unused)."""
+
+        def direction(params, key: jax.Array):
+            payoff, pull_back = jax.vjp(lambda p: self.payoffs(p, types, optimum), params)
+            return pull_back(jax.lax.stop_gradient(weigh(payoff)))[0]
+
+        return direction
+
+    def best_responses(self, params, budget, key: jax.Array, starts) -> Found:
+        """Hill climbing (``budget.chains`` chains of ``budget.search_steps`` steps, each
+        proposing ``budget.candidates`` mutations) against the policy ``params``, from
+        ``starts`` ``[S, T]`` (or None) and fresh random inputs for the other chains."""
+        if budget.chains == 0 or budget.search_steps == 0:
+            return Found.nothing(self.instance_length, jnp.float32)
+        fresh_key, search_key = jax.random.split(key)
+        fresh = np.asarray(self.encoding.random(fresh_key, budget.chains))
+        starts = np.zeros((0, self.instance_length), np.int32) if starts is None else starts
+        tokens = np.concatenate([starts, fresh[: budget.chains - len(starts)]]).astype(np.int32)
+        steps, candidates = budget.search_steps, budget.candidates
+        found, ratios = _climb(self, params, search_key, jnp.asarray(tokens), steps, candidates)
+        return Found(found, ratios)
+
+    def certify(self, params, start: float = 1.0, key: jax.Array | None = None):
+        """The problem's certificate of the policy ``params`` (None where there is none) and,
+        given ``key``, the input that attains it ``[1, T]`` (None without one). Outside
+        ``jit``; ``start`` is not needed."""
+        certificate = self.problem.certificate(self.setting, self.policy(params))
+        if certificate is None:
+            return None, None
+        worst = None
+        if key is not None and certificate.worst is not None:
+            worst = np.asarray(certificate.worst, np.int32)[None]
+        return certificate.ratio, worst
+
+    def certificate_instances(self, params, ratio: float, key: jax.Array):
+        """The input that attains the certificate ``[1, T]`` (None without one)."""
+        return self.certify(params, ratio, key)[1]
+
+
+@functools.partial(jax.jit, static_argnums=0)
+def _optimum(game: ProblemGame, types: jax.Array) -> jax.Array:
+    return game.problem.offline_optimum(game.setting, game.encoding.decode(types))
+
+
+@functools.partial(jax.jit, static_argnums=(0, 4, 5))
+def _climb(game: ProblemGame, params, key: jax.Array, tokens, steps: int, candidates: int):
+    def score(batch: jax.Array) -> jax.Array:
+        return ratio_of_payoff(game.payoffs(params, batch, None))
+
+    return hill_climb(score, game.encoding.mutate, key, tokens, steps, candidates)
