@@ -11,8 +11,10 @@ import tokenize
 from pathlib import Path
 
 CORE = Path(__file__).resolve().parents[1] / "advonline"
+PROBLEMS = Path(__file__).resolve().parents[1] / "problems"
 WORDS = re.compile(r"price|buyer|densit|demand|utilisation", re.IGNORECASE)
 THROUGH_GAME = re.compile(r"\bgame\.config\b")
+IN_A_GAME = re.compile(r"\b(game|self)\.config\b")  # inside a game's own module
 PROBLEM_IMPORT = re.compile(r"^\s*(from|import)\s+advonline\.(problems|baselines)\.", re.MULTILINE)
 
 
@@ -58,14 +60,20 @@ def test_the_check_sees_code_but_not_docstrings(tmp_path):
     assert PROBLEM_IMPORT.search(sample.read_text())
 
 
-def test_the_core_reads_no_config_through_the_game():
-    """``game.config.<section>`` would hand every function the whole run config; the core
-    passes the section (``config.oracle``, ``config.game.temperature``) instead."""
+def test_no_game_holds_the_run_config():
+    """``game.config.<section>`` would hand every function the whole run config: the core
+    passes the section (``config.oracle``, ``config.game.temperature``) instead, and a
+    problem's game holds the sections and fields it reads, not the run config."""
+    games = sorted(PROBLEMS.glob("*/*game*.py")) + [CORE / "problem_game.py"]
+    checks = [(path, THROUGH_GAME) for path in sorted(CORE.glob("*.py"))]
+    checks += [(path, IN_A_GAME) for path in games]
     hits = [
         f"{path.name}:{number}"
-        for path in sorted(CORE.glob("*.py"))
+        for path, pattern in checks
         for number, line in enumerate(path.read_text().splitlines(), 1)
-        if THROUGH_GAME.search(line)
+        if pattern.search(line)
     ]
+    assert {path.name for path in games} == {"game.py", "sampled_game.py", "problem_game.py"}
     assert hits == []
     assert THROUGH_GAME.search("oracle = game.config.oracle")
+    assert IN_A_GAME.search("return self.config.setting")

@@ -50,12 +50,13 @@ TINY = {
     "game": {"loop": "oracle", "steps": 2},
     "oracle": {"epoch_steps": 1, "archive_size": 8, "snapshots": 3, "new_per_epoch": 2},
 }
+RUN_CONFIG = configs.from_dict(TINY)
 
 
 @pytest.fixture(scope="module")
 def three_members():
     """A game and a mixture of three random, sharp pricing networks with weights .5/.3/.2."""
-    game = Game.build(configs.from_dict(TINY))
+    game = Game.build(RUN_CONFIG)
     keys = jax.random.split(jax.random.key(7), 3)
     params = [
         jax.tree.map(lambda leaf: 4 * leaf, game.pricing.init(k, jnp.zeros(2), jnp.zeros(())))
@@ -156,7 +157,7 @@ def test_local_search_on_a_one_member_mixture_is_local_search_on_that_member(thr
 
 def test_a_run_delivers_a_mixture_only_when_one_holds_the_best_guarantee(three_members):
     game, mixture, params = three_members
-    state = init_oracle_state(game, game.config.oracle, jax.random.key(0))
+    state = init_oracle_state(game, RUN_CONFIG.oracle, jax.random.key(0))
     assert delivered_mixture(game, state) is None
     members = jax.tree.map(lambda stack: jnp.asarray(stack), mixture.members.params)
     state = state.replace(best_members=members, best_weights=jnp.array([0.0, 0.6, 0.4]))
@@ -224,7 +225,7 @@ def test_malformed_mixture_files_are_refused_in_one_line(three_members, change, 
 
 def test_the_best_so_far_is_a_network_or_a_mixture_whichever_measured_lower(three_members):
     game, mixture, params = three_members
-    state = init_oracle_state(game, game.config.oracle, jax.random.key(0)).replace(
+    state = init_oracle_state(game, RUN_CONFIG.oracle, jax.random.key(0)).replace(
         algorithm=params[0]
     )
     members, weights = mixture.members.params, jnp.array([0.5, 0.5, 0.0])
@@ -241,11 +242,11 @@ def test_the_best_so_far_is_a_network_or_a_mixture_whichever_measured_lower(thre
 
 def test_a_delivered_mixture_is_listed_and_exported_as_one(three_members, tmp_path):
     game, mixture, _ = three_members
-    state = init_oracle_state(game, game.config.oracle, jax.random.key(0))
+    state = init_oracle_state(game, RUN_CONFIG.oracle, jax.random.key(0))
     state = state.replace(
         best_members=mixture.members.params, best_weights=jnp.array([0.2, 0.8, 0.0])
     )
-    run = TrainedRun(tmp_path, state, game.config, 0.0)
+    run = TrainedRun(tmp_path, state, RUN_CONFIG, 0.0)
     path, _ = export_run(run, tmp_path / "policy.json")
     document = json.loads(path.read_text())
     assert document["kind"] == "mixture"

@@ -300,12 +300,13 @@ def test_reinforce_is_the_oracle_loops_ablation_update(straight_run):
     for update in ("per-round", "reinforce"):
         data = configs.load(config_path).to_dict()
         data["algorithm"]["update"] = update
-        game = Game.build(configs.from_dict(data, f"tiny oracle loop with {update}"))
+        config = configs.from_dict(data, f"tiny oracle loop with {update}")
+        game = Game.build(config)
         archive = state.archive
         trained[update] = train_against(
             game,
-            game.config.oracle,
-            game.config.game.temperature,
+            config.oracle,
+            config.game.temperature,
             state.algorithm,
             game.algorithm_optimizer().init(state.algorithm),
             archive.types,
@@ -348,7 +349,8 @@ def test_training_on_the_filled_slots_is_training_on_the_archive(straight_run):
     whole archive, whose empty slots weigh nothing: the same network up to float rounding."""
     folder, config_path = straight_run
     state, _, _ = checkpoint.load(folder)
-    game = Game.build(configs.load(config_path))
+    config = configs.load(config_path)
+    game = Game.build(config)
     archive = state.archive
     filled = np.asarray(archive.filled).copy()
     filled[::2] = False  # half the slots empty, as while the archive fills
@@ -356,7 +358,7 @@ def test_training_on_the_filled_slots_is_training_on_the_archive(straight_run):
     batch = training_batch(archive.replace(filled=filled), mixture, devices=1, smallest=1)
     assert batch[0].shape[0] < filled.size
     start = (state.algorithm, game.algorithm_optimizer().init(state.algorithm))
-    sections = (game.config.oracle, game.config.game.temperature)
+    sections = (config.oracle, config.game.temperature)
     whole = train_against(
         game,
         *sections,

@@ -44,7 +44,7 @@ from jax.sharding import Mesh
 from advonline import ratio
 from advonline.adversary import Written, reinforce_loss
 from advonline.archive import Archive, empty_archive, push_first_out
-from advonline.configs import RunConfig
+from advonline.configs import GameConfig, RunConfig
 from advonline.mixture import SnapshotMixture, snapshot_mixture
 from advonline.networks import AlgorithmNetwork
 from advonline.parallel import shard_batch
@@ -58,6 +58,7 @@ from advonline.problems.posted_price.adversary import (
     payoffs_given_sales,
 )
 from advonline.problems.posted_price.certify import certify_and_draw, worst_runs
+from advonline.problems.posted_price.config import AdversaryConfig, AlgorithmConfig
 from advonline.problems.posted_price.learned import (
     LearnedPolicy,
     LearnedPriceCurve,
@@ -85,9 +86,16 @@ from advonline.search import Found
 
 @dataclasses.dataclass(frozen=True)
 class Game:
-    """The static parts of a run (hashable: a jit static argument)."""
+    """The static parts of a run (hashable: a jit static argument): the setting, the config
+    sections and fields the game reads, its networks and its devices."""
 
-    config: RunConfig
+    setting: Setting
+    algorithm_config: AlgorithmConfig  # [algorithm]
+    adversary_config: AdversaryConfig  # [adversary]
+    loop_config: GameConfig  # [game]
+    certificate_draws: int  # [oracle] certificate_instances: draws from the certificate's strategy
+    mixtures: bool  # [oracle]: whether K >= 2 measures and delivers mixtures of snapshots
+    exploit_steps: int  # [log]: the fresh adversary's budget
     pricing: AlgorithmNetwork
     atoms: tuple[float, ...]
     adversary: AdversaryModel
@@ -95,6 +103,7 @@ class Game:
 
     @staticmethod
     def build(config: RunConfig, mesh: Mesh | None = None) -> Game:
+        """The game of the run ``config``: the sections it reads, its networks."""
         setting = config.setting
         algorithm = config.algorithm
         pricing = AlgorithmNetwork(
@@ -107,11 +116,9 @@ class Game:
         )
         atoms = price_atoms(setting, algorithm.price_atoms)
         adversary = build_adversary(setting, config.adversary)
-        return Game(config, pricing, atoms, adversary, mesh)
-
-    @property
-    def setting(self) -> Setting:
-        return self.config.setting
+        sections = (setting, algorithm, config.adversary, config.game)
+        oracle = (config.oracle.certificate_instances, config.oracle.mixtures)
+        return Game(*sections, *oracle, config.log.exploit_steps, pricing, atoms, adversary, mesh)
 
     @property
     def instance_length(self) -> int:
@@ -122,7 +129,7 @@ class Game:
         return LearnedPolicy(params, self.pricing, self.atoms)
 
     def algorithm_optimizer(self) -> optax.GradientTransformation:
-        return optax.adam(self.config.algorithm.learning_rate)
+        return optax.adam(self.algorithm_config.learning_rate)
 
     def shard(self, batch):
         """``batch`` (a pytree of arrays with a leading instance axis) sharded over the run's
@@ -163,16 +170,15 @@ class Game:
     def fresh_adversary(self, params: dict, key: jax.Array) -> BestResponse:
         """A fresh adversary trained from scratch against ``params``: its worst ratio and the
         worst instance of each of its steps."""
-        config = self.config
         return fresh_best_response(
             self.setting,
             self.adversary,
             self.policy(params),
-            config.adversary,
-            config.log.exploit_steps,
+            self.adversary_config,
+            self.exploit_steps,
             jnp.float32,
             key,
-            config.algorithm.payoff_runs,
+            self.algorithm_config.payoff_runs,
         )
 
     def upgrade_stored(self, stored: dict) -> dict:
@@ -209,7 +215,7 @@ class Game:
 
     def adopt(self, state: GameState, found: BestResponse) -> GameState:
         """``state`` with the fresh adversary ``found`` as the training adversary."""
-        optimizer = adversary_optimizer(self.config.adversary)
+        optimizer = adversary_optimizer(self.adversary_config)
         return state.replace(adversary=found.params, adversary_opt=optimizer.init(found.params))
 
     def delivered_params(self, state) -> dict:
@@ -236,7 +242,7 @@ class Game:
         ``oracle.certificate_instances`` instances ``[N, T]`` (host token array) drawn from
         the adversary strategy that attains it (:func:`~posted_price.certify.certify_and_draw`;
         None without them). Float64, outside ``jit``."""
-        count = 0 if key is None else self.config.oracle.certificate_instances
+        count = 0 if key is None else self.certificate_draws
         policy = self.policy(params)
         found, runs = certify_and_draw(self.setting, policy, key, count, start=start)
         return found.ratio, None if runs is None else self.adversary.buyer_types.tokens(*runs)
@@ -247,7 +253,7 @@ class Game:
         attained ratio) against the network (:func:`~posted_price.certify.worst_runs`): where
         no certificate is computed, instances the strategy makes at least that hard. One DP
         sweep, outside ``jit``."""
-        count = self.config.oracle.certificate_instances
+        count = self.certificate_draws
         runs = worst_runs(self.setting, self.policy(params), ratio, key, count)
         return self.adversary.buyer_types.tokens(*runs)
 
@@ -255,7 +261,7 @@ class Game:
     def mixes(self) -> bool:
         """Whether the loop also measures and may deliver a mixture of snapshots (K >= 2 with
         ``oracle.mixtures``)."""
-        return self.setting.resources > 1 and self.config.oracle.mixtures
+        return self.setting.resources > 1 and self.mixtures
 
     def optimum_of(self, types) -> np.ndarray:
         """OPT of the instances written as ``types`` ``[N, T]`` (host array). For K = 1 one
@@ -305,7 +311,7 @@ class Game:
         instances = self.adversary.instances(types, jnp.float32)
 
         def direction(params: dict, key: jax.Array):
-            if self.config.algorithm.update == "reinforce":
+            if self.algorithm_config.update == "reinforce":
                 payoff = self.payoffs(params, types, optimum)
                 weights = jax.lax.stop_gradient(weigh(payoff))
                 return reinforce_gradient(self, params, instances, optimum, weights, key)
@@ -324,7 +330,7 @@ class Game:
         return best_responses(
             self.setting,
             self.adversary,
-            self.config.adversary,
+            self.adversary_config,
             table,
             budget,
             key,
@@ -364,7 +370,7 @@ class Game:
 
     def table_document(self, policy, provenance: dict) -> dict:
         """The policy file of ``policy`` tabulated on the simulator's grid (K = 1)."""
-        round_dependent = self.config.algorithm.round_input
+        round_dependent = self.algorithm_config.round_input
         return policy_writer.policy_document(self.setting, policy, round_dependent, provenance)
 
     @staticmethod
@@ -454,7 +460,7 @@ def blank_instances(setting: Setting, count: int) -> Instance:
 
 def init_state(game: Game, key: jax.Array) -> GameState:
     """Fresh parameters (uniform prices), optimiser states and an empty replay."""
-    setting, size = game.setting, game.config.game.replay_size
+    setting, size = game.setting, game.loop_config.replay_size
     key_alg, key_adv, key_run = jax.random.split(key, 3)
     algorithm = game.pricing.init(key_alg, jnp.zeros(setting.resources), jnp.zeros(()))
     adversary = game.adversary.init(key_adv)
@@ -465,7 +471,7 @@ def init_state(game: Game, key: jax.Array) -> GameState:
         algorithm=algorithm,
         adversary=adversary,
         algorithm_opt=game.algorithm_optimizer().init(algorithm),
-        adversary_opt=adversary_optimizer(game.config.adversary).init(adversary),
+        adversary_opt=adversary_optimizer(game.adversary_config).init(adversary),
         replay=replay,
         best_algorithm=algorithm,
         best_score=jnp.asarray(jnp.inf, jnp.float32),
@@ -477,7 +483,7 @@ def delivered_params(game: Game, state: GameState) -> dict:
     or with ``game.keep_best`` the measured iterate with the lowest selection score (the DP
     upper bound on its CR for K = 1, else the fresh adversary's ratio; advonline/train.py).
     The evaluator then measures the kept iterate on its own."""
-    keeps_best = game.config.game.keep_best or game.config.game.loop == "oracle"
+    keeps_best = game.loop_config.keep_best or game.loop_config.loop == "oracle"
     if keeps_best and bool(jnp.isfinite(state.best_score)):
         return state.best_algorithm
     return state.algorithm
@@ -488,8 +494,8 @@ def known_family_pool(game: Game) -> tuple[Instance, jax.Array]:
     demand pair of the evaluator's families (fallback mixing), with its optima; empty unless
     ``game.known_families`` is set. One demand level (K = 1): one pair, so ``family_members``
     instances."""
-    setting, members = game.setting, game.config.game.family_members
-    if not game.config.game.known_families:
+    setting, members = game.setting, game.loop_config.family_members
+    if not game.loop_config.known_families:
         return blank_instances(setting, 0), jnp.zeros(0)
     rising, final = families.family_demand_pairs(setting, jnp.float32)  # [P, K] each
     pairs = rising.shape[0]
@@ -612,7 +618,7 @@ def reinforce_gradient(
     key: jax.Array,
 ):
     """Gradient (ascent) of ``sum_i w_i u_i`` by REINFORCE on sampled runs (the ablation)."""
-    setting, samples = game.setting, game.config.algorithm.reinforce_samples
+    setting, samples = game.setting, game.algorithm_config.reinforce_samples
     count = instances.values.shape[0]
     repeated = repeat_each(instances, samples)
     frozen = game.policy(jax.lax.stop_gradient(params))
@@ -670,7 +676,7 @@ def training_pool(
 ) -> TrainingPool:
     """The pool of one step, the batch's ``replay_per_step`` hardest (by ``payoff``) replayed;
     the replay holds buyer types, written out here in the batch's dtype."""
-    count = game.config.game.replay_per_step
+    count = game.loop_config.replay_per_step
     replay = _add_to_replay(replay, written.chosen, optimum, payoff, count)
     replayed = game.adversary.instances(replay.types, written.instances.values.dtype)
     return TrainingPool(
@@ -697,7 +703,7 @@ def replay_instances(game: Game, state: GameState, types: jax.Array, ratio: jax.
     replayed."""
     optimum = offline_optimum(game.setting, game.adversary.instances(types, jnp.float32))
     replay = _add_to_replay(
-        state.replay, types, optimum, 1.0 / ratio, game.config.game.replay_per_step
+        state.replay, types, optimum, 1.0 / ratio, game.loop_config.replay_per_step
     )
     return state.replace(replay=replay)
 
@@ -707,10 +713,10 @@ def game_step(
     game: Game, state: GameState, families: Instance, families_optimum: jax.Array
 ) -> tuple[GameState, StepMetrics]:
     """One step of the game: ``n_adv`` adversary updates, then ``n_alg`` algorithm updates."""
-    config, setting = game.config, game.setting
-    adversary_opt = adversary_optimizer(config.adversary)
+    setting, loop, adversary_config = game.setting, game.loop_config, game.adversary_config
+    adversary_opt = adversary_optimizer(adversary_config)
     algorithm_opt = game.algorithm_optimizer()
-    updates_made = config.game.adversary_steps
+    updates_made = loop.adversary_steps
     key, *keys = jax.random.split(state.key, 1 + max(updates_made, 1))
     adversary, adversary_state = state.adversary, state.adversary_opt
     # the algorithm in every state, once: the state-conditioned adversary writes along it and
@@ -719,14 +725,14 @@ def game_step(
     for index, key_write in enumerate(keys):
         written = game.shard(
             game.adversary.write(
-                adversary, setting, key_write, config.adversary.batch, jnp.float32, table
+                adversary, setting, key_write, adversary_config.batch, jnp.float32, table
             )
         )
         optimum = offline_optimum(setting, written.instances)
         payoff = payoffs_from_probs(game, table.probs, written.instances, optimum)
         if index < updates_made:  # none when the adversary is frozen
             grads = jax.grad(functools.partial(reinforce_loss, game.adversary))(
-                adversary, written, payoff, config.adversary.entropy
+                adversary, written, payoff, adversary_config.entropy
             )
             updates, adversary_state = adversary_opt.update(grads, adversary_state, adversary)
             adversary = optax.apply_updates(adversary, updates)
@@ -735,9 +741,9 @@ def game_step(
     )
     pool, pool_optimum, valid = game.shard((pool, pool_optimum, valid))
     algorithm, algorithm_state = state.algorithm, state.algorithm_opt
-    weigh = functools.partial(softmin_weights, valid=valid, temperature=config.game.temperature)
-    for _ in range(config.game.algorithm_steps):
-        if config.algorithm.update == "per-round":
+    weigh = functools.partial(softmin_weights, valid=valid, temperature=loop.temperature)
+    for _ in range(loop.algorithm_steps):
+        if game.algorithm_config.update == "per-round":
             pool_payoff, ascent = per_round_update(game, algorithm, pool, pool_optimum, weigh)
         else:
             pool_payoff = game_payoffs(game, algorithm, pool, pool_optimum)

@@ -70,7 +70,7 @@ def sale_gains(
 ) -> SaleGains:
     """One run of the policy on ``instance`` and, at ``rollout_rounds`` random rounds of it,
     ``G_t / OPT`` by two continuations from round t + 1 with the same random numbers."""
-    setting, count = game.setting, game.config.algorithm.rollout_rounds
+    setting, count = game.setting, game.algorithm_config.rollout_rounds
     policy = game.policy(jax.lax.stop_gradient(params))
     key_run, key_rounds, key_next = jax.random.split(key, 3)
     run = rollout(setting, policy, instance, key_run, jnp.float32)
@@ -116,7 +116,7 @@ def rollout_gradient(
     bundle_price = atoms[None, None, None] * demands[..., None] + others[..., None]
     accept = values[..., None, None] >= bundle_price  # price atom a on resource k: bought?
     accept &= (demands.sum(-1) > 0)[..., None, None]  # [P, R, K, A]
-    scale = setting.rounds / game.config.algorithm.rollout_rounds
+    scale = setting.rounds / game.algorithm_config.rollout_rounds
     coefficient = jax.lax.stop_gradient(weights[:, None] * found.gain * scale)  # [P, R]
     fractions = found.rounds.astype(values.dtype) / setting.rounds
 
@@ -130,7 +130,7 @@ def rollout_gradient(
 
 def pool_payoffs(game: Game, params: dict, instances: Instance, optimum, key) -> jax.Array:
     """Payoffs ``[B]``: mean welfare of ``payoff_runs`` runs of the current policy over OPT."""
-    runs = game.config.algorithm.payoff_runs
+    runs = game.algorithm_config.payoff_runs
     return sampled_payoffs(game.setting, game.policy(params), instances, optimum, key, runs)
 
 
@@ -151,7 +151,7 @@ def sampled_game_step(
 
 def on_device(game: Game) -> bool:
     """Whether the step solves OPT inside ``jit`` (the JAX dual LP needs divisible buyers)."""
-    return game.config.game.optimum == "device" and game.setting.divisible
+    return game.loop_config.optimum == "device" and game.setting.divisible
 
 
 def _game_step(
@@ -171,22 +171,20 @@ _device_game_step = jax.jit(functools.partial(_game_step, solve=device_optimum),
 def _adversary_updates(game: Game, state: GameState, solve):
     """``n_adv`` adversary updates, each batch's OPT from ``solve(setting, instances)``; the
     state after them, the last batch, its OPT and payoffs, and the algorithm's key."""
-    config, setting = game.config, game.setting
-    updates_made = config.game.adversary_steps
+    setting, batch = game.setting, game.adversary_config.batch
+    updates_made = game.loop_config.adversary_steps
     key, key_algorithm, *keys = jax.random.split(state.key, 2 + max(updates_made, 1))
     adversary, adversary_state = state.adversary, state.adversary_opt
     for index, key_batch in enumerate(keys):
         key_write, key_runs = jax.random.split(key_batch)
         written = game.shard(
-            write_batch(
-                game.adversary, adversary, setting, key_write, config.adversary.batch, jnp.float32
-            )
+            write_batch(game.adversary, adversary, setting, key_write, batch, jnp.float32)
         )
         optimum = solve(setting, written.instances)
         payoff = _pool_payoffs(game, state.algorithm, written.instances, optimum, key_runs)
         if index < updates_made:  # none when the adversary is frozen
             adversary, adversary_state = adversary_update(
-                game.adversary, config.adversary, adversary, adversary_state, written, payoff
+                game.adversary, game.adversary_config, adversary, adversary_state, written, payoff
             )
     state = state.replace(key=key, adversary=adversary, adversary_opt=adversary_state)
     return state, written, optimum, payoff, key_algorithm
@@ -205,20 +203,19 @@ def _algorithm_updates(
 ) -> tuple[GameState, StepMetrics]:
     """Replay the batch's hardest instances, then ``n_alg`` updates of the pricing network on
     the pool (batch, replay, families) weighted by a softmin of its payoffs."""
-    config = game.config
+    loop = game.loop_config
     replay, pool, pool_optimum, valid = training_pool(
         game, state.replay, written, optimum, payoff, families, families_optimum
     )
     pool, pool_optimum, valid = game.shard((pool, pool_optimum, valid))
     optimizer = game.algorithm_optimizer()
     algorithm, algorithm_state = state.algorithm, state.algorithm_opt
-    for _ in range(config.game.algorithm_steps):
+    for _ in range(loop.algorithm_steps):
         key, key_payoffs, key_gradient = jax.random.split(key, 3)
         pool_payoff = pool_payoffs(game, algorithm, pool, pool_optimum, key_payoffs)
-        weights = softmin_weights(pool_payoff, valid, config.game.temperature)
-        gradient = (
-            rollout_gradient if config.algorithm.update == "per-round" else reinforce_gradient
-        )
+        weights = softmin_weights(pool_payoff, valid, loop.temperature)
+        per_round = game.algorithm_config.update == "per-round"
+        gradient = rollout_gradient if per_round else reinforce_gradient
         ascent = gradient(game, algorithm, pool, pool_optimum, weights, key_gradient)
         descent = jax.tree.map(jnp.negative, ascent)
         updates, algorithm_state = optimizer.update(descent, algorithm_state, algorithm)
