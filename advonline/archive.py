@@ -187,3 +187,17 @@ def set_payoffs(archive: Archive, rows: np.ndarray, columns: np.ndarray, values)
 def snapshot_params(archive: Archive, slot: int) -> dict:
     """The parameters stored in snapshot ``slot``."""
     return jax.tree.map(lambda stack: stack[slot], archive.snapshots)
+
+
+def on_padded_rows(function, rows) -> np.ndarray:
+    """``function(rows)`` ``[N]`` for host ``rows`` ``[N, ...]`` whose count varies from epoch
+    to epoch (what an oracle adds): padded by repeating the first row to a power of two, at
+    least 32, so that a jitted ``function`` compiles for a handful of shapes; the padding's
+    results are dropped."""
+    rows = np.asarray(rows)
+    count = rows.shape[0]
+    if count == 0:
+        return np.zeros(0, np.float32)
+    padded = max(32, 1 << (count - 1).bit_length())
+    filler = np.broadcast_to(rows[:1], (padded - count, *rows.shape[1:]))
+    return np.asarray(function(jnp.asarray(np.concatenate([rows, filler]))))[:count]

@@ -50,9 +50,12 @@ finds what the live one lost. The oracle loop keeps everything instead. Each epo
    runs, with the same weights.)
 
 The ``game`` is the problem's (:attr:`advonline.problem.Training.game`; posted pricing's is
-:class:`posted_price.game.Game`): the loop asks it for fresh parameters, exact payoffs of
-token instances, the distributions in every state, the update direction, both oracles, OPT,
-the certificate and the mixture it delivers, and keeps everything else here.
+:class:`posted_price.game.Game`), or for a problem on the interface alone
+:class:`advonline.problem_game.ProblemGame`: the loop asks it for fresh parameters, exact
+payoffs of token instances, the distributions in every state (for the anchor), the update
+direction, both oracles, OPT, the certificate and the mixture it delivers, and keeps
+everything else here. :func:`run_epochs` drives it for ``advonline train`` and ``advonline
+run`` alike.
 
 The epoch after the last training measures the final network, so a run of ``E`` epochs
 trains ``E`` times and measures ``E + 1`` times. No step reads the evaluator's hard families

@@ -29,6 +29,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from advonline.archive import on_padded_rows
 from advonline.problem import Problem
 from advonline.ratio import ratio_of_payoff
 from advonline.search import Found, hill_climb
@@ -94,14 +95,8 @@ class ProblemGame:
     def optimum_of(self, types) -> np.ndarray:
         """OPT of the instances ``types`` ``[N, T]`` (host array), the batch padded to a power
         of two so that the epochs' varying counts share a few compilations."""
-        types = np.asarray(types, np.int32)
-        count = types.shape[0]
-        if count == 0:
-            return np.zeros(0, np.float32)
-        padded = max(32, 1 << (count - 1).bit_length())
-        filler = np.broadcast_to(types[:1], (padded - count, *types.shape[1:]))
-        optima = _optimum(self, jnp.asarray(np.concatenate([types, filler])))
-        return np.asarray(optima, np.float32)[:count]
+        optima = on_padded_rows(functools.partial(_optimum, self), np.asarray(types, np.int32))
+        return optima.astype(np.float32)
 
     def ascent(self, types: jax.Array, optimum: jax.Array, weigh):
         """``(params, key) -> ascent direction`` of ``sum_j w_j u_j`` with ``w =

@@ -6,7 +6,7 @@ curve beside the baselines with the same evaluator. Prints the known optimum r*(
 certified lower bound on every online algorithm for the setting, the learned certificate
 (median [min, max] over the seeds) and the baselines' exact ratios.
 
-    python experiments/one_way_trading.py            # seeds 0-2, both configs, ~5 min on 2 cores
+    python experiments/one_way_trading.py            # seeds 0-2, both configs, ~2 min on 2 cores
 """
 
 from __future__ import annotations

@@ -43,7 +43,7 @@ from jax.sharding import Mesh
 
 from advonline import ratio
 from advonline.adversary import Written, reinforce_loss
-from advonline.archive import Archive, empty_archive, push_first_out
+from advonline.archive import Archive, empty_archive, on_padded_rows, push_first_out
 from advonline.configs import GameConfig, RunConfig
 from advonline.mixture import SnapshotMixture, snapshot_mixture
 from advonline.networks import AlgorithmNetwork
@@ -271,13 +271,7 @@ class Game:
         if self.setting.resources != 1:
             instances = self.adversary.instances(jnp.asarray(types), jnp.float32)
             return np.asarray(offline_optimum(self.setting, instances))
-        count = types.shape[0]
-        if count == 0:
-            return np.zeros(0, np.float32)
-        padded = max(32, 1 << (count - 1).bit_length())
-        filler = np.broadcast_to(types[:1], (padded - count, *types.shape[1:]))
-        optima = _typed_optimum(self, jnp.asarray(np.concatenate([types, filler])))
-        return np.asarray(optima)[:count]
+        return on_padded_rows(functools.partial(_typed_optimum, self), types)
 
     def payoffs(self, params: dict, types: jax.Array, optimum: jax.Array) -> jax.Array:
         """Exact payoffs ``E[ALG(I_j)] / OPT(I_j)`` ``[N]`` of the network ``params`` on the
