@@ -127,6 +127,10 @@ class OracleConfig:
     # (the adversary's side of double oracle over the final snapshots), until the mixture's
     # exploitability is at most closing_tolerance
     closing_tolerance: float = 0.01
+    rescore_best: bool = False  # without a certificate, one network kept: before a probed
+    # network is compared with the kept one, the kept one's measured worst case is raised to
+    # its worst ratio on the current archive, so both are measured on everything found so far
+    # (the archive grows harder, and a network measured early would otherwise stay kept)
 
     def budget(self) -> OracleBudget:
         """The oracles' budget per epoch."""

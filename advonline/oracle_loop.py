@@ -23,10 +23,13 @@ finds what the live one lost. The oracle loop keeps everything instead. Each epo
    ``oracle.certificate_instances`` the certificate is also an oracle: the game draws that
    many runs of the adversary strategy behind the bound (an exact best response), and the
    hardest join the archive (origin ``certificate``); ``probe_every = 0`` probes only the
-   last epoch. (K >= 2 has no certificate: there the run keeps the network whose measured
+   last epoch. (Without a certificate, as for posted pricing's K >= 2, the run keeps the
+   network whose measured
    worst case, the worst of the probe's finds and the archive, is lowest so far: a lower
    bound on its CR; only probed epochs compete, since the archive alone is a weaker search
-   and would flatter an unprobed network.) What the probe found then joins the archive (it
+   and would flatter an unprobed network; with ``oracle.rescore_best`` the kept network's
+   figure is first raised to its worst ratio on the current archive, so that the two are
+   measured on the same inputs.) What the probe found then joins the archive (it
    is this run's own search, not the evaluator's).
    For K >= 2 (``oracle.mixtures``) a second probe attacks the algorithm's equilibrium
    mixture of snapshots, chosen once per input (:mod:`advonline.mixture`), by local search
@@ -121,7 +124,8 @@ class EpochRecord(NamedTuple):
     # strategy (None when none were drawn)
     exploitability: float | None  # max(probe, archive) / restricted CR - 1
     upper_bound: float | None  # the DP certificate's bound on the current network's CR (K = 1)
-    guarantee: float  # the best bound so far (never rises; K >= 2: best measured worst case)
+    guarantee: float  # the best bound so far (never rises; without a certificate the kept
+    # network's measured worst case, raised by the archive with ``oracle.rescore_best``)
     archive_size: int
     support: int  # instances in the adversary's equilibrium mixture
     mixture_ratio: float | None = None  # K >= 2: the measured worst case of the algorithm's
@@ -472,6 +476,8 @@ def measure_epoch(
     # no certificate: the worst case measured, where a probe measured it (the archive alone
     # is a weaker search, so an unprobed epoch's figure is not comparable with a probed one's)
     score = bound if game.certifies else (attained if probe_ratio is not None else None)
+    if score is not None and not game.certifies and oracle.rescore_best and not game.mixes:
+        state = _rescore_best(game, state)
     best_mixture, best_mixture_ratio = mixture if mixture is not None else (None, None)
     state = keep_best(state, score, best_mixture, best_mixture_ratio)
     record = EpochRecord(
@@ -489,6 +495,18 @@ def measure_epoch(
         mixture_exploitability=mixture_exploitability,
     )
     return state.replace(epoch=state.epoch + 1), record
+
+
+def _rescore_best(game, state: OracleState) -> OracleState:
+    """``oracle.rescore_best``: the kept network's measured worst case raised to its worst
+    ratio on the current archive (a lower bound on its CR, as the measurement was)."""
+    if not math.isfinite(float(state.best_score)):
+        return state
+    archive = state.archive
+    payoffs = snapshot_payoffs(game, state.best_algorithm, archive.types, archive.optimum)
+    worst = np.where(np.asarray(archive.filled), ratios_of_payoffs(payoffs), 0.0).max()
+    raised = max(float(state.best_score), float(worst))
+    return state.replace(best_score=jnp.asarray(raised, state.best_score.dtype))
 
 
 #: The smallest batch the archive's instances are trained on (:func:`training_slots`).

@@ -135,7 +135,7 @@ def from_dict(data: dict, origin: str) -> ProblemRunConfig:
     for name in tables["oracle"]:
         if name in NOT_APPLICABLE:
             raise ConfigError(f"{origin} [oracle]: {name} does not apply: {NOT_APPLICABLE[name]}")
-    given = {**tables["oracle"], **INTERFACE_ORACLE}
+    given = {"rescore_best": True, **tables["oracle"], **INTERFACE_ORACLE}
     oracle = build_section(OracleConfig, given, f"{origin} [oracle]")
     problems = [f"game.{name} must be >= 1" for name in ("epochs",) if loop.epochs < 1]
     problems += [

@@ -1,0 +1,93 @@
+"""The oracle loop's game for problems of the interface (advonline/problem_game.py): its payoffs
+and update are the problem's, and without a certificate the kept network is measured on the
+same inputs as the one it is compared with."""
+
+from __future__ import annotations
+
+import tomllib
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from advonline import problem_run
+from advonline.oracle_loop import init_oracle_state, measure_epoch, snapshot_payoffs, train_epoch
+from advonline.problem_game import ProblemGame
+from advonline.ratio import ratios_of_payoffs
+
+ADWORDS = """
+[problem]
+name = "adwords"
+
+[setting]
+advertisers = 4
+queries = 16
+max_bid = 0.25
+
+[algorithm]
+hidden = 8
+
+[game]
+epochs = 3
+
+[oracle]
+epoch_steps = 20
+archive_size = 32
+new_per_epoch = 4
+worst_case_weight = 1.0
+chains = 8
+candidates = 1
+search_steps = 8
+"""
+
+
+def _game(text: str) -> tuple[problem_run.ProblemRunConfig, ProblemGame]:
+    config = problem_run.from_dict(tomllib.loads(text), "test")
+    game = ProblemGame.build(config.problem, config.setting, config.head, 0.01)
+    return config, game
+
+
+def test_payoffs_and_ascent_are_the_problems():
+    config, game = _game(ADWORDS)
+    assert game == ProblemGame.build(config.problem, config.setting, config.head, 0.01)
+    assert hash(game) == hash(ProblemGame.build(config.problem, config.setting, config.head, 0.01))
+    assert not game.certifies and not game.mixes
+    params = game.init_params(jax.random.key(1))
+    types = game.encoding.random(jax.random.key(2), 6)
+    instances = game.encoding.decode(types)
+    want = config.problem.payoffs(config.setting, game.policy(params), instances)
+    optimum = jnp.asarray(game.optimum_of(np.asarray(types)))
+    np.testing.assert_allclose(game.payoffs(params, types, optimum), want, rtol=1e-6)
+    np.testing.assert_allclose(
+        optimum, config.problem.offline_optimum(config.setting, instances), rtol=1e-6
+    )
+    weights = jnp.linspace(0.1, 0.6, 6)
+    ascent = game.ascent(types, optimum, lambda payoff: weights)(params, jax.random.key(3))
+    gradient = jax.grad(lambda p: jnp.sum(weights * game.payoffs(p, types, optimum)))(params)
+    for got, expected in zip(jax.tree.leaves(ascent), jax.tree.leaves(gradient), strict=True):
+        np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-7)
+
+
+@pytest.mark.parametrize("probe_every", [1, 2])
+def test_without_a_certificate_the_kept_network_is_measured_on_the_archive(probe_every):
+    """After every probed measurement the kept network's measured worst case is at least its
+    worst ratio on the archive as it now is (``oracle.rescore_best``, on for problems of the
+    interface): a later network is never compared with a figure from easier inputs."""
+    config, game = _game(
+        ADWORDS.replace("search_steps = 8", f"search_steps = 8\nprobe_every = {probe_every}")
+    )
+    assert config.oracle.rescore_best
+    state = init_oracle_state(game, config.oracle, jax.random.key(0))
+    kept = []
+    for epoch in range(4):
+        state, record = measure_epoch(game, config.oracle, state, last=epoch == 3)
+        archive = state.archive
+        payoffs = snapshot_payoffs(game, state.best_algorithm, archive.types, archive.optimum)
+        worst = np.where(np.asarray(archive.filled), ratios_of_payoffs(payoffs), 0.0).max()
+        if record.probe_ratio is not None:
+            assert worst <= record.guarantee * (1 + 1e-6)
+            kept.append(record.guarantee)
+        if epoch < 3:
+            state = train_epoch(game, config.oracle, config.loop.temperature, state)
+    assert len(kept) >= 2
