@@ -15,7 +15,8 @@
 
 A policy of the interface is one function of its parameters: it has no per-state
 distributions for the loop's proximal anchor, and the loop delivers one network, never a
-mixture of snapshots.
+mixture of snapshots. Without a certificate the delivered network is the probed one with the
+lowest measured worst case, each compared on the current archive (``oracle.rescore_best``).
 """
 
 from __future__ import annotations

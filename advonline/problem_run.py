@@ -97,7 +97,8 @@ class EpochRow(NamedTuple):
     found: float  # worst ratio the oracle found against the network it searched
     archive_worst: float  # worst archived ratio against that network
     certificate: float | None  # its certified ratio (None: not certified this epoch)
-    best_certificate: float  # the delivered network's guarantee so far
+    guarantee: float  # the kept network's figure: its certificate, or without one its
+    # measured worst case (advonline/oracle_loop.py)
 
 
 class Trained(NamedTuple):
@@ -170,7 +171,7 @@ def train(config: ProblemRunConfig, log=None) -> Trained:
             found=record.oracle_ratio,
             archive_worst=record.archive_ratio,
             certificate=record.upper_bound,
-            best_certificate=record.guarantee,
+            guarantee=record.guarantee,
         )
         rows.append(row)
         if log is not None:
@@ -256,10 +257,10 @@ def _write_metrics(path: Path, trained: Trained) -> None:
     with open(path, "w", newline="", encoding="utf-8") as handle:
         writer = csv.writer(handle)
         writer.writerow(
-            ["step", "wall_seconds", "found", "archive_worst", "certificate", "best_certificate"]
+            ["step", "wall_seconds", "found", "archive_worst", "certificate", "guarantee"]
         )
         for row in trained.rows:
-            cells = (row.found, row.archive_worst, row.certificate, row.best_certificate)
+            cells = (row.found, row.archive_worst, row.certificate, row.guarantee)
             writer.writerow(
                 [row.epoch, f"{row.seconds:.3f}", *("" if c is None else c for c in cells)]
             )
