@@ -54,7 +54,7 @@ NOT_APPLICABLE = {
     "closing_rounds": "one network is delivered, never a mixture of snapshots",
     "closing_tolerance": "one network is delivered, never a mixture of snapshots",
 }
-#: What the oracle loop runs with for a problem of the interface, whatever the config says.
+#: The full game's [oracle] defaults that a problem of the interface runs without.
 INTERFACE_ORACLE = {"restarts": 0, "adversary_steps": 0, "anchor": 0.0, "mixtures": False}
 
 
@@ -138,7 +138,7 @@ def from_dict(data: dict, origin: str) -> ProblemRunConfig:
             raise ConfigError(f"{origin} [oracle]: {name} does not apply: {NOT_APPLICABLE[name]}")
     given = {"rescore_best": True, **tables["oracle"], **INTERFACE_ORACLE}
     oracle = build_section(OracleConfig, given, f"{origin} [oracle]")
-    problems = [f"game.{name} must be >= 1" for name in ("epochs",) if loop.epochs < 1]
+    problems = ["game.epochs must be >= 1"] if loop.epochs < 1 else []
     problems += [
         f"game.{name} must be > 0"
         for name in ("learning_rate", "temperature")
