@@ -10,7 +10,7 @@ advertiser order) and the learned ratio over it, how much more the evaluator fou
 worst of training's own final archive against the delivered rule (``fresh / archive - 1``:
 what a fresh adversary still gains, the exploitability left), and the classic rules' ratios.
 
-    python experiments/adwords.py     # seeds 0-2: ~15 min per n = 10 config, ~2 h 15 min for n = 50
+    python experiments/adwords.py     # seeds 0-2: ~15 min per n = 10 config, ~2.5 h for n = 50
 """
 
 from __future__ import annotations
