@@ -30,13 +30,14 @@ import jax.numpy as jnp
 import numpy as np
 
 from advonline import checksums, environment, folders, plots
+from advonline.archive_view import worst_delivered
 from advonline.configs import ConfigError, OracleConfig, build_section, problem_of, read_toml
 from advonline.errors import InputError
 from advonline.folders import atomic_write
-from advonline.oracle_loop import init_oracle_state, run_epochs, snapshot_payoffs
+from advonline.oracle_loop import init_oracle_state, run_epochs
 from advonline.problem import Problem
 from advonline.problem_game import ProblemGame
-from advonline.ratio import ratio_of_payoff, ratios_of_payoffs
+from advonline.ratio import ratio_of_payoff
 from advonline.search import hill_climb
 
 EVALUATION_NAME = "evaluation.json"
@@ -176,10 +177,7 @@ def train(config: ProblemRunConfig, log=None) -> Trained:
         rows.append(row)
         if log is not None:
             log(row)
-    archive = state.archive
-    payoffs = snapshot_payoffs(game, state.best_algorithm, archive.types, archive.optimum)
-    delivered = np.where(np.asarray(archive.filled), ratios_of_payoffs(payoffs), 0.0)
-    return Trained(state.best_algorithm, rows, float(delivered.max()))
+    return Trained(state.best_algorithm, rows, worst_delivered(game, state))
 
 
 def measure(problem: Problem, setting, policies: dict, budget: Budget) -> dict:
