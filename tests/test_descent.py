@@ -46,8 +46,9 @@ def _certificate(config: DescentConfig, params) -> float:
 def test_the_gradient_is_the_certificates_slope(policy):
     """Along random directions the envelope gradient matches the certificate's central
     difference (where one adversary strategy is the unique worst, the certificate is smooth)."""
-    config = DescentConfig(policy=policy, atoms=4, round_seen=True, init_scale=0.5)
-    params = initial_params(SETTING, config, jax.random.key(3))
+    config = DescentConfig(policy=policy, atoms=4, round_seen=True)
+    shape = initial_params(SETTING, config, jax.random.key(3)).shape  # shared row, residuals
+    params = 0.5 * np.random.default_rng(2).normal(size=shape)  # a generic point: no ties
     ratio = _certificate(config, params)
     table_of = functools.partial(price_table, SETTING, config)
     slope = np.asarray(certificate_gradient(SETTING, table_of, params, ratio))
@@ -82,6 +83,19 @@ def test_a_short_descent_delivers_its_lowest_certificate(policy):
         assert np.all(np.diff(curve) >= 0)
         assert np.all((curve >= SETTING.low) & (curve <= SETTING.high))
         assert "exact" in found.certificate.note
+
+
+def test_a_seen_round_starts_from_the_shared_row():
+    """With the round seen, the parameters are the shared row and one zero residual per
+    round, so training starts from the table the round-hidden class would start from."""
+    seen, hidden = (DescentConfig(atoms=4, round_seen=flag) for flag in (True, False))
+    params = initial_params(SETTING, seen, jax.random.key(1))
+    assert params.shape == (1 + SETTING.rounds, SETTING.grid_size + 1, 4)
+    np.testing.assert_array_equal(params[0], initial_params(SETTING, hidden, jax.random.key(1))[0])
+    with jax.enable_x64(True):
+        moved = price_table(SETTING, seen, params.at[3, :, 0].add(1.0))  # round 2, atom 0
+    assert not np.allclose(moved.probs[2], moved.probs[1])
+    np.testing.assert_array_equal(moved.probs[1], moved.probs[-1])
 
 
 def test_a_hidden_round_posts_the_same_table_every_round():

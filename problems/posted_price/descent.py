@@ -11,7 +11,9 @@ game of the oracle loop with the adversary's side played exactly: nothing is sam
 figure a run reports is the certificate of the table it delivers (the lowest any step had).
 
 Two policy classes over the utilisation grid (units sold, ``G + 1`` states), each with the
-round hidden (one row for every round, as in the classic model) or seen (a row per round):
+round hidden (one row for every round, as in the classic model) or seen (a row per round: the
+shared row plus a residual of that round, which starts at zero, so every round learns from
+the shared row's gradient and a round the worst case visits can depart from it):
 
 - ``randomised``: a softmax over ``atoms`` prices geometric in [L, U] in every state;
 - ``deterministic``: one price per state, non-decreasing in the units sold. Its logarithm is a
@@ -84,23 +86,29 @@ class Descent:
     policy: TablePolicy
     certificate: Certificate  # of ``policy``, computed afresh from a start of 1
     history: tuple[float, ...]  # the certificate of each step's table
+    reached_at: tuple[float, ...]  # seconds from the start to each step's certificate
     seconds: float
 
 
 def initial_params(setting: Setting, config: DescentConfig, key: jax.Array) -> jax.Array:
-    """Zeros plus ``init_scale`` normal noise: ``[R, G + 1, atoms]`` logits (randomised) or
-    ``[R, G + 1]`` (deterministic: the offset, then ``G`` steps), R = T or 1. Float64."""
-    rows = setting.rounds if config.round_seen else 1
-    shape = (rows, setting.grid_size + 1)
+    """``[R, G + 1, atoms]`` logits (randomised) or ``[R, G + 1]`` (deterministic: the offset,
+    then ``G`` steps), float64. With the round hidden R = 1: zeros plus ``init_scale`` normal
+    noise. With the round seen R = 1 + T: that shared row, then T per-round residuals, zero."""
+    shape = (1, setting.grid_size + 1)
     if config.policy == "randomised":
         shape = (*shape, config.atoms)
     with jax.enable_x64(True):
-        return config.init_scale * jax.random.normal(key, shape, jnp.float64)
+        shared = config.init_scale * jax.random.normal(key, shape, jnp.float64)
+        if not config.round_seen:
+            return shared
+        return jnp.concatenate([shared, jnp.zeros((setting.rounds, *shape[1:]))])
 
 
 def price_table(setting: Setting, config: DescentConfig, params: jax.Array) -> PriceDistribution:
     """The table ``[T, G + 1, A]`` the parameters post (A = ``atoms``, or 1 deterministic)."""
     shape = (setting.rounds, setting.grid_size + 1)
+    if config.round_seen:  # the shared row plus each round's residual
+        params = params[:1] + params[1:]
     if config.policy == "randomised":
         atoms = jnp.asarray(price_atoms(setting, config.atoms), params.dtype)
         probs = jnp.broadcast_to(jax.nn.softmax(params, axis=-1), (*shape, config.atoms))
@@ -139,11 +147,12 @@ def descend(
     with jax.enable_x64(True):
         params = initial_params(setting, config, key)
         state = optimiser.init(params)
-        best, best_params, last, history = math.inf, params, None, []
+        best, best_params, last, history, reached_at = math.inf, params, None, [], []
         for step in range(config.steps):
             certificate = _certify(setting, config, table_of(params), work_limit, last)
             ratio = certificate.ratio
             history.append(ratio)
+            reached_at.append(time.perf_counter() - start_time)
             if ratio < best:
                 best, best_params = ratio, params
             if say and (step % max(1, config.steps // 10) == 0 or step == config.steps - 1):
@@ -159,6 +168,7 @@ def descend(
         policy=delivered,
         certificate=certify_dp(setting, delivered, work_limit),
         history=tuple(history),
+        reached_at=tuple(reached_at),
         seconds=time.perf_counter() - start_time,
     )
 
