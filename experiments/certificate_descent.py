@@ -17,28 +17,36 @@ table is a float64 DP certificate of ``certify_dp``, the evaluator's own ``exact
 
 The k1 settings are those of the from-scratch configs (200 buyers of 1%, and 40 large
 indivisible buyers); the classic settings (``lower_bounds.CLASSIC_SETTINGS``) carry 32
-capacities of supply, so that the classic ramp fits. Every table hides the round (one row
-for all rounds), as in the classic model. Targets (:data:`TARGETS`): the bracket of the
-randomised tables, at the median and on every seed; the deterministic curve's exact CR
-against threshold's. With ``--measure`` each delivered table is also measured by the
-evaluator with its default budget (as every algorithm in the project is), which adds its
-measured CR: the worst ratio a real input was found to attain.
+capacities of supply, so that the classic ramp fits. Both classes hide the round (one row
+for all rounds), as in the classic model; in :data:`ROUND_SEEN_SETTINGS`, finite settings
+whose horizon the from-scratch networks are told, a third class sees it (``randomised, round
+seen``: the shared row plus a residual per round). Targets (:data:`TARGETS`): the bracket of
+the randomised tables, at the median and on every seed; the deterministic curve's exact CR
+against threshold's. A second table brackets each setting's best possible CR: [the lower
+bound, the lowest certificate of any delivered table], with the table that attains it. With
+``--measure`` each delivered table is also measured by the evaluator with its default budget
+(as every algorithm in the project is), which adds its measured CR: the worst ratio a real
+input was found to attain.
 
 Run: python experiments/certificate_descent.py [--out results] [--seeds 3] [--only k1-u10]
-         [--measure] [--fresh]
+         [--class deterministic] [--steps N] [--atoms N] [--measure] [--fresh]
 Writes OUT/certificate_descent.{md,csv} and each run's result and delivered table to
 OUT/certificate_descent/<setting>-<class>-seed<n>.json, and the table as a policy file beside
 it, ``<run>-policy.json`` (``advonline evaluate --policy FILE`` measures it); a run whose file
 exists is not trained again unless ``--fresh``, which replaces both (``--measure`` measures a
-stored table without training it again).
+stored table without training it again). ``--class`` keeps only the classes named;
+``--steps`` and ``--atoms`` change every class's steps and prices (give them another
+``--out``: a stored run is reused by its name, whatever it was trained with).
 On 2 CPU cores, per randomised run: 5-11 min for 200 buyers of 1%, about 2 min for the
 classic settings, 0.5 min for large demands; a deterministic run takes a sixth to a tenth of
-that (one price atom instead of 16). About 2.5 hours for the whole sweep.
+that (one price atom instead of 16); a round-seen run (480 steps) about 8.5 min for 200
+buyers of 1% and 0.5 min for large demands. About 3 hours for the whole sweep.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 import statistics
@@ -72,11 +80,19 @@ SETTINGS = {
     **{name: name for name in lower_bounds.CLASSIC_SETTINGS},
 }
 
+#: steps of the class that sees the round: its residuals learn from the worst cases' rounds
+STEPS_SEEN = 480
 #: policy class -> how it descends (the same for every setting)
 CLASSES = {
     "randomised": DescentConfig(policy="randomised", atoms=16, steps=240, learning_rate=0.1),
     "deterministic": DescentConfig(policy="deterministic", steps=240, learning_rate=0.05),
+    "randomised, round seen": DescentConfig(
+        policy="randomised", atoms=16, steps=STEPS_SEEN, learning_rate=0.1, round_seen=True
+    ),
 }
+#: the classes that see the round run in the finite settings whose bracket the hidden round
+#: leaves above its target (the from-scratch networks are told the horizon there too)
+ROUND_SEEN_SETTINGS = ("k1-u100", "k1-u10-d025")
 
 #: label -> (randomised: median bracket, every seed's bracket; deterministic: CR / threshold's)
 TARGETS = {
@@ -96,21 +112,43 @@ def main() -> None:
     parser.add_argument(
         "--only", action="append", choices=list(SETTINGS.values()), help="these settings"
     )
+    parser.add_argument(
+        "--class", dest="classes", action="append", choices=list(CLASSES), help="these classes"
+    )
+    parser.add_argument("--steps", type=int, help="every class's steps (default: its own)")
+    parser.add_argument("--atoms", type=int, help="the randomised classes' prices (default 16)")
     parser.add_argument("--measure", action="store_true", help="also run the evaluator")
     parser.add_argument("--fresh", action="store_true", help="train again what is stored")
     args = parser.parse_args()
     if args.seeds < 1:
         parser.error("--seeds must be >= 1")
     out = Path(args.out)
-    rows = sweep(args.only or list(SETTINGS.values()), args.seeds, out, args.measure, args.fresh)
+    if (args.steps is not None and args.steps < 1) or (args.atoms is not None and args.atoms < 2):
+        parser.error("--steps must be >= 1 and --atoms >= 2")
+    changes = {name: value for name in ("steps", "atoms") if (value := getattr(args, name))}
+    classes = {
+        name: dataclasses.replace(config, **changes)
+        for name, config in CLASSES.items()
+        if name in (args.classes or CLASSES)
+    }
+    labels = args.only or list(SETTINGS.values())
+    rows = sweep(labels, args.seeds, out, args.measure, args.fresh, classes)
     write_csv(rows, out / "certificate_descent.csv")
-    markdown = table(rows)
+    markdown = table(rows) + "\n" + bracketed(rows)
     (out / "certificate_descent.md").write_text(markdown)
     print(markdown)
 
 
-def sweep(labels: list[str], seeds: int, out: Path, evaluate: bool, fresh: bool) -> list[dict]:
-    """One row per (setting, class, seed), trained now or read from its stored file."""
+def sweep(
+    labels: list[str],
+    seeds: int,
+    out: Path,
+    evaluate: bool,
+    fresh: bool,
+    classes: dict[str, DescentConfig] = CLASSES,
+) -> list[dict]:
+    """One row per (setting, class of ``classes``, seed), trained now or read from its stored
+    file."""
     folder = out / "certificate_descent"
     folder.mkdir(parents=True, exist_ok=True)
     rows = []
@@ -120,11 +158,13 @@ def sweep(labels: list[str], seeds: int, out: Path, evaluate: bool, fresh: bool)
         setting = lower_bounds.named_setting(name)
         bound = lower_bounds.setting_bound(name, setting, out)
         threshold = certify_dp(setting, make_baseline("threshold", setting)).ratio
-        for policy_class, config in CLASSES.items():
+        for policy_class, config in classes.items():
+            if config.round_seen and label not in ROUND_SEEN_SETTINGS:
+                continue
             for seed in range(seeds):
-                path = folder / f"{label}-{policy_class}-seed{seed}.json"
+                path = folder / f"{label}-{_file_name(policy_class)}-seed{seed}.json"
                 if fresh or not path.is_file():
-                    _run(setting, config, seed, path)
+                    _run(setting, policy_class, config, seed, path)
                     _policy_path(path).unlink(missing_ok=True)  # the earlier table's
                 _write_policy(setting, config, path)
                 row = _read(path)
@@ -142,20 +182,22 @@ def sweep(labels: list[str], seeds: int, out: Path, evaluate: bool, fresh: bool)
     return rows
 
 
-def _run(setting, config: DescentConfig, seed: int, path: Path) -> None:
+def _run(setting, policy_class: str, config: DescentConfig, seed: int, path: Path) -> None:
     """Train one table and store its result with the table itself and the environment."""
     found = descend(setting, config, jax.random.key(seed))
+    table = found.policy.table
     result = {
-        "policy_class": config.policy,
+        "policy_class": policy_class,
         "seed": seed,
         "certificate": found.certificate.ratio,
         "certificate_note": found.certificate.note,
         "first_certificate": found.history[0],
         "steps": config.steps,
+        "atoms": config.atoms if config.policy == "randomised" else 1,
         "train_seconds": round(found.seconds, 1),
-        "table": {
-            "prices": np.asarray(found.policy.table.prices[0]).tolist(),  # [G + 1, A]
-            "probs": np.asarray(found.policy.table.probs[0]).tolist(),
+        "table": {  # [G + 1, A], or [T, G + 1, A] with the round seen
+            name: np.asarray(column if config.round_seen else column[0]).tolist()
+            for name, column in (("prices", table.prices), ("probs", table.probs))
         },
         "environment": environment.describe(),
     }
@@ -163,11 +205,18 @@ def _run(setting, config: DescentConfig, seed: int, path: Path) -> None:
 
 
 def _stored_policy(setting, config: DescentConfig, result: dict) -> TablePolicy:
-    """The policy that posts a stored result's table (one row for every round)."""
+    """The policy that posts a stored result's table (with the round hidden, its one row in
+    every round)."""
     rows = [np.asarray(result["table"][name], np.float64) for name in ("prices", "probs")]
-    with jax.enable_x64(True):  # the same table in every round
-        prices, probs = (jnp.broadcast_to(row, (setting.rounds, *row.shape)) for row in rows)
+    shape = (setting.rounds, setting.grid_size + 1, rows[0].shape[-1])
+    with jax.enable_x64(True):
+        prices, probs = (jnp.broadcast_to(row, shape) for row in rows)
     return table_policy(setting, config, PriceDistribution(prices, probs))
+
+
+def _file_name(policy_class: str) -> str:
+    """A class's name in file names: ``randomised, round seen`` -> ``randomised-round-seen``."""
+    return policy_class.replace(", ", "-").replace(" ", "-")
 
 
 def _policy_path(path: Path) -> Path:
@@ -211,8 +260,8 @@ def table(rows: list[dict]) -> str:
     """Per setting and class: median [min, max] over seeds of the certificate, the bracket
     against the lower bound and the ratio to threshold's exact CR, with the targets marked."""
     lines = [
-        "Certificate descent (one resource, round hidden): every figure a DP certificate, "
-        "median [min, max] over seeds.",
+        "Certificate descent (one resource; the round hidden unless the class says it is "
+        "seen): every figure a DP certificate, median [min, max] over seeds.",
         "",
         "| setting | class | certificate | measured | lower bound | bracket: certificate / "
         "bound | threshold (exact) | / threshold | 1 + ln(U/L) | target | train s |",
@@ -244,10 +293,40 @@ def table(rows: list[dict]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def bracketed(rows: list[dict]) -> str:
+    """Per setting, the best possible CR of any online algorithm bracketed: [the certified
+    lower bound, the lowest certificate any delivered table has], with the table (class and
+    seed) that attains the upper end, beside 1 + ln(U/L) and threshold's exact CR."""
+    lines = [
+        "Best possible CR, bracketed: no online algorithm is below the lower end; the table "
+        "named attains the upper end (its DP certificate).",
+        "",
+        "| setting | best possible CR in | width: upper / lower | attained by | 1 + ln(U/L) "
+        "| threshold (exact) |",
+        "|---" * 6 + "|",
+    ]
+    settings: dict[str, list[dict]] = {}
+    for row in rows:
+        settings.setdefault(row["setting_name"], []).append(row)
+    for label, mine in settings.items():
+        best = min(mine, key=lambda row: row["certificate"])
+        lower = best["lower_bound"]
+        cells = [
+            f"{label}: {best['setting']}",
+            f"[{fmt(lower)}, {fmt(best['certificate'])}]",
+            fmt(best["certificate"] / lower),
+            f"{best['policy_class']}, seed {best['seed']}",
+            fmt(best["one_plus_ln"]),
+            fmt(best["threshold_exact"]),
+        ]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
 def _target(label: str, policy_class: str, brackets: list, to_threshold: list) -> str:
     """The target of this row and whether it is met, or ``none set``."""
     median, every, threshold_factor = TARGETS.get(label, (None, None, None))
-    if policy_class == "deterministic":
+    if policy_class.startswith("deterministic"):
         if threshold_factor is None:
             return "none set"
         met = max(to_threshold) <= threshold_factor
