@@ -16,17 +16,11 @@ from __future__ import annotations
 import csv
 from pathlib import Path
 
-import jax
 import numpy as np
 
 from advonline import archive as archives
-from advonline.oracle_loop import OracleState, delivered_mixture, payoff_matrix
+from advonline.oracle_loop import OracleState, delivered_mixture, network_ratios, payoff_matrix
 from advonline.ratio import ratios_of_payoffs
-
-
-def _ratios(game, params: dict, archive: archives.Archive) -> np.ndarray:
-    stacked = jax.tree.map(lambda leaf: leaf[None], params)
-    return ratios_of_payoffs(payoff_matrix(game, stacked, archive.types, archive.optimum)[0])
 
 
 def _delivered_ratios(game, state: OracleState) -> np.ndarray:
@@ -34,7 +28,7 @@ def _delivered_ratios(game, state: OracleState) -> np.ndarray:
     mixture of snapshots (weighted payoffs: one member drawn per input)."""
     archive, mixture = state.archive, delivered_mixture(game, state)
     if mixture is None:
-        return _ratios(game, state.best_algorithm, archive)
+        return network_ratios(game, state.best_algorithm, archive)
     payoffs = payoff_matrix(game, mixture.members.params, archive.types, archive.optimum)
     return ratios_of_payoffs(np.asarray(mixture.weights, np.float64) @ np.asarray(payoffs))
 
@@ -51,7 +45,7 @@ def archive_rows(game, state: OracleState) -> list[dict]:
     """One dict per archived instance, hardest against what the run delivers first."""
     archive = state.archive
     slots = archives.instance_slots(archive)
-    current = _ratios(game, state.algorithm, archive)
+    current = network_ratios(game, state.algorithm, archive)
     delivered = _delivered_ratios(game, state)
     summaries = game.summaries(archive.types[slots])
     rows = []

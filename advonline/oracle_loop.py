@@ -231,6 +231,13 @@ def snapshot_payoffs(game, params: dict, types: jax.Array, optimum: jax.Array):
     return game.payoffs(params, types, optimum)
 
 
+def network_ratios(game, params: dict, archive: archives.Archive) -> np.ndarray:
+    """Exact ratios ``OPT / E[ALG]`` ``[N]`` of the network ``params`` on every archive slot
+    (empty slots give meaningless entries that the caller masks)."""
+    stacked = jax.tree.map(lambda leaf: leaf[None], params)
+    return ratios_of_payoffs(payoff_matrix(game, stacked, archive.types, archive.optimum)[0])
+
+
 def _score_row(game, archive: archives.Archive, slot: int) -> archives.Archive:
     """Snapshot ``slot``'s payoff row on every archive slot (fixed shape: one compilation)."""
     params = archives.snapshot_params(archive, slot)
@@ -503,8 +510,8 @@ def _rescore_best(game, state: OracleState) -> OracleState:
     if not math.isfinite(float(state.best_score)):
         return state
     archive = state.archive
-    payoffs = snapshot_payoffs(game, state.best_algorithm, archive.types, archive.optimum)
-    worst = np.where(np.asarray(archive.filled), ratios_of_payoffs(payoffs), 0.0).max()
+    ratios = network_ratios(game, state.best_algorithm, archive)
+    worst = np.where(np.asarray(archive.filled), ratios, 0.0).max()
     raised = max(float(state.best_score), float(worst))
     return state.replace(best_score=jnp.asarray(raised, state.best_score.dtype))
 
