@@ -134,7 +134,7 @@ def main() -> None:
     labels = args.only or list(SETTINGS.values())
     rows = sweep(labels, args.seeds, out, args.measure, args.fresh, classes)
     write_csv(rows, out / "certificate_descent.csv")
-    markdown = table(rows) + "\n" + bracketed(rows)
+    markdown = report(rows)
     (out / "certificate_descent.md").write_text(markdown)
     print(markdown)
 
@@ -256,6 +256,11 @@ def _read(path: Path) -> dict:
     return json.loads(path.read_text())
 
 
+def report(rows: list[dict]) -> str:
+    """What the command prints: :func:`table`, then :func:`bracketed`."""
+    return table(rows) + "\n" + bracketed(rows)
+
+
 def table(rows: list[dict]) -> str:
     """Per setting and class: median [min, max] over seeds of the certificate, the bracket
     against the lower bound and the ratio to threshold's exact CR, with the targets marked."""
@@ -326,7 +331,7 @@ def bracketed(rows: list[dict]) -> str:
 def _target(label: str, policy_class: str, brackets: list, to_threshold: list) -> str:
     """The target of this row and whether it is met, or ``none set``."""
     median, every, threshold_factor = TARGETS.get(label, (None, None, None))
-    if policy_class.startswith("deterministic"):
+    if policy_class == "deterministic":
         if threshold_factor is None:
             return "none set"
         met = max(to_threshold) <= threshold_factor

@@ -154,7 +154,7 @@ def main() -> None:
         print(markdown)
     if descended := [name for name in names if name in DESCENT]:
         rows = certificate_descent.sweep(descended, args.seeds, out, False, args.fresh)
-        markdown = certificate_descent.table(rows) + "\n" + certificate_descent.bracketed(rows)
+        markdown = certificate_descent.report(rows)
         (out / "certificate_descent.md").write_text(markdown)
         print(markdown)
     others = (OTHER_PROBLEMS[name] for name in names if name in OTHER_PROBLEMS)
