@@ -7,7 +7,10 @@ core passes the problem's own objects (its setting, instances, policies) back to
 What the adversary writes is a token sequence ``[B, T]`` of integers in ``[0, vocabulary)``;
 the :class:`Encoding` turns tokens into the problem's instances, draws random ones and mutates
 them. Every algorithm, learned or classic, is a policy object the problem's simulator can
-run; the core only ever asks the problem to measure one (:attr:`Problem.payoffs`).
+run; the core only ever asks the problem to measure one (:attr:`Problem.payoffs`, given OPT of
+each instance: the core computes it once, with :attr:`Problem.offline_optimum`, and keeps it
+beside the instance, so a training step never solves for OPT again; :func:`payoffs_of` where
+it is not at hand).
 """
 
 from __future__ import annotations
@@ -133,9 +136,11 @@ class Problem:
 
     - ``setting``: the problem's frozen, hashable setting class, with ``from_config(dict)``
       and ``describe() -> dict`` (printed beside every figure).
-    - ``payoffs(setting, policy, instances) -> [B]``: ``E[ALG] / OPT`` of ``policy`` on each
-      instance, from the one simulator and the offline optimum; jit-able, differentiable in the
-      policy's parameters where the update needs it.
+    - ``payoffs(setting, policy, instances, optimum) -> [B]``: the payoff of ``policy`` on each
+      instance given its OPT ``optimum`` ``[B]`` (``E[ALG] / OPT`` for a problem that earns,
+      ``OPT / E[cost]`` for one that pays; :func:`advonline.ratio.payoff` has the conventions),
+      from the one simulator; jit-able, differentiable in the policy's parameters where the
+      update needs it.
     - ``rollout(setting, policy, instance, key)``: the one simulator, for one instance.
     - ``offline_optimum(setting, instances) -> [B]``: OPT, never above the true optimum.
     - ``encoding(setting) -> Encoding``.
@@ -170,3 +175,9 @@ class Problem:
     reference: Callable
     restore: Callable | None = None
     training: Training | None = None
+
+
+def payoffs_of(problem: Problem, setting, policy, instances) -> jax.Array:
+    """``problem``'s payoffs ``[B]`` of ``policy`` on ``instances``, with OPT computed for them
+    (jit-able): for inputs whose OPT nobody has stored yet, such as a search's candidates."""
+    return problem.payoffs(setting, policy, instances, problem.offline_optimum(setting, instances))

@@ -31,7 +31,7 @@ import numpy as np
 import optax
 
 from advonline.archive import on_padded_rows
-from advonline.problem import Problem
+from advonline.problem import Problem, payoffs_of
 from advonline.ratio import ratio_of_payoff
 from advonline.search import Found, hill_climb
 
@@ -87,11 +87,14 @@ class ProblemGame:
     def shard(self, batch):
         return batch
 
-    def payoffs(self, params, types: jax.Array, optimum: jax.Array) -> jax.Array:
-        """``E[ALG] / OPT`` ``[N]`` of the policy ``params`` on the instances ``types``
-        ``[N, T]`` (the problem computes OPT itself; ``optimum`` is the loop's copy of it).
-        Differentiable in ``params``."""
-        return self.problem.payoffs(self.setting, self.policy(params), self.encoding.decode(types))
+    def payoffs(self, params, types: jax.Array, optimum: jax.Array | None) -> jax.Array:
+        """The problem's payoffs ``[N]`` of the policy ``params`` on the instances ``types``
+        ``[N, T]``, given their OPT ``optimum`` ``[N]`` (the loop's stored copy; None: computed
+        here). Differentiable in ``params``."""
+        policy, instances = self.policy(params), self.encoding.decode(types)
+        if optimum is None:
+            return payoffs_of(self.problem, self.setting, policy, instances)
+        return self.problem.payoffs(self.setting, policy, instances, optimum)
 
     def optimum_of(self, types) -> np.ndarray:
         """OPT of the instances ``types`` ``[N, T]`` (host array), the batch padded to a power

@@ -35,7 +35,7 @@ from advonline.configs import ConfigError, OracleConfig, build_section, problem_
 from advonline.errors import InputError
 from advonline.folders import atomic_write
 from advonline.oracle_loop import init_oracle_state, run_epochs
-from advonline.problem import Problem
+from advonline.problem import Problem, payoffs_of
 from advonline.problem_game import ProblemGame
 from advonline.ratio import ratio_of_payoff
 from advonline.search import hill_climb
@@ -111,7 +111,7 @@ class Trained(NamedTuple):
 def input_ratios(problem: Problem, setting, policy, tokens: jax.Array) -> jax.Array:
     """``OPT / ALG`` of ``policy`` on each token sequence ``[B, T]`` -> ``[B]`` (jit-able)."""
     instances = problem.encoding(setting).decode(tokens)
-    return ratio_of_payoff(problem.payoffs(setting, policy, instances))
+    return ratio_of_payoff(payoffs_of(problem, setting, policy, instances))
 
 
 def from_dict(data: dict, origin: str) -> ProblemRunConfig:

@@ -54,9 +54,9 @@ def offline_optimum(setting: Setting, days: jax.Array) -> jax.Array:
     return jnp.minimum(jnp.sum(jnp.cumprod(days, axis=-1), axis=-1), setting.buy)
 
 
-def payoffs(setting: Setting, policy: Curve, days: jax.Array) -> jax.Array:
+def payoffs(setting: Setting, policy: Curve, days: jax.Array, optimum: jax.Array) -> jax.Array:
     cost = jax.vmap(lambda one: rollout(setting, policy, one))(days)
-    return payoff(offline_optimum(setting, days), cost)
+    return payoff(optimum, cost)  # a cost: OPT / ALG is what the algorithm maximises
 
 
 @dataclasses.dataclass(frozen=True)

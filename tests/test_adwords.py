@@ -21,6 +21,7 @@ from allocation_lp import allocation_optimum
 
 from advonline import cli
 from advonline import problems as registry
+from advonline.problem import payoffs_of
 from advonline.problems.adwords import families, lower_bound, model, policy
 from advonline.ratio import ratio_of_payoff
 
@@ -29,7 +30,7 @@ PROBLEM = registry.get("adwords")
 
 def _worst(setting, rule, tokens) -> float:
     instances = PROBLEM.encoding(setting).decode(jnp.asarray(tokens))
-    return float(jnp.max(ratio_of_payoff(PROBLEM.payoffs(setting, rule, instances))))
+    return float(jnp.max(ratio_of_payoff(payoffs_of(PROBLEM, setting, rule, instances))))
 
 
 def _water_filling_ratio(n: int) -> float:
@@ -142,7 +143,7 @@ def test_lower_bound_is_a_brute_force_best_response_on_a_tiny_setting(allocation
     with jax.enable_x64(True):
         rule = PROBLEM.baselines["water-filling"](setting)
         instance = PROBLEM.encoding(setting).decode(jnp.asarray(bound.inputs)[None])
-        payoff = float(PROBLEM.payoffs(setting, rule, instance)[0])
+        payoff = float(payoffs_of(PROBLEM, setting, rule, instance)[0])
     if allocation == "fractional":
         assert payoff == pytest.approx(bound.best_response, rel=1e-12)
 
@@ -184,8 +185,8 @@ def test_learned_rule_is_equivariant_under_advertiser_permutations():
     moved = sum(((masks >> i) & 1) << int(order[i]) for i in range(5))
     permuted = encoding.tokens(tokens >> 5, moved)
     with jax.enable_x64(True):
-        one = PROBLEM.payoffs(setting, rule, encoding.decode(jnp.asarray(tokens)))
-        other = PROBLEM.payoffs(setting, rule, encoding.decode(jnp.asarray(permuted)))
+        one = payoffs_of(PROBLEM, setting, rule, encoding.decode(jnp.asarray(tokens)))
+        other = payoffs_of(PROBLEM, setting, rule, encoding.decode(jnp.asarray(permuted)))
     np.testing.assert_allclose(np.asarray(one), np.asarray(other), rtol=1e-6)
 
 

@@ -13,6 +13,7 @@ import pytest
 
 from advonline import problem_run
 from advonline.oracle_loop import init_oracle_state, measure_epoch, snapshot_payoffs, train_epoch
+from advonline.problem import payoffs_of
 from advonline.problem_game import ProblemGame
 from advonline.ratio import ratios_of_payoffs
 
@@ -56,7 +57,7 @@ def test_payoffs_and_ascent_are_the_problems():
     params = game.init_params(jax.random.key(1))
     types = game.encoding.random(jax.random.key(2), 6)
     instances = game.encoding.decode(types)
-    want = config.problem.payoffs(config.setting, game.policy(params), instances)
+    want = payoffs_of(config.problem, config.setting, game.policy(params), instances)
     optimum = jnp.asarray(game.optimum_of(np.asarray(types)))
     np.testing.assert_allclose(game.payoffs(params, types, optimum), want, rtol=1e-6)
     np.testing.assert_allclose(

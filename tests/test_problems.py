@@ -18,6 +18,7 @@ from allocation_lp import allocation_optimum
 from scipy.optimize import linprog
 
 from advonline import problems as registry
+from advonline.problem import payoffs_of
 from advonline.problems.adwords import model as allocation
 from advonline.problems.one_way_trading import model as trading
 from advonline.problems.posted_price import model as posted
@@ -210,7 +211,7 @@ def test_simulator_and_optimum_match_brute_force(name, index):
             policy = make(setting)
             if not getattr(policy, "deterministic", True):
                 continue
-            payoffs = np.asarray(problem.payoffs(setting, policy, instances))
+            payoffs = np.asarray(payoffs_of(problem, setting, policy, instances))
             # the one simulator, an episode per instance (vmapped: one compiled program)
             episodes = jax.vmap(
                 lambda one, key, policy=policy: problem.rollout(setting, policy, one, key)
@@ -237,7 +238,9 @@ def test_certificates_hold_against_search_and_bound_stays_below(name, index):
                 continue
 
             def score(tokens, policy=policy):
-                return ratio_of_payoff(problem.payoffs(setting, policy, encoding.decode(tokens)))
+                return ratio_of_payoff(
+                    payoffs_of(problem, setting, policy, encoding.decode(tokens))
+                )
 
             starts = encoding.random(jax.random.key(3), 16)
             _, found = hill_climb(score, encoding.mutate, jax.random.key(4), starts, 64)

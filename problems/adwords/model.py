@@ -48,6 +48,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import struct
 
+from advonline import ratio
 from advonline.errors import InputError
 from advonline.problem import setting_from_table
 
@@ -270,11 +271,10 @@ def _greedy_flow(bids: jax.Array, ranked: jax.Array) -> jax.Array:
     return jnp.sum(earned, axis=0)
 
 
-def payoffs(setting: Setting, policy, instances: Queries) -> jax.Array:
-    """``ALG / OPT`` of ``policy`` on each instance -> ``[B]`` (jit-able); 1 where OPT is 0."""
+def payoffs(setting: Setting, policy, instances: Queries, optimum: jax.Array) -> jax.Array:
+    """``ALG / OPT`` of ``policy`` on each instance, given OPT ``[B]`` -> ``[B]`` (jit-able)."""
     revenue = jax.vmap(lambda one: rollout(setting, policy, one).revenue)(instances)
-    optimum = offline_optimum(setting, instances)
-    return jnp.where(optimum > 0, revenue / jnp.where(optimum > 0, optimum, 1.0), 1.0)
+    return ratio.payoff(revenue, optimum)
 
 
 @dataclasses.dataclass(frozen=True)

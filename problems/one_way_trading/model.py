@@ -26,6 +26,7 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
+from advonline import ratio
 from advonline.errors import InputError
 from advonline.problem import setting_from_table
 from advonline.problems.one_way_trading.policy_file import GRID_SLACK
@@ -140,10 +141,11 @@ def offline_optimum(setting: Setting, rates: jax.Array) -> jax.Array:
     return jnp.maximum(jnp.max(rates, axis=-1), setting.low)
 
 
-def payoffs(setting: Setting, policy, rates: jax.Array) -> jax.Array:
-    """``ALG / OPT`` of ``policy`` on each instance ``[B, T]`` -> ``[B]`` (jit-able)."""
+def payoffs(setting: Setting, policy, rates: jax.Array, optimum: jax.Array) -> jax.Array:
+    """``ALG / OPT`` of ``policy`` on each instance ``[B, T]``, given OPT ``[B]`` -> ``[B]``
+    (jit-able)."""
     revenue = jax.vmap(lambda one: rollout(setting, policy, one).revenue)(rates)
-    return revenue / offline_optimum(setting, rates)
+    return ratio.payoff(revenue, optimum)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -29,12 +29,12 @@ from advonline.problems.posted_price import (
     lower_bound,
     memory,
     model,
-    optimum,
     product_grid,
 )
 from advonline.problems.posted_price.buyer_types import BuyerTypes
 from advonline.problems.posted_price.game import Game
 from advonline.problems.posted_price.learned import LearnedPolicy, price_atoms
+from advonline.problems.posted_price.optimum import offline_optimum
 from advonline.problems.posted_price.oracles import mutate, random_types
 
 #: Density levels of the token vocabulary (as the oracle loop's default).
@@ -71,9 +71,11 @@ def encoding(setting: model.Setting) -> TypeEncoding:
     return TypeEncoding(setting, BuyerTypes.build(setting, DENSITY_LEVELS))
 
 
-def payoffs(setting: model.Setting, policy, instances: model.Instance) -> jax.Array:
-    """Exact ``E[ALG] / OPT`` per instance: backward induction for K = 1, the product grid
-    for K >= 2."""
+def payoffs(
+    setting: model.Setting, policy, instances: model.Instance, optimum: jax.Array
+) -> jax.Array:
+    """Exact ``E[ALG] / OPT`` per instance, given OPT ``[B]``: backward induction for K = 1,
+    the product grid for K >= 2."""
     if setting.resources == 1:
         earned = jax.vmap(lambda one: model.expected_welfare_exact(setting, policy, one))(instances)
     else:
@@ -82,7 +84,7 @@ def payoffs(setting: model.Setting, policy, instances: model.Instance) -> jax.Ar
                 setting, policy, values, demands
             )
         )(instances.values, instances.demands)
-    return ratio.payoff(earned, optimum.offline_optimum(setting, instances))
+    return ratio.payoff(earned, optimum)
 
 
 def policy_head(setting: model.Setting, config: dict) -> PolicyHead:
@@ -127,7 +129,7 @@ PROBLEM = Problem(
     setting=model.Setting,
     payoffs=payoffs,
     rollout=model.rollout,
-    offline_optimum=optimum.offline_optimum,
+    offline_optimum=offline_optimum,
     encoding=encoding,
     policy_head=policy_head,
     baselines=BASELINES,
