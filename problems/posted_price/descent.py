@@ -29,7 +29,6 @@ run; the loop, the keep-best choice and the Adam state live outside ``jit``.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import math
 import time
 from collections.abc import Callable
@@ -117,6 +116,19 @@ def price_table(setting: Setting, config: DescentConfig, params: jax.Array) -> P
     return PriceDistribution(prices=prices, probs=jnp.ones_like(prices))
 
 
+@dataclasses.dataclass(frozen=True)
+class TableOf:
+    """:func:`price_table` of one setting and class, as a function of the parameters. Equal
+    for equal settings and configs, so the certificate's gradient (where it is a ``jit``
+    static argument) compiles once for every run of a class, not once per run."""
+
+    setting: Setting
+    config: DescentConfig
+
+    def __call__(self, params: jax.Array) -> PriceDistribution:
+        return price_table(self.setting, self.config, params)
+
+
 def _price_curve(setting: Setting, params: jax.Array) -> jax.Array:
     """``[R, G + 1]`` non-decreasing prices from ``[R, G + 1]`` parameters (module docstring):
     a zero step is ``ln(U/L) / G``, so zeros give the geometric ramp."""
@@ -141,7 +153,7 @@ def descend(
     if setting.resources != 1:
         raise SettingError("certificate descent needs one resource (K = 1)")
     start_time = time.perf_counter()
-    table_of = functools.partial(price_table, setting, config)
+    table_of = TableOf(setting, config)
     schedule = optax.cosine_decay_schedule(config.learning_rate, config.steps, _FINAL_RATE)
     optimiser = optax.adam(schedule)
     with jax.enable_x64(True):
