@@ -58,14 +58,22 @@ def save(folder: str | Path, state, config: RunConfig, wall_seconds: float) -> N
             "version": __version__,
         },
     }
+    write_record(folder, record)
+
+
+def write_record(folder: str | Path, record: dict) -> None:
+    """Write ``record`` (msgpack-able) as the checkpoint in ``folder``, atomically, the
+    current checkpoint kept as the previous one."""
     current = checkpoint_path(folder)
     if current.exists():  # keep it as the previous checkpoint, with no moment of absence
         atomic_link(current, previous_path(folder))
     atomic_write(current, checksums.framed(serialization.msgpack_serialize(record)))
 
 
-def load(folder: str | Path) -> tuple[Any, RunConfig, float]:
-    """The game state, config and wall time of the checkpoint in ``folder``."""
+def read_record(folder: str | Path) -> tuple[dict, bool]:
+    """The record of the checkpoint in ``folder`` and whether a checksum vouched for it;
+    CheckpointError (one line) when it is missing, fails its checksum (offering the previous
+    checkpoint when that one is intact) or is not msgpack."""
     path = checkpoint_path(folder)
     if not path.is_file():
         raise CheckpointError(f"no checkpoint at {path}")
@@ -76,7 +84,16 @@ def load(folder: str | Path) -> tuple[Any, RunConfig, float]:
     except CheckpointError as error:
         raise CheckpointError(f"{error}{_offer_previous(folder)}") from None
     try:
-        record = serialization.msgpack_restore(payload)
+        return serialization.msgpack_restore(payload), verified
+    except Exception as error:  # any corruption the checksum did not catch (no checksum)
+        raise CheckpointError(f"{path} is not a readable advonline checkpoint ({error})") from None
+
+
+def load(folder: str | Path) -> tuple[Any, RunConfig, float]:
+    """The game state, config and wall time of the checkpoint in ``folder``."""
+    path = checkpoint_path(folder)
+    record, verified = read_record(folder)
+    try:
         meta = record["meta"]
         config = from_dict(json.loads(meta["config"]), f"config stored in {path}")
         game = config.build_game()
@@ -93,7 +110,7 @@ def load(folder: str | Path) -> tuple[Any, RunConfig, float]:
                 blank["best_weights"],
             )
         state = serialization.from_state_dict(template, stored)
-        _check_shapes(template, state)
+        check_shapes(template, state)
         wall = float(meta["wall_seconds"])
     except CheckpointError:
         raise
@@ -124,7 +141,8 @@ def _template(game, config: RunConfig):
     return game.init_state(jax.random.key(0))
 
 
-def _check_shapes(template, state) -> None:
+def check_shapes(template, state) -> None:
+    """ValueError unless every array of ``state`` has its ``template``'s shape."""
     for want, got in zip(jax.tree.leaves(template), jax.tree.leaves(state), strict=True):
         if getattr(want, "shape", None) != getattr(got, "shape", None):
             raise ValueError(f"array shapes differ from the config: {want.shape} vs {got.shape}")

@@ -377,9 +377,9 @@ def _evaluate_interface(args: argparse.Namespace, problem) -> int:
 
 
 def _interface_runs(folders_given: list[str]) -> bool:
-    """Whether the run folders are ``advonline run``'s for problems on the interface alone
-    (no checkpoint); a mix with training runs is refused."""
-    interface = [problem_run.is_run(f) and not checkpoint_path(f).exists() for f in folders_given]
+    """Whether the run folders are runs of problems on the interface alone (``advonline run``
+    or ``train``); a mix with runs of the full game is refused."""
+    interface = [problem_run.is_interface_folder(f) for f in folders_given]
     if any(interface) and not all(interface):
         for folder, alone in zip(folders_given, interface, strict=True):
             if not alone and not checkpoint_path(folder).exists():
@@ -457,6 +457,9 @@ def run_train(args: argparse.Namespace) -> int:
     """``advonline train CONFIG --out DIR``: train with a progress bar; metrics and checkpoints
     in DIR. With several processes (``--processes`` or the environment) every process runs
     this, and process 0 alone prints the bar and writes DIR."""
+    tables = configs.read_toml(args.config)
+    if configs.problem_of(tables, args.config).training is None:  # the interface alone
+        return _problem_train(args, problem_run.from_dict(tables, args.config))
     parallel.start_processes(args.coordinator, args.processes, args.process_id)  # before JAX runs
     run_config = _run_config(args)
     check_processes(run_config)
@@ -475,6 +478,27 @@ def run_train(args: argparse.Namespace) -> int:
         bar.close()
     if parallel.writes_files():
         print(f"trained {int(state.step)} steps; checkpoint and metrics.csv in {args.out}")
+    return 0
+
+
+def _problem_train(args: argparse.Namespace, config: problem_run.ProblemRunConfig) -> int:
+    """``advonline train`` for a problem on the interface alone: the oracle loop with a
+    checkpoint and ``metrics.csv`` after every epoch, then the delivered policy's file."""
+    for flag in ("devices", "coordinator", "processes", "process_id"):
+        if getattr(args, flag) is not None:
+            name = "--" + flag.replace("_", "-")
+            raise UsageError(f"{name}: {config.problem.name} trains in one process on one device")
+    folder = problem_run.check_training_folder(args.out, config, args.resume)
+    if args.check:
+        print(f"{args.config}: valid; run folder {folder} usable; nothing written")
+        return 0
+    say = (lambda line: None) if args.quiet else functools.partial(print, file=sys.stderr)
+    with folders.FolderLock(folder):
+        trained = problem_run.train_job(config, args.config, folder, say)
+    print(
+        f"trained {trained.rows[-1].epoch} epochs; checkpoint, metrics.csv and "
+        f"{problem_run.POLICY_NAME} in {folder}"
+    )
     return 0
 
 
@@ -532,10 +556,7 @@ def run_archive(args: argparse.Namespace) -> int:
     if args.traces is not None and check_path(args.traces, "--traces").exists():
         raise UsageError(f"--traces {args.traces} already exists; name a new folder")
     if _interface_runs([args.run_dir]):
-        raise UsageError(
-            f"{args.run_dir} is a run of a problem on the interface alone, which keeps no "
-            "archive (its measured worst cases are in evaluation.json)"
-        )
+        return _interface_archive(args)
     run = pipeline.open_run(args.run_dir)
     if run.config.game.loop != "oracle":
         raise UsageError(
@@ -547,19 +568,27 @@ def run_archive(args: argparse.Namespace) -> int:
     if args.traces is not None:
         written = archive_view.write_traces(game, run.state, args.traces)
         print(f"wrote {len(written)} traces to {args.traces}", file=sys.stderr)
+    commands = run.config.training().commands
+    title = commands.archive_title(run.setting)
+    epochs = int(run.state.epoch)
+    return _print_archive(
+        args, rows, epochs, title, commands.ARCHIVE_COLUMNS, commands.archive_cells
+    )
+
+
+def _print_archive(args, rows: list[dict], epochs: int, title: str, columns, cells_of) -> int:
+    """The archive's listing (or ``--json``): ``columns`` and ``cells_of(row)`` are the
+    problem's own cells of an instance."""
     if args.json:
-        print(
-            json.dumps({"run": str(run.folder), "epochs": int(run.state.epoch), "instances": rows})
-        )
+        print(json.dumps({"run": str(Path(args.run_dir)), "epochs": epochs, "instances": rows}))
         return 0
     shown = rows if args.top == 0 else rows[: args.top]
-    commands = run.config.training().commands
     print(
-        f"archive of {run.folder}: {len(rows)} instances after {int(run.state.epoch)} epochs "
-        f"({commands.archive_title(run.setting)}); ratios OPT / E[ALG], exact"
+        f"archive of {Path(args.run_dir)}: {len(rows)} instances after {epochs} epochs "
+        f"({title}); ratios OPT / E[ALG], exact"
     )
     header = ("slot", "epoch", "found by", "weight", "OPT", "vs current", "vs delivered")
-    print("  ".join(f"{name:>12}" for name in (*header, *commands.ARCHIVE_COLUMNS)))
+    print("  ".join(f"{name:>12}" for name in (*header, *columns)))
     for row in shown:
         cells = (
             row["slot"],
@@ -569,12 +598,32 @@ def run_archive(args: argparse.Namespace) -> int:
             f"{row['optimum']:.4g}",
             format_ratio(row["ratio_current"]),
             format_ratio(row["ratio_delivered"]),
-            *commands.archive_cells(row),
+            *cells_of(row),
         )
         print("  ".join(f"{cell!s:>12}" for cell in cells))
     if len(shown) < len(rows):
         print(f"({len(rows) - len(shown)} more; --top 0 shows all)")
     return 0
+
+
+def _interface_archive(args: argparse.Namespace) -> int:
+    """``advonline archive RUN_DIR`` for a run of a problem on the interface alone: its final
+    archive, from the checkpoint, as token sequences."""
+    if not checkpoint_path(args.run_dir).exists():
+        raise UsageError(f"{args.run_dir} holds no checkpoint, so no archive")
+    if args.traces is not None:
+        raise UsageError("--traces: an archive of this problem holds token sequences; use --json")
+    config, state, _ = problem_run.load_checkpoint(args.run_dir)
+    game = config.game()
+    rows = archive_view.archive_rows(game, state)
+    return _print_archive(
+        args,
+        rows,
+        int(state.epoch),
+        problem_run.setting_line(config.setting.describe()),
+        (),
+        lambda row: (),
+    )
 
 
 def run_main_job(args: argparse.Namespace) -> int:
@@ -624,8 +673,8 @@ def run_main_job(args: argparse.Namespace) -> int:
 
 def _problem_job(args: argparse.Namespace, config: problem_run.ProblemRunConfig) -> int:
     """``advonline run`` for a problem that provides the whole problem interface."""
-    if args.resume:
-        raise UsageError(f"--resume: {config.problem.name} runs train in one go; start again")
+    if args.resume and not args.out:
+        raise UsageError("--resume continues the run in --out: name its folder")
     if args.devices is not None:
         raise UsageError(f"--devices: {config.problem.name} runs on one device")
     for name in args.algorithm or []:
@@ -635,7 +684,7 @@ def _problem_job(args: argparse.Namespace, config: problem_run.ProblemRunConfig)
                 f"unknown algorithm {name!r} for {config.problem.name}; known: {known}"
             )
     folder = Path(args.out) if args.out else pipeline.default_run_folder(args.config)
-    folders.check_own(folder, ("run",))
+    problem_run.check_training_folder(folder, config, args.resume)
     budget = _interface_budget(args)
     if args.check:
         print(f"{args.config}: valid; run folder {folder} usable; nothing written")
@@ -643,7 +692,9 @@ def _problem_job(args: argparse.Namespace, config: problem_run.ProblemRunConfig)
     say = (lambda line: None) if args.quiet else functools.partial(print, file=sys.stderr)
     names = tuple(args.algorithm) if args.algorithm else None
     with folders.FolderLock(folder):
-        report = problem_run.main_job(config, args.config, folder, budget, say, names)
+        report = problem_run.main_job(
+            config, args.config, folder, budget, say, names, resume=args.resume
+        )
     print(problem_run.table(report))
     print(report["verdict"])
     print(f"trained in {report['training']['seconds']:.0f} s; run folder {folder}")

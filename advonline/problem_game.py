@@ -54,7 +54,11 @@ class ProblemGame:
     @staticmethod
     def build(problem: Problem, setting, head_config: dict, learning_rate: float) -> ProblemGame:
         config = tuple(sorted(head_config.items()))
-        return ProblemGame(problem, problem.name, setting, config, learning_rate)
+        game = ProblemGame(problem, problem.name, setting, config, learning_rate)
+        # built here, outside any trace: a head or encoding first built inside a jitted
+        # function would keep that trace's values as its constants
+        game.head, game.encoding  # noqa: B018
+        return game
 
     @functools.cached_property
     def head(self):
@@ -125,6 +129,11 @@ class ProblemGame:
         steps, candidates = budget.search_steps, budget.candidates
         found, ratios = _climb(self, params, search_key, jnp.asarray(tokens), steps, candidates)
         return Found(found, ratios)
+
+    def summaries(self, types) -> list[dict]:
+        """Each archived instance ``types`` ``[N, T]`` as the archive's listing shows it: its
+        tokens (what the encoding means by them is the problem's)."""
+        return [{"tokens": [int(token) for token in row]} for row in np.asarray(types)]
 
     def certify(self, params, start: float = 1.0, key: jax.Array | None = None):
         """The problem's certificate of the policy ``params`` (None where there is none) and,

@@ -20,6 +20,7 @@ from __future__ import annotations
 import csv
 import dataclasses
 import functools
+import io
 import json
 import time
 from pathlib import Path
@@ -28,13 +29,15 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
+from flax import serialization
 
-from advonline import checksums, environment, folders, plots
+from advonline import __version__, checkpoint, checksums, environment, folders, plots
+from advonline import problems as registry
 from advonline.archive_view import worst_delivered
 from advonline.configs import ConfigError, OracleConfig, build_section, problem_of, read_toml
 from advonline.errors import InputError
 from advonline.folders import atomic_write
-from advonline.oracle_loop import init_oracle_state, run_epochs
+from advonline.oracle_loop import OracleState, init_oracle_state, run_epochs
 from advonline.problem import Problem, payoffs_of
 from advonline.problem_game import ProblemGame
 from advonline.ratio import ratio_of_payoff
@@ -90,6 +93,23 @@ class ProblemRunConfig:
     head: dict
     loop: LoopConfig
     oracle: OracleConfig
+
+    def to_tables(self) -> dict:
+        """The config as the tables :func:`from_dict` reads back to an equal config (what a
+        checkpoint stores: a resume must continue the same run)."""
+        setting = {k: v for k, v in self.setting.describe().items() if k != "problem"}
+        skipped = {*NOT_APPLICABLE, *INTERFACE_ORACLE}
+        oracle = {k: v for k, v in dataclasses.asdict(self.oracle).items() if k not in skipped}
+        return {
+            "problem": {"name": self.problem.name},
+            "setting": setting,
+            "algorithm": dict(self.head),
+            "game": dataclasses.asdict(self.loop),
+            "oracle": oracle,
+        }
+
+    def game(self) -> ProblemGame:
+        return ProblemGame.build(self.problem, self.setting, self.head, self.loop.learning_rate)
 
 
 class EpochRow(NamedTuple):
@@ -155,14 +175,20 @@ def from_dict(data: dict, origin: str) -> ProblemRunConfig:
     return ProblemRunConfig(problem, setting, dict(tables["algorithm"]), loop, oracle)
 
 
-def train(config: ProblemRunConfig, log=None) -> Trained:
-    """Learn the policy head's parameters for the config's setting from scratch with the
-    oracle loop; ``log(row)`` is called after every epoch."""
+def train(config: ProblemRunConfig, log=None, folder: Path | None = None) -> Trained:
+    """Learn the policy head's parameters for the config's setting with the oracle loop;
+    ``log(row)`` is called after every epoch. With a run ``folder`` every epoch ends with a
+    checkpoint and ``metrics.csv`` there, and a folder that holds a checkpoint is resumed
+    from it (:func:`check_training_folder` has checked that it is this config's): the run
+    then ends as an uninterrupted one would."""
     loop, oracle = config.loop, config.oracle
-    game = ProblemGame.build(config.problem, config.setting, config.head, loop.learning_rate)
-    state = init_oracle_state(game, oracle, jax.random.key(loop.seed))
+    game = config.game()
     rows: list[EpochRow] = []
-    start = time.perf_counter()
+    if folder is not None and checkpoint.checkpoint_path(folder).exists():
+        _, state, rows = load_checkpoint(folder)
+    else:
+        state = init_oracle_state(game, oracle, jax.random.key(loop.seed))
+    start = time.perf_counter() - (rows[-1].seconds if rows else 0.0)
     steps = loop.epochs * oracle.epoch_steps
     for epoch in run_epochs(game, oracle, loop.temperature, state, steps):
         state, record = epoch.state, epoch.record
@@ -175,9 +201,66 @@ def train(config: ProblemRunConfig, log=None) -> Trained:
             guarantee=record.guarantee,
         )
         rows.append(row)
+        if folder is not None:
+            save_checkpoint(folder, state, config, rows)
+            _write_metrics(folder / METRICS_NAME, rows)
         if log is not None:
             log(row)
     return Trained(state.best_algorithm, rows, worst_delivered(game, state))
+
+
+def save_checkpoint(folder: Path, state: OracleState, config: ProblemRunConfig, rows) -> None:
+    """The loop's state after an epoch, with the config and the metrics rows so far, as the
+    run's checkpoint (advonline/checkpoint.py: atomic, checksummed, the previous one kept)."""
+    state = jax.device_get(state.replace(key=jax.random.key_data(state.key)))
+    meta = {
+        "config": json.dumps(config.to_tables()),
+        "rows": json.dumps([row._asdict() for row in rows]),
+        "version": __version__,
+    }
+    checkpoint.write_record(folder, {"state": serialization.to_state_dict(state), "meta": meta})
+
+
+def load_checkpoint(folder: str | Path) -> tuple[ProblemRunConfig, OracleState, list[EpochRow]]:
+    """The config, the loop's state and the metrics rows of a run's checkpoint;
+    CheckpointError (one line) when it cannot be used."""
+    path = checkpoint.checkpoint_path(folder)
+    record, verified = checkpoint.read_record(folder)
+    try:
+        meta = record["meta"]
+        config = from_dict(json.loads(meta["config"]), f"config stored in {path}")
+        template = init_oracle_state(config.game(), config.oracle, jax.random.key(0))
+        template = template.replace(key=jax.random.key_data(template.key))
+        state = serialization.from_state_dict(template, record["state"])
+        checkpoint.check_shapes(template, state)
+        rows = [EpochRow(**row) for row in json.loads(meta["rows"])]
+    except Exception as error:  # any corruption: missing keys, shapes, a config refused
+        raise checkpoint.CheckpointError(
+            f"{path} is not a readable advonline checkpoint ({error})"
+        ) from None
+    if not verified:
+        checksums.note_unverified(f"checkpoint {path}")
+    return config, state.replace(key=jax.random.wrap_key_data(state.key)), rows
+
+
+def check_training_folder(folder: str | Path, config: ProblemRunConfig, resume: bool) -> Path:
+    """Refuse, before any work, a folder that is not the tool's own run folder, one that
+    holds a run (a checkpoint or a finished run) without ``resume``, a resume with nothing to
+    resume, or a resume with another config (InputError, one line)."""
+    folder = folders.check_own(folder, ("run",))
+    held = checkpoint.checkpoint_path(folder).exists()
+    if not resume and (held or is_run(folder)):
+        raise InputError(
+            f"{folder} already holds a run; pass --resume to continue it or choose another --out"
+        )
+    if resume and not held:
+        raise InputError(f"nothing to resume: no checkpoint in {folder}")
+    if held and load_checkpoint(folder)[0] != config:
+        raise InputError(
+            f"the config differs from the one {folder} was trained with; "
+            "resume with the same config or choose another --out"
+        )
+    return folder
 
 
 def measure(problem: Problem, setting, policies: dict, budget: Budget) -> dict:
@@ -250,18 +333,15 @@ def report_of(problem: Problem, setting, budget: Budget, results: dict, **extra)
     }
 
 
-def _write_metrics(path: Path, trained: Trained) -> None:
-    """One row per measurement; a cell not measured is empty."""
-    with open(path, "w", newline="", encoding="utf-8") as handle:
-        writer = csv.writer(handle)
-        writer.writerow(
-            ["step", "wall_seconds", "found", "archive_worst", "certificate", "guarantee"]
-        )
-        for row in trained.rows:
-            cells = (row.found, row.archive_worst, row.certificate, row.guarantee)
-            writer.writerow(
-                [row.epoch, f"{row.seconds:.3f}", *("" if c is None else c for c in cells)]
-            )
+def _write_metrics(path: Path, rows: list[EpochRow]) -> None:
+    """One row per measurement; a cell not measured is empty (written atomically)."""
+    text = io.StringIO(newline="")
+    writer = csv.writer(text)
+    writer.writerow(["step", "wall_seconds", "found", "archive_worst", "certificate", "guarantee"])
+    for row in rows:
+        cells = (row.found, row.archive_worst, row.certificate, row.guarantee)
+        writer.writerow([row.epoch, f"{row.seconds:.3f}", *("" if c is None else c for c in cells)])
+    atomic_write(path, text.getvalue().encode())
 
 
 def figures(rows: list[dict], report: dict, out: Path) -> list[Path]:
@@ -292,17 +372,12 @@ def read_config(path: str | Path) -> ProblemRunConfig:
     return from_dict(read_toml(path), str(path))
 
 
-def main_job(
-    config: ProblemRunConfig,
-    config_path: str | Path,
-    folder: Path,
-    budget: Budget,
-    say=print,
-    baselines: tuple[str, ...] | None = None,
-) -> dict:
-    """Train, measure beside ``baselines`` (default: all of the problem's), export and plot;
-    returns the report written to ``evaluation.json``."""
-    folders.check_own(folder, ("run",))
+def train_job(
+    config: ProblemRunConfig, config_path: str | Path, folder: Path, say=print
+) -> Trained:
+    """Train into the run ``folder`` (:func:`check_training_folder` has accepted it): a
+    checkpoint and ``metrics.csv`` after every epoch, resumed from the checkpoint it holds,
+    then the delivered policy's file."""
     folders.claim(
         folder,
         "run",
@@ -313,16 +388,36 @@ def main_job(
         },
     )
     problem, setting = config.problem, config.setting
-    head = problem.policy_head(setting, config.head)
     say(f"training {problem.name} {setting.describe()} for {config.loop.epochs} epochs")
 
     def log(row: EpochRow) -> None:
         certified = "-" if row.certificate is None else f"{row.certificate:.4f}"
         say(f"epoch {row.epoch}: {row.seconds:.0f} s, certified {certified}, found {row.found:.4f}")
 
-    trained = train(config, log)
-    _write_metrics(folder / METRICS_NAME, trained)
-    learned = head.to_policy(trained.params)
+    trained = train(config, log, folder)
+    _write_metrics(folder / METRICS_NAME, trained.rows)
+    learned = problem.policy_head(setting, config.head).to_policy(trained.params)
+    policy = checksums.signed(problem.export(setting, learned))
+    atomic_write(folder / POLICY_NAME, (json.dumps(policy, indent=1) + "\n").encode())
+    return trained
+
+
+def main_job(
+    config: ProblemRunConfig,
+    config_path: str | Path,
+    folder: Path,
+    budget: Budget,
+    say=print,
+    baselines: tuple[str, ...] | None = None,
+    resume: bool = False,
+) -> dict:
+    """Train (or with ``resume`` go on from the folder's checkpoint), measure beside
+    ``baselines`` (default: all of the problem's), export and plot; returns the report
+    written to ``evaluation.json``."""
+    folder = check_training_folder(folder, config, resume)
+    trained = train_job(config, config_path, folder, say)
+    problem, setting = config.problem, config.setting
+    learned = problem.policy_head(setting, config.head).to_policy(trained.params)
     names = problem.baselines if baselines is None else baselines
     with jax.enable_x64(True):  # the baselines' policies and every measurement in float64
         policies = {LEARNED: learned, **{name: problem.baselines[name](setting) for name in names}}
@@ -336,8 +431,6 @@ def main_job(
     report = report_of(problem, setting, budget, results, training=training)
     report["verdict"] = _verdict(results)
     atomic_write(folder / EVALUATION_NAME, (json.dumps(report, indent=1) + "\n").encode())
-    policy = checksums.signed(problem.export(setting, learned))
-    atomic_write(folder / POLICY_NAME, (json.dumps(policy, indent=1) + "\n").encode())
     rows = [
         {"step": r.epoch, "wall_seconds": r.seconds, "certificate": r.certificate}
         for r in trained.rows
@@ -384,6 +477,15 @@ def read_policy(path: str | Path) -> dict:
     return document
 
 
+def is_interface_folder(folder: str | Path) -> bool:
+    """Whether ``folder`` is a run folder of a problem on the interface alone (its marker
+    names the problem; advonline/folders.py)."""
+    found = folders.marker(folder)
+    setting = found.get("setting") if found is not None else None
+    name = setting.get("problem") if isinstance(setting, dict) else None
+    return name in registry.names() and registry.get(name).training is None
+
+
 def is_run(folder: str | Path) -> bool:
     """Whether ``folder`` holds a finished ``advonline run`` of a problem on the interface."""
     return (Path(folder) / EVALUATION_NAME).is_file() and (Path(folder) / POLICY_NAME).is_file()
@@ -396,6 +498,11 @@ def plot_runs(run_folders: list[str | Path], out: str | Path) -> list[Path]:
     out = folders.check_own(out, folders.KINDS)
     loaded = []
     for folder in map(Path, run_folders):
+        if not (folder / EVALUATION_NAME).is_file() and checkpoint.checkpoint_path(folder).exists():
+            raise InputError(
+                f"{folder} is trained but not measured yet: advonline run CONFIG --resume "
+                f"--out {folder} measures it"
+            )
         report = read_json(folder / EVALUATION_NAME, "run report")
         try:
             rows = plots.read_metrics(folder / METRICS_NAME, ("certificate",))

@@ -116,7 +116,7 @@ def run_seeds(name: str, seeds: int, out: Path) -> list[dict]:
     for seed in range(seeds):
         folder = out / f"{name}-seed{seed}"
         stored = folder / problem_run.EVALUATION_NAME
-        if not stored.is_file():
+        if not stored.is_file():  # a run cut short goes on from its checkpoint
             seeded = dataclasses.replace(config, loop=dataclasses.replace(config.loop, seed=seed))
             problem_run.main_job(
                 seeded,
@@ -124,6 +124,7 @@ def run_seeds(name: str, seeds: int, out: Path) -> list[dict]:
                 folder,
                 problem_run.Budget(),
                 say=lambda line: None,
+                resume=checkpoint.checkpoint_path(folder).exists(),
             )
         reports.append(json.loads(stored.read_text()))
     return reports

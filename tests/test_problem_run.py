@@ -4,10 +4,11 @@ measures beside its baselines, exports and plots; bad configs get one line."""
 from __future__ import annotations
 
 import json
+import shutil
 
 import pytest
 
-from advonline import cli
+from advonline import cli, problem_run
 from advonline.problems.one_way_trading.policy_file import load
 
 TINY = """
@@ -102,9 +103,9 @@ def test_check_algorithm_and_devices_flags(tmp_path, capsys):
 
 
 def test_every_command_takes_a_run_of_the_interface(tmp_path, capsys):
-    """evaluate, export, plot, archive and train on one-way trading: the run's policy file
-    measured again on its own setting gives the run's figure; export copies it, never over a
-    file; plot redraws the figures; archive and train say in one line what they do not do."""
+    """evaluate, export, plot and archive on one-way trading: the run's policy file measured
+    again on its own setting gives the run's figure; export copies it, never over a file;
+    plot redraws the figures; archive lists the final archive's token sequences."""
     config = tmp_path / "owt.toml"
     config.write_text(TINY.replace("epochs = 6", "epochs = 1"))
     run = tmp_path / "run"
@@ -124,8 +125,7 @@ def test_every_command_takes_a_run_of_the_interface(tmp_path, capsys):
         ([*evaluate, "--policy", str(run / "metrics.csv")], "is not UTF-8 JSON"),
         ([*evaluate, "--policy", str(run / "evaluation.json")], "not a one-way trading policy"),
         ([*evaluate, "--policy", str(run / "policy.json"), "--low", "2"], "--low does not apply"),
-        (["archive", str(run)], "keeps no archive"),
-        (["train", str(config), "--out", str(tmp_path / "t")], "trains with 'advonline run' only"),
+        (["archive", str(run), "--traces", str(tmp_path / "traces")], "use --json"),
     ]:
         assert cli.main(refused) == 2
         assert message in capsys.readouterr().err
@@ -145,6 +145,81 @@ def test_every_command_takes_a_run_of_the_interface(tmp_path, capsys):
     assert cli.main(["plot", str(run), "--out", str(figures)]) == 0
     assert (figures / "run" / "convergence.png").is_file()
     assert (figures / "run" / "learned-vs-baselines.pdf").is_file()
+    capsys.readouterr()
+    assert cli.main(["archive", str(run), "--top", "2"]) == 0
+    listing = capsys.readouterr().out.splitlines()
+    assert "instances after 2 epochs" in listing[0] and len(listing) == 1 + 1 + 2 + 1
+    assert cli.main(["archive", str(run), "--json"]) == 0
+    archived = json.loads(capsys.readouterr().out)["instances"]
+    worst = max(row["ratio_delivered"] for row in archived)
+    assert archived[0]["ratio_delivered"] == worst and len(archived[0]["tokens"]) == 17
+    # the final archive's worst input against the delivered curve is what training recorded
+    assert worst == pytest.approx(measured_training(run)["archive_worst"], rel=1e-6)
+
+
+def measured_training(run) -> dict:
+    return json.loads((run / "evaluation.json").read_text())["training"]
+
+
+def test_a_run_cut_short_resumes_to_the_uninterrupted_result(tmp_path, capsys):
+    """Every epoch ends with a checkpoint: a run stopped right after its second one and
+    resumed with ``run --resume`` ends with the same metrics and figures as a run in one go.
+    A folder that holds a run is refused without --resume, and a resume with another config;
+    a folder trained but not measured cannot be plotted yet, and ``train`` then ``run
+    --resume`` measures it."""
+    config = tmp_path / "owt.toml"
+    config.write_text(TINY.replace("epochs = 6", "epochs = 3"))
+    budget = ["--search-steps", "8", "--random-instances", "8", "--quiet"]
+    whole = tmp_path / "whole"
+    assert cli.main(["run", str(config), "--out", str(whole), *budget]) == 0
+    cut = tmp_path / "cut"
+    parsed = problem_run.read_config(config)
+
+    def stop_after_the_second_epoch(line: str) -> None:  # said after each epoch's checkpoint
+        if line.startswith("epoch 2:"):
+            raise KeyboardInterrupt
+
+    problem_run.check_training_folder(cut, parsed, resume=False)
+    with pytest.raises(KeyboardInterrupt):
+        problem_run.train_job(parsed, config, cut, stop_after_the_second_epoch)
+    assert len((cut / "metrics.csv").read_text().splitlines()) == 1 + 2
+    capsys.readouterr()
+    for refused, message in [
+        (["run", str(config), "--out", str(cut), *budget], "pass --resume to continue it"),
+        (["train", str(config), "--out", str(cut)], "pass --resume to continue it"),
+        (["plot", str(cut), "--out", str(tmp_path / "f")], "trained but not measured yet"),
+        (["train", str(tmp_path / "new.toml"), "--out", str(cut), "--resume"], "differs"),
+    ]:
+        (tmp_path / "new.toml").write_text(TINY.replace("epochs = 6", "epochs = 4"))
+        assert cli.main(refused) == 2
+        error = capsys.readouterr().err
+        assert message in error and error.count("\n") == 1
+    corrupted = tmp_path / "corrupted"  # one bit of a copy's checkpoint flipped
+    shutil.copytree(cut, corrupted)
+    damaged = bytearray((corrupted / "checkpoint.msgpack").read_bytes())
+    damaged[-100] ^= 1
+    (corrupted / "checkpoint.msgpack").write_bytes(bytes(damaged))
+    assert cli.main(["run", str(config), "--out", str(corrupted), "--resume", *budget]) == 2
+    assert "checksum mismatch; the previous checkpoint" in capsys.readouterr().err
+    assert (corrupted / "checkpoint.msgpack").read_bytes() == bytes(damaged)
+    assert cli.main(["run", str(config), "--out", str(cut), "--resume", *budget]) == 0
+    assert (
+        json.loads((cut / "evaluation.json").read_text())["algorithms"]
+        == json.loads((whole / "evaluation.json").read_text())["algorithms"]
+    )
+    assert measured_training(cut)["archive_worst"] == measured_training(whole)["archive_worst"]
+
+    def without_seconds(run) -> list[list[str]]:
+        rows = (run / "metrics.csv").read_text().splitlines()
+        return [row.split(",")[:1] + row.split(",")[2:] for row in rows]
+
+    assert without_seconds(cut) == without_seconds(whole) and len(without_seconds(cut)) == 5
+    trained = tmp_path / "trained"
+    assert cli.main(["train", str(config), "--out", str(trained), "--quiet"]) == 0
+    assert "trained 4 epochs" in capsys.readouterr().out
+    assert (trained / "policy.json").is_file() and not (trained / "evaluation.json").exists()
+    assert cli.main(["run", str(config), "--out", str(trained), "--resume", *budget]) == 0
+    assert without_seconds(trained) == without_seconds(whole)
 
 
 SKI_RENTAL = """
