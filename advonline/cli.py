@@ -42,6 +42,7 @@ from advonline.train import TrainError, check_folder, check_processes, check_res
 
 EXIT_BAD_INPUT = 2
 EXIT_OUT_OF_MEMORY = 3  # a command that ran out of memory part way (after its checks passed)
+EXIT_INTERRUPTED = 130  # Ctrl-C (SIGINT), as a shell reports it
 
 
 class UsageError(Exception):
@@ -291,6 +292,13 @@ def _main(argv: list[str] | None) -> int:
     ) as error:
         print(f"advonline: error: {error}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    except KeyboardInterrupt:
+        print(
+            "advonline: interrupted; files already written are kept (train and run go on "
+            "from their last checkpoint with --resume)",
+            file=sys.stderr,
+        )
+        return EXIT_INTERRUPTED
     except jax.errors.JaxRuntimeError as error:
         if "RESOURCE_EXHAUSTED" not in str(error):
             raise

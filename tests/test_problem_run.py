@@ -161,7 +161,19 @@ def measured_training(run) -> dict:
     return json.loads((run / "evaluation.json").read_text())["training"]
 
 
-def test_a_run_cut_short_resumes_to_the_uninterrupted_result(tmp_path, capsys):
+def interrupt_in_epoch(epoch: int):
+    """A stand-in for writing metrics.csv that presses Ctrl-C once ``epoch`` rows exist."""
+    write = problem_run._write_metrics
+
+    def writing(path, rows):
+        write(path, rows)
+        if len(rows) == epoch:
+            raise KeyboardInterrupt
+
+    return writing
+
+
+def test_a_run_cut_short_resumes_to_the_uninterrupted_result(tmp_path, capsys, monkeypatch):
     """Every epoch ends with a checkpoint: a run stopped right after its second one and
     resumed with ``run --resume`` ends with the same metrics and figures as a run in one go.
     A folder that holds a run is refused without --resume, and a resume with another config;
@@ -215,7 +227,12 @@ def test_a_run_cut_short_resumes_to_the_uninterrupted_result(tmp_path, capsys):
 
     assert without_seconds(cut) == without_seconds(whole) and len(without_seconds(cut)) == 5
     trained = tmp_path / "trained"
-    assert cli.main(["train", str(config), "--out", str(trained), "--quiet"]) == 0
+    with monkeypatch.context() as patched:  # Ctrl-C in the second epoch: one line, exit 130
+        patched.setattr(problem_run, "_write_metrics", interrupt_in_epoch(2))
+        assert cli.main(["train", str(config), "--out", str(trained), "--quiet"]) == 130
+    error = capsys.readouterr().err
+    assert "interrupted" in error and error.count("\n") == 1 and "Traceback" not in error
+    assert cli.main(["train", str(config), "--out", str(trained), "--quiet", "--resume"]) == 0
     assert "trained 4 epochs" in capsys.readouterr().out
     assert (trained / "policy.json").is_file() and not (trained / "evaluation.json").exists()
     assert cli.main(["run", str(config), "--out", str(trained), "--resume", *budget]) == 0
