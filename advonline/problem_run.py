@@ -377,7 +377,8 @@ def train_job(
 ) -> Trained:
     """Train into the run ``folder`` (:func:`check_training_folder` has accepted it): a
     checkpoint and ``metrics.csv`` after every epoch, resumed from the checkpoint it holds,
-    then the delivered policy's file."""
+    then the delivered policy's file (never over one the folder holds: a resumed run
+    delivers the same policy)."""
     folders.claim(
         folder,
         "run",
@@ -396,9 +397,10 @@ def train_job(
 
     trained = train(config, log, folder)
     _write_metrics(folder / METRICS_NAME, trained.rows)
-    learned = problem.policy_head(setting, config.head).to_policy(trained.params)
-    policy = checksums.signed(problem.export(setting, learned))
-    atomic_write(folder / POLICY_NAME, (json.dumps(policy, indent=1) + "\n").encode())
+    if not (folder / POLICY_NAME).exists():  # a resumed run's file is kept as it is
+        learned = problem.policy_head(setting, config.head).to_policy(trained.params)
+        policy = checksums.signed(problem.export(setting, learned))
+        atomic_write(folder / POLICY_NAME, (json.dumps(policy, indent=1) + "\n").encode())
     return trained
 
 

@@ -235,8 +235,11 @@ def test_a_run_cut_short_resumes_to_the_uninterrupted_result(tmp_path, capsys, m
     assert cli.main(["train", str(config), "--out", str(trained), "--quiet", "--resume"]) == 0
     assert "trained 4 epochs" in capsys.readouterr().out
     assert (trained / "policy.json").is_file() and not (trained / "evaluation.json").exists()
+    policy = (trained / "policy.json").read_bytes()
     assert cli.main(["run", str(config), "--out", str(trained), "--resume", *budget]) == 0
     assert without_seconds(trained) == without_seconds(whole)
+    assert (trained / "policy.json").read_bytes() == policy  # kept, never written over
+    assert json.loads(policy) == json.loads((whole / "policy.json").read_text())
 
 
 SKI_RENTAL = """
