@@ -91,6 +91,11 @@ def test_check_algorithm_and_devices_flags(tmp_path, capsys):
     assert "unknown algorithm 'greedy' for one-way-trading" in capsys.readouterr().err
     assert cli.main(["run", str(config), "--out", str(checked), "--devices", "2"]) == 2
     assert "--devices" in capsys.readouterr().err and not checked.exists()
+    assert cli.main(["train", str(config), "--out", str(checked), "--check"]) == 0
+    assert "valid" in capsys.readouterr().out and not checked.exists()
+    assert cli.main(["train", str(config), "--out", str(checked), "--processes", "2"]) == 2
+    assert "--processes: one-way-trading trains in one process" in capsys.readouterr().err
+    assert not checked.exists()
     out = tmp_path / "run"
     budget = ["--search-steps", "8", "--random-instances", "8"]
     quick = TINY.replace("epochs = 6", "epochs = 1")
