@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import functools
 import json
 import sys
@@ -492,10 +493,11 @@ def run_train(args: argparse.Namespace) -> int:
 def _problem_train(args: argparse.Namespace, config: problem_run.ProblemRunConfig) -> int:
     """``advonline train`` for a problem on the interface alone: the oracle loop with a
     checkpoint and ``metrics.csv`` after every epoch, then the delivered policy's file."""
-    for flag in ("devices", "coordinator", "processes", "process_id"):
+    for flag in ("coordinator", "processes", "process_id"):
         if getattr(args, flag) is not None:
             name = "--" + flag.replace("_", "-")
-            raise UsageError(f"{name}: {config.problem.name} trains in one process on one device")
+            raise UsageError(f"{name}: {config.problem.name} trains in one process")
+    config = _interface_on_devices(config, args.devices)
     folder = problem_run.check_training_folder(args.out, config, args.resume)
     if args.check:
         print(f"{args.config}: valid; run folder {folder} usable; nothing written")
@@ -508,6 +510,15 @@ def _problem_train(args: argparse.Namespace, config: problem_run.ProblemRunConfi
         f"{problem_run.POLICY_NAME} in {folder}"
     )
     return 0
+
+
+def _interface_on_devices(config: problem_run.ProblemRunConfig, devices: int | None):
+    """``config`` sharded over ``--devices`` (when given); a count JAX cannot give is refused
+    now, before any work."""
+    if devices is not None:
+        config = dataclasses.replace(config, loop=dataclasses.replace(config.loop, devices=devices))
+    parallel.batch_mesh(config.loop.devices)
+    return config
 
 
 def _checked(config: str, folder, largest: preflight.Need, available: float) -> int:
@@ -683,8 +694,7 @@ def _problem_job(args: argparse.Namespace, config: problem_run.ProblemRunConfig)
     """``advonline run`` for a problem that provides the whole problem interface."""
     if args.resume and not args.out:
         raise UsageError("--resume continues the run in --out: name its folder")
-    if args.devices is not None:
-        raise UsageError(f"--devices: {config.problem.name} runs on one device")
+    config = _interface_on_devices(config, args.devices)
     for name in args.algorithm or []:
         if name not in config.problem.baselines:
             known = ", ".join(config.problem.baselines)

@@ -29,8 +29,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
+from jax.sharding import Mesh
 
 from advonline.archive import on_padded_rows
+from advonline.parallel import shard_batch, spread
 from advonline.problem import Problem, payoffs_of
 from advonline.ratio import ratio_of_payoff
 from advonline.search import Found, hill_climb
@@ -47,14 +49,16 @@ class ProblemGame:
     setting: Any
     head_config: tuple[tuple[str, Any], ...]  # the config's [algorithm] table, sorted
     learning_rate: float
+    mesh: Mesh | None = None  # the devices the batches are sharded over (advonline/parallel.py)
 
-    mesh = None  # one device: batches are not sharded
     mixes = False  # one network is delivered, never a mixture of snapshots
 
     @staticmethod
-    def build(problem: Problem, setting, head_config: dict, learning_rate: float) -> ProblemGame:
+    def build(
+        problem: Problem, setting, head_config: dict, learning_rate: float, mesh=None
+    ) -> ProblemGame:
         config = tuple(sorted(head_config.items()))
-        game = ProblemGame(problem, problem.name, setting, config, learning_rate)
+        game = ProblemGame(problem, problem.name, setting, config, learning_rate, mesh)
         # built here, outside any trace: a head or encoding first built inside a jitted
         # function would keep that trace's values as its constants
         game.head, game.encoding  # noqa: B018
@@ -89,7 +93,9 @@ class ProblemGame:
         return optax.adam(self.learning_rate)
 
     def shard(self, batch):
-        return batch
+        """``batch`` (arrays with a leading instance axis) sharded over the run's devices;
+        unchanged on one device."""
+        return shard_batch(batch, self.mesh)
 
     def payoffs(self, params, types: jax.Array, optimum: jax.Array | None) -> jax.Array:
         """The problem's payoffs ``[N]`` of the policy ``params`` on the instances ``types``
@@ -126,8 +132,9 @@ class ProblemGame:
         fresh = np.asarray(self.encoding.random(fresh_key, budget.chains))
         starts = np.zeros((0, self.instance_length), np.int32) if starts is None else starts
         tokens = np.concatenate([starts, fresh[: budget.chains - len(starts)]]).astype(np.int32)
+        tokens = spread(jnp.asarray(tokens), self.mesh)  # the chains split over the devices
         steps, candidates = budget.search_steps, budget.candidates
-        found, ratios = _climb(self, params, search_key, jnp.asarray(tokens), steps, candidates)
+        found, ratios = _climb(self, params, search_key, tokens, steps, candidates)
         return Found(found, ratios)
 
     def summaries(self, types) -> list[dict]:

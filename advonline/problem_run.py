@@ -31,7 +31,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import serialization
 
-from advonline import __version__, checkpoint, checksums, environment, folders, plots
+from advonline import __version__, checkpoint, checksums, environment, folders, parallel, plots
 from advonline import problems as registry
 from advonline.archive_view import worst_delivered
 from advonline.configs import ConfigError, OracleConfig, build_section, problem_of, read_toml
@@ -84,6 +84,7 @@ class LoopConfig:
     epochs: int = 12
     learning_rate: float = 0.01
     temperature: float = 0.01
+    devices: int = 0  # the devices the batches are sharded over (0: every one JAX sees)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -108,8 +109,16 @@ class ProblemRunConfig:
             "oracle": oracle,
         }
 
-    def game(self) -> ProblemGame:
-        return ProblemGame.build(self.problem, self.setting, self.head, self.loop.learning_rate)
+    def game(self, mesh=None) -> ProblemGame:
+        """The oracle loop's game of this run, its batches sharded over ``mesh``."""
+        loop = self.loop
+        return ProblemGame.build(self.problem, self.setting, self.head, loop.learning_rate, mesh)
+
+    def same_run(self, other: ProblemRunConfig) -> bool:
+        """Whether ``other`` trains the same run (the devices it is sharded over aside)."""
+        return dataclasses.replace(other, loop=dataclasses.replace(other.loop, devices=0)) == (
+            dataclasses.replace(self, loop=dataclasses.replace(self.loop, devices=0))
+        )
 
 
 class EpochRow(NamedTuple):
@@ -165,8 +174,8 @@ def from_dict(data: dict, origin: str) -> ProblemRunConfig:
         for name in ("learning_rate", "temperature")
         if not getattr(loop, name) > 0
     ]
-    if loop.seed < 0:
-        problems.append("game.seed must be >= 0")
+    if loop.seed < 0 or loop.devices < 0:
+        problems.append("game.seed and game.devices must be >= 0")
     if oracle.chains < 1 or oracle.search_steps < 1 or oracle.candidates < 1:
         problems.append("oracle.chains, search_steps and candidates must be >= 1")
     problems += oracle.check()
@@ -182,12 +191,14 @@ def train(config: ProblemRunConfig, log=None, folder: Path | None = None) -> Tra
     from it (:func:`check_training_folder` has checked that it is this config's): the run
     then ends as an uninterrupted one would."""
     loop, oracle = config.loop, config.oracle
-    game = config.game()
+    mesh = parallel.batch_mesh(loop.devices)
+    game = config.game(mesh)
     rows: list[EpochRow] = []
     if folder is not None and checkpoint.checkpoint_path(folder).exists():
         _, state, rows = load_checkpoint(folder)
     else:
         state = init_oracle_state(game, oracle, jax.random.key(loop.seed))
+    state = parallel.replicate(state, mesh)
     start = time.perf_counter() - (rows[-1].seconds if rows else 0.0)
     steps = loop.epochs * oracle.epoch_steps
     for epoch in run_epochs(game, oracle, loop.temperature, state, steps):
@@ -255,7 +266,7 @@ def check_training_folder(folder: str | Path, config: ProblemRunConfig, resume: 
         )
     if resume and not held:
         raise InputError(f"nothing to resume: no checkpoint in {folder}")
-    if held and load_checkpoint(folder)[0] != config:
+    if held and not load_checkpoint(folder)[0].same_run(config):
         raise InputError(
             f"the config differs from the one {folder} was trained with; "
             "resume with the same config or choose another --out"
