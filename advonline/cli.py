@@ -538,7 +538,9 @@ def run_export(args: argparse.Namespace) -> int:
             raise UsageError("--read-out and --table apply to training runs")
         folder = Path(args.checkpoint)
         write_policy(args.out, problem_run.read_policy(folder / problem_run.POLICY_NAME))
-        print(f"wrote {args.out} (the policy of {folder}, as measured in its evaluation.json)")
+        measured = (folder / problem_run.EVALUATION_NAME).is_file()
+        how = "as measured in its evaluation.json" if measured else "trained, not measured yet"
+        print(f"wrote {args.out} (the policy of {folder}, {how})")
         return 0
     run = pipeline.open_run(args.checkpoint)
     algorithm = "learned-deterministic" if args.read_out else "learned"
