@@ -2,13 +2,15 @@
 (advonline/problem.py), so that every registered problem trains with the one loop.
 
 - **Instances** are the encoding's token sequences ``[N, T]``; OPT is the problem's offline
-  optimum.
+  optimum, computed once per instance and stored beside it in the archive.
 - **The algorithm** is the policy head's parameters, and its payoff on an instance is the
   problem's ``E[ALG] / OPT`` from the one simulator.
 - **The update** is the exact gradient of the weighted payoff ``sum_j w_j u_j``: the
   problem's payoffs are differentiable in the policy's parameters.
 - **The oracle** is hill climbing with the encoding's ``mutate`` (advonline/search.py), from
   the archive's hardest inputs and fresh random ones.
+- **Several devices**: the archive's batches and the search chains are sharded over the run's
+  mesh (advonline/parallel.py); the parameters are replicated.
 - **The certificate**, where the problem has one, is its own (outside ``jit``, float64). With
   ``oracle.certificate_instances`` the input that attains it joins the archive: an exact
   best response.
@@ -41,8 +43,8 @@ from advonline.search import Found, hill_climb
 @dataclasses.dataclass(frozen=True)
 class ProblemGame:
     """The static parts of a run of the oracle loop on ``problem`` (hashable: a ``jit`` static
-    argument; two games are equal when they name the same problem, setting, head and
-    learning rate)."""
+    argument; two games are equal when they name the same problem, setting, head, learning
+    rate and devices)."""
 
     problem: Problem = dataclasses.field(compare=False)
     name: str
