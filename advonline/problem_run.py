@@ -42,6 +42,7 @@ from advonline.problem import Problem, payoffs_of
 from advonline.problem_game import ProblemGame
 from advonline.ratio import ratio_of_payoff
 from advonline.search import hill_climb
+from advonline.train import check_folder
 
 EVALUATION_NAME = "evaluation.json"
 METRICS_NAME = "metrics.csv"
@@ -223,7 +224,7 @@ def train(config: ProblemRunConfig, log=None, folder: Path | None = None) -> Tra
 def save_checkpoint(folder: Path, state: OracleState, config: ProblemRunConfig, rows) -> None:
     """The loop's state after an epoch, with the config and the metrics rows so far, as the
     run's checkpoint (advonline/checkpoint.py: atomic, checksummed, the previous one kept)."""
-    state = jax.device_get(state.replace(key=jax.random.key_data(state.key)))
+    state = parallel.to_host(state.replace(key=jax.random.key_data(state.key)))
     meta = {
         "config": json.dumps(config.to_tables()),
         "rows": json.dumps([row._asdict() for row in rows]),
@@ -255,15 +256,17 @@ def load_checkpoint(folder: str | Path) -> tuple[ProblemRunConfig, OracleState, 
 
 
 def check_training_folder(folder: str | Path, config: ProblemRunConfig, resume: bool) -> Path:
-    """Refuse, before any work, a folder that is not the tool's own run folder, one that
-    holds a run (a checkpoint or a finished run) without ``resume``, a resume with nothing to
-    resume, or a resume with another config (InputError, one line)."""
-    folder = folders.check_own(folder, ("run",))
-    held = checkpoint.checkpoint_path(folder).exists()
-    if not resume and (held or is_run(folder)):
+    """Refuse, before any work, what the full game refuses (:func:`advonline.train.check_folder`:
+    a folder that is not the tool's own run folder, a checkpointed one without ``resume``),
+    a finished run without ``resume``, a resume with no checkpoint to go on from, and a
+    resume with another config (one line each)."""
+    check_folder(folder, resume)
+    folder = Path(folder)
+    if not resume and is_run(folder):
         raise InputError(
             f"{folder} already holds a run; pass --resume to continue it or choose another --out"
         )
+    held = checkpoint.checkpoint_path(folder).exists()
     if resume and not held:
         raise InputError(f"nothing to resume: no checkpoint in {folder}")
     if held and not load_checkpoint(folder)[0].same_run(config):
@@ -407,6 +410,8 @@ def train_job(
         say(f"epoch {row.epoch}: {row.seconds:.0f} s, certified {certified}, found {row.found:.4f}")
 
     trained = train(config, log, folder)
+    # written after every epoch too; again here for a run resumed after its last checkpoint
+    # whose metrics.csv a kill left one row short
     _write_metrics(folder / METRICS_NAME, trained.rows)
     if not (folder / POLICY_NAME).exists():  # a resumed run's file is kept as it is
         learned = problem.policy_head(setting, config.head).to_policy(trained.params)
