@@ -19,10 +19,12 @@ writer); the oracles, the game step and the fresh best response use only this pr
 
 from __future__ import annotations
 
+import functools
 from typing import Any, NamedTuple, Protocol
 
 import jax
 import jax.numpy as jnp
+import optax
 
 
 class Written(NamedTuple):
@@ -69,3 +71,34 @@ def reinforce_loss(
     advantage = payoff - payoff.mean()
     advantage = advantage / (advantage.std() + 1e-8)
     return jnp.mean(jax.lax.stop_gradient(advantage) * log_prob) - entropy_bonus * entropy.mean()
+
+
+def adversary_optimizer(config) -> optax.GradientTransformation:
+    """Adam at the ``[adversary]`` table's ``learning_rate``."""
+    return optax.adam(config.learning_rate)
+
+
+@functools.partial(jax.jit, static_argnums=(0, 2, 4, 5))
+def write_batch(
+    adversary: Adversary, params: dict, setting: Any, key: jax.Array, count: int, dtype
+) -> Written:
+    """:meth:`Adversary.write` (with nothing to write against), jit-compiled."""
+    return adversary.write(params, setting, key, count, dtype)
+
+
+@functools.partial(jax.jit, static_argnums=(0, 1))
+def adversary_update(
+    adversary: Adversary,
+    config,
+    params: dict,
+    opt_state: optax.OptState,
+    written: Written,
+    payoff: jax.Array,
+) -> tuple[dict, optax.OptState]:
+    """One REINFORCE step of the adversary on the payoffs ``[B]`` of what it wrote; ``config``
+    is the ``[adversary]`` table (hashable: ``learning_rate`` and ``entropy``)."""
+    grads = jax.grad(functools.partial(reinforce_loss, adversary))(
+        params, written, payoff, config.entropy
+    )
+    updates, opt_state = adversary_optimizer(config).update(grads, opt_state, params)
+    return optax.apply_updates(params, updates), opt_state

@@ -47,8 +47,9 @@ def time_training_steps(config, devices: int, steps: int) -> tuple[list[float], 
     import jax
 
     from advonline import parallel
-    from advonline.problems.posted_price.game import Game, game_step, init_state, known_family_pool
+    from advonline.problems.posted_price.game import Game, known_family_pool
     from advonline.problems.posted_price.sampled_game import sampled_game_step
+    from advonline.simultaneous import game_step, init_state
 
     mesh = parallel.batch_mesh(devices)
     game = Game.build(config, mesh)

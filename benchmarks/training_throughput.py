@@ -35,7 +35,6 @@ from advonline.problems.posted_price.game import (
     Game,
     accepted_atoms,
     action_weights,
-    init_state,
     payoffs_and_gains,
     per_round_gradient,
     policy_probs,
@@ -43,6 +42,7 @@ from advonline.problems.posted_price.game import (
 )
 from advonline.problems.posted_price.model import price_table
 from advonline.problems.posted_price.optimum import offline_optimum
+from advonline.simultaneous import init_state
 
 
 def numpy_action_weights(setting, probs, instances, optimum, weights, atoms) -> np.ndarray:

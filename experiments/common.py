@@ -16,7 +16,8 @@ from advonline.baselines.posted_price import BASELINES, make_baseline
 from advonline.evaluation import Measurement
 from advonline.pipeline import delivered_policies
 from advonline.problems.posted_price.evaluate import Budget, measure
-from advonline.problems.posted_price.game import Game, delivered_params
+from advonline.problems.posted_price.game import Game
+from advonline.simultaneous import delivered_params
 from advonline.train import train
 
 CONFIGS = Path(__file__).parent / "configs"

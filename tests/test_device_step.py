@@ -8,8 +8,9 @@ import jax
 import numpy as np
 
 from advonline import configs
-from advonline.problems.posted_price.game import Game, game_step, init_state, known_family_pool
+from advonline.problems.posted_price.game import Game, known_family_pool
 from advonline.problems.posted_price.sampled_game import on_device, sampled_game_step
+from advonline.simultaneous import game_step, init_state
 from tests.test_k2_run import TINY_K2
 from tests.test_train import TINY_TOML
 

@@ -13,14 +13,13 @@ from advonline import configs, problem_run
 from advonline.archive import empty_archive, push_first_out
 from advonline.problems.posted_price.game import (
     Game,
-    game_step,
-    init_state,
     known_family_pool,
     per_round_gradient,
     reinforce_gradient,
 )
 from advonline.problems.posted_price.model import Instance, expected_welfare_exact
 from advonline.problems.posted_price.optimum import offline_optimum
+from advonline.simultaneous import game_step, init_state
 
 TINY = {
     "setting": {"low": 1.0, "high": 4.0, "rounds": 6, "max_demand": 0.25},

@@ -12,7 +12,7 @@ from advonline.baselines.posted_price import make_baseline
 from advonline.problems.posted_price.adversary import best_response, build_adversary, scaled_state
 from advonline.problems.posted_price.certify import certify_dp
 from advonline.problems.posted_price.config import AdversaryConfig
-from advonline.problems.posted_price.game import Game, game_step, init_state, known_family_pool
+from advonline.problems.posted_price.game import Game, known_family_pool
 from advonline.problems.posted_price.model import (
     Buyer,
     PriceDistribution,
@@ -22,6 +22,7 @@ from advonline.problems.posted_price.model import (
     price_table,
     simulate,
 )
+from advonline.simultaneous import game_step, init_state
 
 SMALL = {
     "setting": {"low": 1.0, "high": 4.0, "rounds": 12, "max_demand": 0.125, "demand_levels": 2},

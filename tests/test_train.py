@@ -18,7 +18,8 @@ from flax import serialization
 
 from advonline import checkpoint, checksums, configs
 from advonline.cli import main
-from advonline.problems.posted_price.game import Game, delivered_params
+from advonline.problems.posted_price.game import Game
+from advonline.simultaneous import delivered_params
 from advonline.train import train
 
 TINY_TOML = """

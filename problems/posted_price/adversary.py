@@ -49,7 +49,14 @@ import optax
 from flax import struct
 
 from advonline import ratio
-from advonline.adversary import Written, reinforce_loss, token_log_prob
+from advonline.adversary import (
+    Written,
+    adversary_optimizer,
+    adversary_update,
+    reinforce_loss,
+    token_log_prob,
+    write_batch,
+)
 from advonline.networks import AdversaryNetwork, StateAdversaryNetwork
 from advonline.problems.posted_price.buyer_types import BuyerTypes
 from advonline.problems.posted_price.config import AdversaryConfig
@@ -281,10 +288,6 @@ def payoffs(setting: Setting, table: PriceDistribution, instances: Instance, opt
     return payoffs_given_sales(setting, sell, instances, optimum)
 
 
-def adversary_optimizer(config: AdversaryConfig) -> optax.GradientTransformation:
-    return optax.adam(config.learning_rate)
-
-
 class BestResponse(NamedTuple):
     """What a fresh adversary found against a frozen algorithm."""
 
@@ -342,31 +345,6 @@ def best_response(
     return BestResponse(
         by_step[best], worst_instance, by_step, worst_by_step, params, types_by_step
     )
-
-
-@functools.partial(jax.jit, static_argnums=(0, 2, 4, 5))
-def write_batch(
-    model: AdversaryModel, params: dict, setting: Setting, key: jax.Array, count: int, dtype
-) -> Written:
-    """:meth:`AdversaryModel.write`, jit-compiled."""
-    return model.write(params, setting, key, count, dtype)
-
-
-@functools.partial(jax.jit, static_argnums=(0, 1))
-def adversary_update(
-    model: AdversaryModel,
-    config: AdversaryConfig,
-    params: dict,
-    opt_state: optax.OptState,
-    written: Written,
-    payoff: jax.Array,
-) -> tuple[dict, optax.OptState]:
-    """One REINFORCE step of the adversary on the payoffs ``[B]`` of what it wrote."""
-    grads = jax.grad(functools.partial(reinforce_loss, model))(
-        params, written, payoff, config.entropy
-    )
-    updates, opt_state = adversary_optimizer(config).update(grads, opt_state, params)
-    return optax.apply_updates(params, updates), opt_state
 
 
 def sampled_payoffs(

@@ -1,30 +1,26 @@
-"""The zero-sum game (docs/method.md §3): the pricing network against the adversary.
-
-Payoff ``u = E_I E[ALG(I)] / OPT(I)``; the algorithm maximises it, the adversary minimises it.
-One :func:`game_step` (jit-compiled) makes ``n_adv`` adversary updates and then ``n_alg``
-algorithm updates, each with Optax.
+"""Posted pricing's game (docs/method.md §3): the pricing network against the adversary, as
+the core's loops play it (the simultaneous step of :mod:`advonline.simultaneous`, the oracle
+loop of :mod:`advonline.oracle_loop`).
 
 **Per-round update** (the paper's method; ``algorithm.update = "per-round"``). For K = 1 the
 algorithm's state is (round t, units sold u) and its action a price atom. For every instance
-the exact continuation values come from backward induction (:func:`continuation`), so the
-value of *every* action in every state is ``Q_t(u, a) = V_{t+1}(u) + accept_t(a) G_t(u)``
-(``G_t(u)``: what a sale adds). The update is the all-action gradient
+the exact continuation values come from backward induction, so the value of *every* action in
+every state is ``Q_t(u, a) = V_{t+1}(u) + accept_t(a) G_t(u)`` (``G_t(u)``: what a sale adds).
+The update is the all-action gradient
 ``sum_{t,u} P(s_t = u) sum_a grad pi(a | t, u) Q_t(u, a) / OPT``, with the exact probability
 of reaching each state (a forward pass, the transpose of the backward one:
 :func:`~posted_price.model.welfare_and_sale_weight`), i.e. the expectation over rollouts of
 the paper's along-the-rollout sum: zero variance. Because ``sum_a grad pi = 0`` the
 ``V_{t+1}`` term drops out and the gradient is two matrix products over the batch
 (``tests/test_game.py`` checks it equals the gradient of the exact expected payoff).
+K >= 2 values the actions by rollouts (:mod:`posted_price.sampled_game`).
 
 **Standard update** (ablation; ``"reinforce"``): sampled runs of the one simulator, the score
 function of the sampled prices, the mean return of the other runs on the same instance as
 baseline.
 
-**Keeping the adversary honest.** The adversary's instances go into a replay of past hard
-instances (the ``replay_per_step`` hardest of each batch); the algorithm trains against the
-union of the latest batch, the replay and (only when ``known_families`` is set, the
-fallback) the staircase family, weighted by a softmin of their payoffs at ``temperature``:
-the adversary's best mixed strategy over everything it has found, smoothed.
+**Known hard instances** (only with ``game.known_families``, the fallback): the staircase
+family, mixed into every step's training pool (:func:`known_family_pool`).
 """
 
 from __future__ import annotations
@@ -32,18 +28,16 @@ from __future__ import annotations
 import dataclasses
 import functools
 from collections.abc import Callable
-from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
-from flax import serialization, struct
+from flax import serialization
 from jax.sharding import Mesh
 
-from advonline import ratio
-from advonline.adversary import Written, reinforce_loss
-from advonline.archive import Archive, empty_archive, on_padded_rows, push_first_out
+from advonline import ratio, simultaneous
+from advonline.archive import empty_archive, on_padded_rows
 from advonline.configs import GameConfig, RunConfig
 from advonline.mixture import SnapshotMixture, snapshot_mixture
 from advonline.networks import AlgorithmNetwork
@@ -80,7 +74,6 @@ from advonline.problems.posted_price.oracles import best_responses, mixture_sear
 from advonline.problems.posted_price.policy_file import parse
 from advonline.problems.posted_price.tabulated import from_file
 from advonline.problems.posted_price.typed_payoffs import algorithm_table, typed_payoffs
-from advonline.ratio import softmin_weights
 from advonline.search import Found
 
 
@@ -138,9 +131,9 @@ class Game:
 
     # What the simultaneous loop (advonline/train.py) asks of the game.
 
-    def init_state(self, key: jax.Array) -> GameState:
-        """Fresh parameters, optimiser states and an empty replay (:func:`init_state`)."""
-        return init_state(self, key)
+    def init_state(self, key: jax.Array) -> simultaneous.GameState:
+        """Fresh parameters (uniform prices), optimiser states and an empty replay."""
+        return simultaneous.init_state(self, key)
 
     @property
     def runs_on_device(self) -> bool:
@@ -154,10 +147,10 @@ class Game:
 
     def step_function(self) -> Callable:
         """``(game, state, families, families_optimum) -> (state, StepMetrics)``: one step of
-        the simultaneous loop; exact values for K = 1 (:func:`game_step`), rollouts for K >= 2
-        (:func:`~posted_price.sampled_game.sampled_game_step`)."""
+        the simultaneous loop; exact values for K = 1 (:func:`advonline.simultaneous.game_step`),
+        rollouts for K >= 2 (:func:`~posted_price.sampled_game.sampled_game_step`)."""
         if self.setting.resources == 1:
-            return game_step
+            return simultaneous.game_step
         from advonline.problems.posted_price.sampled_game import sampled_game_step
 
         return sampled_game_step
@@ -209,18 +202,54 @@ class Game:
         }
         return {**stored, "replay": upgraded}
 
-    def replay_found(self, state: GameState, found: BestResponse) -> GameState:
+    def replay_found(self, state, found: BestResponse):
         """``state`` with what a fresh adversary found joining the replay."""
-        return replay_instances(self, state, found.types_by_step, found.ratio_by_step)
+        types, ratios = found.types_by_step, found.ratio_by_step
+        return simultaneous.replay_instances(self, state, types, ratios)
 
-    def adopt(self, state: GameState, found: BestResponse) -> GameState:
+    def adopt(self, state, found: BestResponse):
         """``state`` with the fresh adversary ``found`` as the training adversary."""
         optimizer = adversary_optimizer(self.adversary_config)
         return state.replace(adversary=found.params, adversary_opt=optimizer.init(found.params))
 
     def delivered_params(self, state) -> dict:
-        """The pricing parameters a run delivers (:func:`delivered_params`)."""
-        return delivered_params(self, state)
+        """The pricing parameters a run delivers
+        (:func:`advonline.simultaneous.delivered_params`)."""
+        return simultaneous.delivered_params(self, state)
+
+    # What the simultaneous step (advonline/simultaneous.py) asks of the game (K = 1).
+
+    def frozen(self, params: dict):
+        """The network's price table in every state: the state-conditioned adversary writes
+        along it and every batch's payoffs come from it."""
+        return price_table(self.setting, self.policy(params), jnp.float32)
+
+    @staticmethod
+    def writing_inputs(table) -> tuple:
+        return (table,)
+
+    def batch_optimum(self, instances: Instance) -> jax.Array:
+        return offline_optimum(self.setting, instances)
+
+    def batch_payoffs(self, table, instances: Instance, optimum: jax.Array) -> jax.Array:
+        return payoffs_from_probs(self, table.probs, instances, optimum)
+
+    def decode(self, types: jax.Array, dtype) -> Instance:
+        """Buyer types ``[N, T]`` as instances."""
+        return self.adversary.instances(types, dtype)
+
+    @property
+    def update_draws(self) -> bool:
+        """Whether the algorithm's update draws random numbers (REINFORCE does)."""
+        return self.algorithm_config.update == "reinforce"
+
+    def pool_update(self, params: dict, instances: Instance, optimum, weigh, key):
+        """The pool's payoffs ``[P]`` and the ascent direction of ``sum_j w_j u_j``, ``w =
+        weigh(payoffs)``: the per-round update (:func:`per_round_update`), or REINFORCE."""
+        if not self.update_draws:
+            return per_round_update(self, params, instances, optimum, weigh)
+        payoff = game_payoffs(self, params, instances, optimum)
+        return payoff, reinforce_gradient(self, params, instances, optimum, weigh(payoff), key)
 
     # What the oracle loop (advonline/oracle_loop.py) asks of the game: instances are rows
     # of token indices ``[N, T]`` (buyer types), the algorithm a parameter pytree.
@@ -423,64 +452,12 @@ class Game:
         return snapshot_mixture(members, weights, self.policy)
 
 
-@struct.dataclass
-class GameState:
-    """Everything that changes during training (a pytree; what a checkpoint holds)."""
-
-    step: jax.Array
-    key: jax.Array
-    algorithm: dict
-    adversary: dict
-    algorithm_opt: optax.OptState
-    adversary_opt: optax.OptState
-    replay: Archive  # past hard instances, first in first out (no snapshots)
-    best_algorithm: dict  # the pricing parameters with the lowest selection score so far
-    best_score: jax.Array  # [] that score (advonline/train.py); inf before any measurement
-
-
-class StepMetrics(NamedTuple):
-    payoff: jax.Array  # [] mean payoff E[ALG]/OPT over the adversary's latest batch
-    adversary_ratio: jax.Array  # [] worst OPT / E[ALG] in that batch
-    pool_ratio: jax.Array  # [] worst OPT / E[ALG] over everything the algorithm trained against
-
-
 def blank_instances(setting: Setting, count: int) -> Instance:
     """``count`` instances in which nobody comes (zeros), to fill or to leave empty."""
     return Instance(
         values=jnp.zeros((count, setting.rounds)),
         demands=jnp.zeros((count, setting.rounds, setting.resources)),
     )
-
-
-def init_state(game: Game, key: jax.Array) -> GameState:
-    """Fresh parameters (uniform prices), optimiser states and an empty replay."""
-    setting, size = game.setting, game.loop_config.replay_size
-    key_alg, key_adv, key_run = jax.random.split(key, 3)
-    algorithm = game.pricing.init(key_alg, jnp.zeros(setting.resources), jnp.zeros(()))
-    adversary = game.adversary.init(key_adv)
-    replay = empty_archive(size, setting.rounds)
-    return GameState(
-        step=jnp.zeros((), jnp.int32),
-        key=key_run,
-        algorithm=algorithm,
-        adversary=adversary,
-        algorithm_opt=game.algorithm_optimizer().init(algorithm),
-        adversary_opt=adversary_optimizer(game.adversary_config).init(adversary),
-        replay=replay,
-        best_algorithm=algorithm,
-        best_score=jnp.asarray(jnp.inf, jnp.float32),
-    )
-
-
-def delivered_params(game: Game, state: GameState) -> dict:
-    """The pricing parameters a run delivers (evaluated, exported, plotted): the last iterate,
-    or with ``game.keep_best`` the measured iterate with the lowest selection score (the DP
-    upper bound on its CR for K = 1, else the fresh adversary's ratio; advonline/train.py).
-    The evaluator then measures the kept iterate on its own."""
-    keeps_best = game.loop_config.keep_best or game.loop_config.loop == "oracle"
-    if keeps_best and bool(jnp.isfinite(state.best_score)):
-        return state.best_algorithm
-    return state.algorithm
 
 
 def known_family_pool(game: Game) -> tuple[Instance, jax.Array]:
@@ -637,125 +614,3 @@ def reinforce_gradient(
         return jnp.sum(advantage.reshape(-1) * picked.sum((1, 2))) / samples
 
     return jax.grad(surrogate)(params)
-
-
-def _concat(*instances: Instance) -> Instance:
-    return jax.tree.map(lambda *leaves: jnp.concatenate(leaves), *instances)
-
-
-def _add_to_replay(replay: Archive, types: jax.Array, optimum, payoff, count: int) -> Archive:
-    """The ``count`` hardest (lowest ``payoff``) of ``types`` ``[B, T]`` replayed."""
-    hardest = jnp.argsort(payoff)[:count]
-    return push_first_out(replay, types[hardest], optimum[hardest])
-
-
-class TrainingPool(NamedTuple):
-    """What the algorithm trains against in one step: the adversary's batch, the replay (with
-    that batch's hardest added) and the mixed-in families."""
-
-    replay: Archive  # the replay after adding the batch's hardest instances
-    instances: Instance  # batch + replay + families, [P]
-    optimum: jax.Array  # [P]
-    valid: jax.Array  # [P] bool: False for empty replay slots
-
-
-def training_pool(
-    game: Game,
-    replay: Archive,
-    written: Written,
-    optimum: jax.Array,
-    payoff: jax.Array,
-    families: Instance,
-    families_optimum: jax.Array,
-) -> TrainingPool:
-    """The pool of one step, the batch's ``replay_per_step`` hardest (by ``payoff``) replayed;
-    the replay holds buyer types, written out here in the batch's dtype."""
-    count = game.loop_config.replay_per_step
-    replay = _add_to_replay(replay, written.chosen, optimum, payoff, count)
-    replayed = game.adversary.instances(replay.types, written.instances.values.dtype)
-    return TrainingPool(
-        replay=replay,
-        instances=_concat(written.instances, replayed, families),
-        optimum=jnp.concatenate([optimum, replay.optimum, families_optimum]),
-        valid=jnp.concatenate(
-            [jnp.ones_like(optimum, bool), replay.filled, jnp.ones_like(families_optimum, bool)]
-        ),
-    )
-
-
-def step_metrics(payoff: jax.Array, pool_payoff: jax.Array, valid: jax.Array) -> StepMetrics:
-    """Metrics of one step from the batch's payoffs and the (valid) pool's."""
-    return StepMetrics(
-        payoff=payoff.mean(),
-        adversary_ratio=1.0 / payoff.min(),
-        pool_ratio=1.0 / jnp.where(valid, pool_payoff, jnp.inf).min(),
-    )
-
-
-def replay_instances(game: Game, state: GameState, types: jax.Array, ratio: jax.Array):
-    """``state`` with the ``replay_per_step`` worst of ``types`` ``[N, T]`` (by ``ratio``)
-    replayed."""
-    optimum = offline_optimum(game.setting, game.adversary.instances(types, jnp.float32))
-    replay = _add_to_replay(
-        state.replay, types, optimum, 1.0 / ratio, game.loop_config.replay_per_step
-    )
-    return state.replace(replay=replay)
-
-
-@functools.partial(jax.jit, static_argnums=0)
-def game_step(
-    game: Game, state: GameState, families: Instance, families_optimum: jax.Array
-) -> tuple[GameState, StepMetrics]:
-    """One step of the game: ``n_adv`` adversary updates, then ``n_alg`` algorithm updates."""
-    setting, loop, adversary_config = game.setting, game.loop_config, game.adversary_config
-    adversary_opt = adversary_optimizer(adversary_config)
-    algorithm_opt = game.algorithm_optimizer()
-    updates_made = loop.adversary_steps
-    key, *keys = jax.random.split(state.key, 1 + max(updates_made, 1))
-    adversary, adversary_state = state.adversary, state.adversary_opt
-    # the algorithm in every state, once: the state-conditioned adversary writes along it and
-    # every batch's payoffs come from it
-    table = price_table(setting, game.policy(state.algorithm), jnp.float32)
-    for index, key_write in enumerate(keys):
-        written = game.shard(
-            game.adversary.write(
-                adversary, setting, key_write, adversary_config.batch, jnp.float32, table
-            )
-        )
-        optimum = offline_optimum(setting, written.instances)
-        payoff = payoffs_from_probs(game, table.probs, written.instances, optimum)
-        if index < updates_made:  # none when the adversary is frozen
-            grads = jax.grad(functools.partial(reinforce_loss, game.adversary))(
-                adversary, written, payoff, adversary_config.entropy
-            )
-            updates, adversary_state = adversary_opt.update(grads, adversary_state, adversary)
-            adversary = optax.apply_updates(adversary, updates)
-    replay, pool, pool_optimum, valid = training_pool(
-        game, state.replay, written, optimum, payoff, families, families_optimum
-    )
-    pool, pool_optimum, valid = game.shard((pool, pool_optimum, valid))
-    algorithm, algorithm_state = state.algorithm, state.algorithm_opt
-    weigh = functools.partial(softmin_weights, valid=valid, temperature=loop.temperature)
-    for _ in range(loop.algorithm_steps):
-        if game.algorithm_config.update == "per-round":
-            pool_payoff, ascent = per_round_update(game, algorithm, pool, pool_optimum, weigh)
-        else:
-            pool_payoff = game_payoffs(game, algorithm, pool, pool_optimum)
-            key, key_runs = jax.random.split(key)
-            ascent = reinforce_gradient(
-                game, algorithm, pool, pool_optimum, weigh(pool_payoff), key_runs
-            )
-        descent = jax.tree.map(jnp.negative, ascent)
-        updates, algorithm_state = algorithm_opt.update(descent, algorithm_state, algorithm)
-        algorithm = optax.apply_updates(algorithm, updates)
-    metrics = step_metrics(payoff, pool_payoff, valid)
-    new_state = state.replace(
-        step=state.step + 1,
-        key=key,
-        algorithm=algorithm,
-        adversary=adversary,
-        algorithm_opt=algorithm_state,
-        adversary_opt=adversary_state,
-        replay=replay,
-    )
-    return new_state, metrics

@@ -41,19 +41,13 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from advonline.adversary import Written
-from advonline.problems.posted_price.adversary import adversary_update, sampled_payoffs, write_batch
-from advonline.problems.posted_price.game import (
-    Game,
-    GameState,
-    StepMetrics,
-    reinforce_gradient,
-    step_metrics,
-    training_pool,
-)
+from advonline.adversary import Written, adversary_update, write_batch
+from advonline.problems.posted_price.adversary import sampled_payoffs
+from advonline.problems.posted_price.game import Game, reinforce_gradient
 from advonline.problems.posted_price.model import Buyer, Instance, purchase, rollout
 from advonline.problems.posted_price.optimum import device_optimum, offline_optimum
 from advonline.ratio import softmin_weights
+from advonline.simultaneous import GameState, StepMetrics, step_metrics, training_pool
 
 
 class SaleGains(NamedTuple):
