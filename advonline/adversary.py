@@ -19,6 +19,7 @@ writer); the oracles, the game step and the fresh best response use only this pr
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from typing import Any, NamedTuple, Protocol
 
@@ -55,6 +56,56 @@ def token_log_prob(logits: jax.Array, chosen: jax.Array) -> tuple[jax.Array, jax
     picked = jnp.take_along_axis(log_probs, chosen[..., None], axis=-1)[..., 0]
     entropy = -jnp.sum(jnp.exp(log_probs) * log_probs, axis=-1).mean(-1)
     return picked.sum(-1), entropy
+
+
+@dataclasses.dataclass(frozen=True)
+class NoiseWriter:
+    """Writes each instance in advance from a noise vector and the round
+    (:class:`~advonline.networks.AdversaryNetwork` over the vocabulary), one ``vmap``: the
+    noise-conditioned writer. What the tokens mean is the subclass's (``instances(chosen,
+    dtype)``); the writer ignores what it could write against."""
+
+    network: Any  # an AdversaryNetwork over the vocabulary
+    latent: int  # the noise vector's size
+
+    def instances(self, chosen: jax.Array, dtype) -> Any:
+        raise NotImplementedError
+
+    def init(self, key: jax.Array) -> dict:
+        return self.network.init(key, jnp.zeros(self.latent), jnp.zeros(()))
+
+    def logits(self, params: dict, noise: jax.Array, rounds: int) -> jax.Array:
+        """``[B, T, vocabulary]`` for noise ``[B, Z]``."""
+        fractions = jnp.arange(rounds) / rounds
+        noise_grid = jnp.broadcast_to(noise[:, None, :], (noise.shape[0], rounds, self.latent))
+        fraction_grid = jnp.broadcast_to(fractions[None, :], noise_grid.shape[:2])
+        return self.network.apply(params, noise_grid, fraction_grid)
+
+    def write_tokens(self, params: dict, key: jax.Array, count: int, rounds: int, dtype):
+        """``count`` instances of ``rounds`` tokens: one noise vector each, then one token
+        per round."""
+        key_noise, key_tokens = jax.random.split(key)
+        noise = jax.random.normal(key_noise, (count, self.latent))
+        chosen = jax.random.categorical(key_tokens, self.logits(params, noise, rounds), axis=-1)
+        return Written(self.instances(chosen, dtype), noise, chosen)
+
+    def log_prob(self, params: dict, written: Written) -> tuple[jax.Array, jax.Array]:
+        logits = self.logits(params, written.noise, written.chosen.shape[1])
+        return token_log_prob(logits, written.chosen)
+
+
+@dataclasses.dataclass(frozen=True)
+class TokenWriter(NoiseWriter):
+    """The noise-conditioned writer of a problem's encoding (advonline/problem.py): instances
+    of ``encoding.length`` tokens, decoded by the encoding."""
+
+    encoding: Any = None
+
+    def instances(self, chosen: jax.Array, dtype) -> Any:
+        return self.encoding.decode(chosen)
+
+    def write(self, params: dict, setting, key: jax.Array, count: int, dtype, *against):
+        return self.write_tokens(params, key, count, self.encoding.length, dtype)
 
 
 def reinforce_loss(

@@ -635,6 +635,11 @@ def _interface_archive(args: argparse.Namespace) -> int:
     if args.traces is not None:
         raise UsageError("--traces: an archive of this problem holds token sequences; use --json")
     config, state, _ = problem_run.load_checkpoint(args.run_dir)
+    if config.loop.simultaneous:
+        raise UsageError(
+            f'{args.run_dir} was trained with game.loop = "simultaneous"; only the oracle loop '
+            "keeps an archive"
+        )
     game = config.game()
     rows = archive_view.archive_rows(game, state)
     return _print_archive(

@@ -15,6 +15,11 @@
   ``oracle.certificate_instances`` the input that attains it joins the archive: an exact
   best response.
 
+The same game plays the simultaneous loop's step (advonline/simultaneous.py) when the run
+gives it that loop's config: the adversary is then the noise-conditioned writer of the
+encoding's tokens (:class:`~advonline.adversary.TokenWriter`), and the algorithm's update the
+same exact gradient, on the step's pool.
+
 A policy of the interface is one function of its parameters: it has no per-state
 distributions for the loop's proximal anchor, and the loop delivers one network, never a
 mixture of snapshots. Without a certificate the delivered network is the probed one with the
@@ -33,7 +38,9 @@ import numpy as np
 import optax
 from jax.sharding import Mesh
 
+from advonline.adversary import TokenWriter
 from advonline.archive import on_padded_rows
+from advonline.networks import AdversaryNetwork
 from advonline.parallel import shard_batch, spread
 from advonline.problem import Problem, payoffs_of
 from advonline.ratio import ratio_of_payoff
@@ -52,18 +59,38 @@ class ProblemGame:
     head_config: tuple[tuple[str, Any], ...]  # the config's [algorithm] table, sorted
     learning_rate: float
     mesh: Mesh | None = None  # the devices the batches are sharded over (advonline/parallel.py)
+    loop_config: Any = None  # the simultaneous step's [game] fields (None: the oracle loop)
+    adversary_config: Any = None  # the simultaneous loop's [adversary] table
 
     mixes = False  # one network is delivered, never a mixture of snapshots
+    update_draws = False  # the exact gradient draws no random numbers
 
     @staticmethod
     def build(
-        problem: Problem, setting, head_config: dict, learning_rate: float, mesh=None
+        problem: Problem,
+        setting,
+        head_config: dict,
+        learning_rate: float,
+        mesh=None,
+        loop_config=None,
+        adversary_config=None,
     ) -> ProblemGame:
         config = tuple(sorted(head_config.items()))
-        game = ProblemGame(problem, problem.name, setting, config, learning_rate, mesh)
-        # built here, outside any trace: a head or encoding first built inside a jitted
-        # function would keep that trace's values as its constants
+        game = ProblemGame(
+            problem,
+            problem.name,
+            setting,
+            config,
+            learning_rate,
+            mesh,
+            loop_config,
+            adversary_config,
+        )
+        # built here, outside any trace: a head, encoding or adversary first built inside a
+        # jitted function would keep that trace's values as its constants
         game.head, game.encoding  # noqa: B018
+        if adversary_config is not None:
+            game.adversary  # noqa: B018
         return game
 
     @functools.cached_property
@@ -119,10 +146,47 @@ class ProblemGame:
         weigh(payoffs)``: the exact gradient (``key`` is unused)."""
 
         def direction(params, key: jax.Array):
-            payoff, pull_back = jax.vjp(lambda p: self.payoffs(p, types, optimum), params)
-            return pull_back(jax.lax.stop_gradient(weigh(payoff)))[0]
+            instances = self.encoding.decode(types)
+            return self.pool_update(params, instances, optimum, weigh, key)[1]
 
         return direction
+
+    # What the simultaneous step (advonline/simultaneous.py) asks of the game.
+
+    @functools.cached_property
+    def adversary(self) -> TokenWriter:
+        """The noise-conditioned writer of the encoding's tokens, sized by ``[adversary]``."""
+        config = self.adversary_config
+        network = AdversaryNetwork(self.encoding.vocabulary, config.hidden, config.layers)
+        return TokenWriter(network, config.latent, self.encoding)
+
+    def frozen(self, params):
+        """The policy every batch of a step is written against and scored on."""
+        return self.policy(params)
+
+    @staticmethod
+    def writing_inputs(policy) -> tuple:
+        return ()  # the noise-conditioned writer does not look at the policy
+
+    def batch_optimum(self, instances) -> jax.Array:
+        return self.problem.offline_optimum(self.setting, instances)
+
+    def batch_payoffs(self, policy, instances, optimum: jax.Array) -> jax.Array:
+        return self.problem.payoffs(self.setting, policy, instances, optimum)
+
+    def decode(self, tokens: jax.Array, dtype):
+        """The problem's instances of ``tokens`` ``[N, T]`` (in the problem's own dtype)."""
+        return self.encoding.decode(tokens)
+
+    def pool_update(self, params, instances, optimum: jax.Array, weigh, key):
+        """The pool's payoffs ``[P]`` and the exact gradient of ``sum_j w_j u_j``, ``w =
+        weigh(payoffs)`` (``key`` is unused)."""
+
+        def payoffs(p):
+            return self.problem.payoffs(self.setting, self.policy(p), instances, optimum)
+
+        payoff, pull_back = jax.vjp(payoffs, params)
+        return payoff, pull_back(jax.lax.stop_gradient(weigh(payoff)))[0]
 
     def best_responses(self, params, budget, key: jax.Array, starts) -> Found:
         """Hill climbing (``budget.chains`` chains of ``budget.search_steps`` steps, each

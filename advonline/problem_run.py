@@ -1,7 +1,8 @@
 """``advonline run`` for a problem that provides the whole interface (advonline/problem.py):
 read the config, train with the oracle loop (advonline/oracle_loop.py, through
-advonline/problem_game.py), measure the learned policy beside the problem's baselines with one
-evaluator and one budget, export the policy, draw the figures.
+advonline/problem_game.py) or with ``[game] loop = "simultaneous"`` the simultaneous loop
+(advonline/problem_simultaneous.py), measure the learned policy beside the problem's
+baselines with one evaluator and one budget, export the policy, draw the figures.
 
 **The evaluator** gives every algorithm the same sources, and its ratio is the worst of them:
 
@@ -32,16 +33,18 @@ import numpy as np
 from flax import serialization
 
 from advonline import __version__, checkpoint, checksums, environment, folders, parallel, plots
+from advonline import problem_simultaneous as simultaneous_loop
 from advonline import problems as registry
 from advonline.archive_view import worst_delivered
 from advonline.configs import ConfigError, OracleConfig, build_section, problem_of, read_toml
 from advonline.errors import InputError
 from advonline.folders import atomic_write
-from advonline.oracle_loop import OracleState, init_oracle_state, run_epochs
+from advonline.oracle_loop import init_oracle_state, run_epochs
 from advonline.problem import Problem, payoffs_of
 from advonline.problem_game import ProblemGame
 from advonline.ratio import ratio_of_payoff
 from advonline.search import hill_climb
+from advonline.simultaneous import init_state
 from advonline.train import check_folder
 
 EVALUATION_NAME = "evaluation.json"
@@ -79,13 +82,37 @@ class Budget:
 @dataclasses.dataclass(frozen=True)
 class LoopConfig:
     """A config's ``[game]`` table: the run's seed, how many epochs it trains, its learning
-    rate and the softmin's temperature (advonline/oracle_loop.py)."""
+    rate, the softmin's temperature and the loop (advonline/oracle_loop.py, or
+    advonline/problem_simultaneous.py with its step's own keys)."""
 
     seed: int = 0
     epochs: int = 12
     learning_rate: float = 0.01
     temperature: float = 0.01
     devices: int = 0  # the devices the batches are sharded over (0: every one JAX sees)
+    loop: str = "oracle"  # or "simultaneous"
+    adversary_steps: int = 1  # the simultaneous loop: adversary updates per step
+    algorithm_steps: int = 1  # algorithm updates per step
+    replay_size: int = 256  # past hard instances kept, first in, first out
+    replay_per_step: int = 8  # each batch's hardest instances replayed
+
+    @property
+    def simultaneous(self) -> bool:
+        return self.loop == "simultaneous"
+
+    def table(self) -> dict:
+        """The ``[game]`` table of this config (the simultaneous step's keys only for that
+        loop, which alone accepts them)."""
+        table = dataclasses.asdict(self)
+        skipped = () if self.simultaneous else simultaneous_loop.STEP_KEYS
+        return {name: value for name, value in table.items() if name not in skipped}
+
+    def step_config(self) -> simultaneous_loop.StepConfig | None:
+        """What the simultaneous step reads (None for the oracle loop)."""
+        if not self.simultaneous:
+            return None
+        step = {name: getattr(self, name) for name in simultaneous_loop.STEP_KEYS}
+        return simultaneous_loop.StepConfig(**step, temperature=self.temperature)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -95,6 +122,7 @@ class ProblemRunConfig:
     head: dict
     loop: LoopConfig
     oracle: OracleConfig
+    adversary: simultaneous_loop.AdversaryTable | None = None  # the simultaneous loop's
 
     def to_tables(self) -> dict:
         """The config as the tables :func:`from_dict` reads back to an equal config (what a
@@ -102,18 +130,30 @@ class ProblemRunConfig:
         setting = {k: v for k, v in self.setting.describe().items() if k != "problem"}
         skipped = {*NOT_APPLICABLE, *INTERFACE_ORACLE}
         oracle = {k: v for k, v in dataclasses.asdict(self.oracle).items() if k not in skipped}
-        return {
+        if self.loop.simultaneous:
+            oracle = {k: v for k, v in oracle.items() if k in simultaneous_loop.ORACLE_KEYS}
+        tables = {
             "problem": {"name": self.problem.name},
             "setting": setting,
             "algorithm": dict(self.head),
-            "game": dataclasses.asdict(self.loop),
+            "game": self.loop.table(),
             "oracle": oracle,
         }
+        if self.adversary is not None:
+            tables["adversary"] = dataclasses.asdict(self.adversary)
+        return tables
 
     def game(self, mesh=None) -> ProblemGame:
-        """The oracle loop's game of this run, its batches sharded over ``mesh``."""
+        """The game of this run, its batches sharded over ``mesh``."""
         loop = self.loop
-        return ProblemGame.build(self.problem, self.setting, self.head, loop.learning_rate, mesh)
+        args = (self.problem, self.setting, self.head, loop.learning_rate, mesh)
+        return ProblemGame.build(*args, loop.step_config(), self.adversary)
+
+    def initial_state(self, game: ProblemGame, key: jax.Array):
+        """The state a run of this config starts from (either loop)."""
+        if self.loop.simultaneous:
+            return init_state(game, key)
+        return init_oracle_state(game, self.oracle, key)
 
     def same_run(self, other: ProblemRunConfig) -> bool:
         """Whether ``other`` trains the same run (the devices it is sharded over aside)."""
@@ -147,7 +187,7 @@ def input_ratios(problem: Problem, setting, policy, tokens: jax.Array) -> jax.Ar
 def from_dict(data: dict, origin: str) -> ProblemRunConfig:
     """The run a parsed config describes; ConfigError names what is wrong."""
     problem = problem_of(data, origin)
-    known = {"problem", "setting", "algorithm", "game", "oracle"}
+    known = {"problem", "setting", "algorithm", "adversary", "game", "oracle"}
     unknown = sorted(set(data) - known)
     if unknown:
         raise ConfigError(f"{origin}: unknown table [{unknown[0]}]; known: {sorted(known)}")
@@ -155,7 +195,8 @@ def from_dict(data: dict, origin: str) -> ProblemRunConfig:
         setting = problem.setting.from_config(dict(data.get("setting", {})))
     except (ValueError, TypeError) as error:
         raise ConfigError(f"{origin}: [setting]: {error}") from None
-    tables = {section: data.get(section, {}) for section in ("algorithm", "game", "oracle")}
+    sections = ("algorithm", "adversary", "game", "oracle")
+    tables = {section: data.get(section, {}) for section in sections}
     for section, table in tables.items():
         if not isinstance(table, dict):
             raise ConfigError(f"{origin} [{section}]: expected a table")
@@ -164,6 +205,7 @@ def from_dict(data: dict, origin: str) -> ProblemRunConfig:
     except (ValueError, TypeError) as error:
         raise ConfigError(f"{origin} [algorithm]: {error}") from None
     loop = build_section(LoopConfig, tables["game"], f"{origin} [game]")
+    adversary = _check_loop_tables(loop, tables, origin)
     for name in tables["oracle"]:
         if name in NOT_APPLICABLE:
             raise ConfigError(f"{origin} [oracle]: {name} does not apply: {NOT_APPLICABLE[name]}")
@@ -177,12 +219,41 @@ def from_dict(data: dict, origin: str) -> ProblemRunConfig:
     ]
     if loop.seed < 0 or loop.devices < 0:
         problems.append("game.seed and game.devices must be >= 0")
+    if min(loop.adversary_steps, loop.replay_size, loop.replay_per_step) < 0:
+        problems.append("game.adversary_steps, replay_size and replay_per_step must be >= 0")
+    if loop.algorithm_steps < 1:
+        problems.append("game.algorithm_steps must be >= 1")
+    problems += adversary.check() if adversary is not None else []
     if oracle.chains < 1 or oracle.search_steps < 1 or oracle.candidates < 1:
         problems.append("oracle.chains, search_steps and candidates must be >= 1")
     problems += oracle.check()
     if problems:
         raise ConfigError(f"{origin}: {'; '.join(problems)}")
-    return ProblemRunConfig(problem, setting, dict(tables["algorithm"]), loop, oracle)
+    return ProblemRunConfig(problem, setting, dict(tables["algorithm"]), loop, oracle, adversary)
+
+
+def _check_loop_tables(loop: LoopConfig, tables: dict, origin: str):
+    """The ``[adversary]`` table of a simultaneous run (None for the oracle loop); refuses the
+    keys and tables that the run's loop does not read."""
+    if loop.loop not in ("oracle", "simultaneous"):
+        raise ConfigError(f'{origin} [game]: loop must be "oracle" or "simultaneous"')
+    if not loop.simultaneous:
+        for name in simultaneous_loop.STEP_KEYS:
+            if name in tables["game"]:
+                raise ConfigError(
+                    f'{origin} [game]: {name} applies to game.loop = "simultaneous" only'
+                )
+        if tables["adversary"]:
+            raise ConfigError(f'{origin}: [adversary] applies to game.loop = "simultaneous" only')
+        return None
+    for name in tables["oracle"]:
+        if name not in simultaneous_loop.ORACLE_KEYS:
+            raise ConfigError(
+                f"{origin} [oracle]: {name} does not apply to the simultaneous loop (it reads "
+                f"{', '.join(simultaneous_loop.ORACLE_KEYS)})"
+            )
+    where = f"{origin} [adversary]"
+    return build_section(simultaneous_loop.AdversaryTable, tables["adversary"], where)
 
 
 def train(config: ProblemRunConfig, log=None, folder: Path | None = None) -> Trained:
@@ -198,14 +269,18 @@ def train(config: ProblemRunConfig, log=None, folder: Path | None = None) -> Tra
     if folder is not None and checkpoint.checkpoint_path(folder).exists():
         _, state, rows = load_checkpoint(folder)
     else:
-        state = init_oracle_state(game, oracle, jax.random.key(loop.seed))
+        state = config.initial_state(game, jax.random.key(loop.seed))
     state = parallel.replicate(state, mesh)
     start = time.perf_counter() - (rows[-1].seconds if rows else 0.0)
-    steps = loop.epochs * oracle.epoch_steps
-    for epoch in run_epochs(game, oracle, loop.temperature, state, steps):
+    if loop.simultaneous:
+        epochs = simultaneous_loop.run_epochs(game, oracle, loop.seed, state, loop.epochs)
+    else:
+        steps = loop.epochs * oracle.epoch_steps
+        epochs = run_epochs(game, oracle, loop.temperature, state, steps)
+    for epoch in epochs:
         state, record = epoch.state, epoch.record
         row = EpochRow(
-            epoch=int(state.epoch),
+            epoch=epoch.epoch if loop.simultaneous else int(state.epoch),
             seconds=time.perf_counter() - start,
             found=record.oracle_ratio,
             archive_worst=record.archive_ratio,
@@ -218,10 +293,12 @@ def train(config: ProblemRunConfig, log=None, folder: Path | None = None) -> Tra
             _write_metrics(folder / METRICS_NAME, rows)
         if log is not None:
             log(row)
+    if loop.simultaneous:
+        return Trained(state.best_algorithm, rows, simultaneous_loop.delivered_worst(game, state))
     return Trained(state.best_algorithm, rows, worst_delivered(game, state))
 
 
-def save_checkpoint(folder: Path, state: OracleState, config: ProblemRunConfig, rows) -> None:
+def save_checkpoint(folder: Path, state, config: ProblemRunConfig, rows) -> None:
     """The loop's state after an epoch, with the config and the metrics rows so far, as the
     run's checkpoint (advonline/checkpoint.py: atomic, checksummed, the previous one kept)."""
     state = parallel.to_host(state.replace(key=jax.random.key_data(state.key)))
@@ -233,15 +310,16 @@ def save_checkpoint(folder: Path, state: OracleState, config: ProblemRunConfig, 
     checkpoint.write_record(folder, {"state": serialization.to_state_dict(state), "meta": meta})
 
 
-def load_checkpoint(folder: str | Path) -> tuple[ProblemRunConfig, OracleState, list[EpochRow]]:
-    """The config, the loop's state and the metrics rows of a run's checkpoint;
+def load_checkpoint(folder: str | Path) -> tuple[ProblemRunConfig, Any, list[EpochRow]]:
+    """The config, the loop's state (an oracle loop's :class:`OracleState` or a simultaneous
+    run's :class:`~advonline.simultaneous.GameState`) and the metrics rows of a run's checkpoint;
     CheckpointError (one line) when it cannot be used."""
     path = checkpoint.checkpoint_path(folder)
     record, verified = checkpoint.read_record(folder)
     try:
         meta = record["meta"]
         config = from_dict(json.loads(meta["config"]), f"config stored in {path}")
-        template = init_oracle_state(config.game(), config.oracle, jax.random.key(0))
+        template = config.initial_state(config.game(), jax.random.key(0))
         template = template.replace(key=jax.random.key_data(template.key))
         state = serialization.from_state_dict(template, record["state"])
         checkpoint.check_shapes(template, state)
@@ -440,9 +518,13 @@ def main_job(
     with jax.enable_x64(True):  # the baselines' policies and every measurement in float64
         policies = {LEARNED: learned, **{name: problem.baselines[name](setting) for name in names}}
         results = measure(problem, setting, policies, budget)
+    tables = config.to_tables()
     training = {
-        **dataclasses.asdict(config.loop),
-        "oracle": dataclasses.asdict(config.oracle),
+        **config.loop.table(),
+        "oracle": tables["oracle"]
+        if config.loop.simultaneous
+        else dataclasses.asdict(config.oracle),
+        **({"adversary": tables["adversary"]} if config.adversary is not None else {}),
         "seconds": trained.rows[-1].seconds,
         "archive_worst": trained.archive_worst,
     }

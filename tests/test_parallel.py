@@ -240,24 +240,43 @@ def test_oracle_searches_split_over_four_devices_find_what_one_finds(tmp_path):
     assert found["ratios_one"].max() > 1.0
 
 
+def run_on_one_and_four(tmp_path, config_text: str, budget: list[str]):
+    """``advonline run`` of an interface config on 1 and on 4 host devices: each run's
+    metrics rows, the learned curve's certificate of each, and the setting's lower bound."""
+    config = tmp_path / "owt.toml"
+    config.write_text(config_text)
+    for count in (1, 4):
+        command = [sys.executable, "-m", "advonline", "run", str(config), *budget]
+        command += ["--out", str(tmp_path / f"on-{count}"), "--devices", str(count)]
+        done = subprocess.run(command, env=_environment(4), capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr[-2000:]
+    rows = [_rows(tmp_path / f"on-{count}") for count in (1, 4)]
+    reports = [json.loads((tmp_path / f"on-{c}" / "evaluation.json").read_text()) for c in (1, 4)]
+    certified = [report["algorithms"]["learned"]["certified"] for report in reports]
+    return rows, certified, reports[0]["lower_bound"]["ratio"]
+
+
 def test_a_problem_of_the_interface_trains_on_four_devices(tmp_path):
     """One-way trading (17 rate levels, 3 epochs) on 1 and on 4 host devices: the first
     measurement (the fresh curve, the same searches) is the same; then the sharded gradient's
     rounding moves the trajectories apart a little, and both curves end near the optimum."""
     from tests.test_problem_run import TINY
 
-    config = tmp_path / "owt.toml"
-    config.write_text(TINY.replace("epochs = 6", "epochs = 3"))
     budget = ["--search-steps", "8", "--random-instances", "8", "--quiet"]
-    for count in (1, 4):
-        command = [sys.executable, "-m", "advonline", "run", str(config), *budget]
-        command += ["--out", str(tmp_path / f"on-{count}"), "--devices", str(count)]
-        done = subprocess.run(command, env=_environment(4), capture_output=True, text=True)
-        assert done.returncode == 0, done.stderr[-2000:]
-    one, four = (_rows(tmp_path / f"on-{count}") for count in (1, 4))
+    text = TINY.replace("epochs = 6", "epochs = 3")
+    (one, four), certified, bound = run_on_one_and_four(tmp_path, text, budget)
     for field in ("found", "archive_worst", "certificate"):
         np.testing.assert_allclose(float(four[0][field]), float(one[0][field]), rtol=1e-6)
-    reports = [json.loads((tmp_path / f"on-{c}" / "evaluation.json").read_text()) for c in (1, 4)]
-    certified = [report["algorithms"]["learned"]["certified"] for report in reports]
-    bound = reports[0]["lower_bound"]["ratio"]
     assert max(certified) <= 1.05 * bound and abs(certified[1] / certified[0] - 1) < 0.01
+
+
+def test_the_simultaneous_loop_of_the_interface_trains_on_four_devices(tmp_path):
+    """The simultaneous loop on one-way trading with its written batches and pool sharded
+    over 4 host devices: the first epoch measures what one device measures, up to the
+    sharded gradient's rounding, and the delivered curve ends as near the optimum."""
+    from tests.test_problem_simultaneous import BUDGET, SIMULTANEOUS
+
+    (one, four), certified, bound = run_on_one_and_four(tmp_path, SIMULTANEOUS, BUDGET)
+    for field in ("found", "archive_worst", "certificate"):
+        np.testing.assert_allclose(float(four[0][field]), float(one[0][field]), rtol=1e-5)
+    assert max(certified) <= 1.1 * bound and abs(certified[1] / certified[0] - 1) < 0.02

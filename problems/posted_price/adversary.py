@@ -50,6 +50,7 @@ from flax import struct
 
 from advonline import ratio
 from advonline.adversary import (
+    NoiseWriter,
     Written,
     adversary_optimizer,
     adversary_update,
@@ -119,34 +120,15 @@ class _TypeWriter:
 
 
 @dataclasses.dataclass(frozen=True)
-class NoiseAdversary(_TypeWriter):
-    """Writes each instance in advance from a noise vector and the round
-    (:class:`~advonline.networks.AdversaryNetwork`), one ``vmap``."""
-
-    def init(self, key: jax.Array) -> dict:
-        return self.network.init(key, jnp.zeros(self.latent), jnp.zeros(()))
-
-    def logits(self, params: dict, noise: jax.Array, rounds: int) -> jax.Array:
-        """``[B, T, types]`` for noise ``[B, Z]``."""
-        fractions = jnp.arange(rounds) / rounds
-        noise_grid = jnp.broadcast_to(noise[:, None, :], (noise.shape[0], rounds, self.latent))
-        fraction_grid = jnp.broadcast_to(fractions[None, :], noise_grid.shape[:2])
-        return self.network.apply(params, noise_grid, fraction_grid)
+class NoiseAdversary(_TypeWriter, NoiseWriter):
+    """Writes each instance's buyer types in advance from a noise vector and the round
+    (:class:`advonline.adversary.NoiseWriter`)."""
 
     def write(
         self, params: dict, setting: Setting, key: jax.Array, count: int, dtype, *against
     ) -> Written:
-        """``count`` instances: one noise vector each, then one buyer type per round (the
-        algorithm, if given in ``against``, is not looked at)."""
-        key_noise, key_types = jax.random.split(key)
-        noise = jax.random.normal(key_noise, (count, self.latent))
-        logits = self.logits(params, noise, setting.rounds)
-        chosen = jax.random.categorical(key_types, logits, axis=-1)
-        return Written(self.instances(chosen, dtype), noise, chosen)
-
-    def log_prob(self, params: dict, written: Written) -> tuple[jax.Array, jax.Array]:
-        logits = self.logits(params, written.noise, written.chosen.shape[1])
-        return token_log_prob(logits, written.chosen)
+        """``count`` instances (the algorithm, if given in ``against``, is not looked at)."""
+        return self.write_tokens(params, key, count, setting.rounds, dtype)
 
 
 @dataclasses.dataclass(frozen=True)

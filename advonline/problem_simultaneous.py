@@ -1,0 +1,144 @@
+"""The simultaneous loop for a problem of the interface (``[game] loop = "simultaneous"``):
+one live adversary network against the policy head, both updated in every step
+(advonline/simultaneous.py), as the oracle loop's alternative and the method to compare it
+with.
+
+- **The adversary** is the noise-conditioned writer of the encoding's tokens
+  (:class:`~advonline.adversary.TokenWriter`), sized and trained by the ``[adversary]`` table
+  (:class:`AdversaryTable`); **the algorithm's update** is the exact gradient of the
+  softmin-weighted payoffs of the step's pool (the latest batch and the replay).
+- **An epoch** is ``oracle.epoch_steps`` steps, then one measurement of the current network:
+  hill climbing with the oracle's search budget (``oracle.chains``, ``search_steps``,
+  ``candidates``) from the replay's hardest inputs and fresh random ones, under a key of its
+  own (the seed and the epoch, never the training state's); the worst ratio on the replay;
+  and the problem's certificate where it has one. What the search found joins the replay,
+  as what the full game's fresh adversaries find does.
+- **The run delivers** the measured network with the lowest figure: its certificate, or
+  without one the worst ratio its measurement saw (search and replay).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from collections.abc import Iterator
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from advonline import simultaneous
+from advonline.ratio import ratio_of_payoff
+from advonline.simultaneous import GameState
+
+#: The [oracle] keys the simultaneous loop reads (its epoch and its measurement's search).
+ORACLE_KEYS = ("epoch_steps", "chains", "search_steps", "candidates")
+#: The [game] keys of the simultaneous loop's step alone.
+STEP_KEYS = ("adversary_steps", "algorithm_steps", "replay_size", "replay_per_step")
+
+
+@dataclasses.dataclass(frozen=True)
+class AdversaryTable:
+    """A config's ``[adversary]`` table: the noise-conditioned writer's network and its
+    REINFORCE training."""
+
+    hidden: int = 64
+    layers: int = 2
+    latent: int = 4  # the noise vector's size
+    learning_rate: float = 0.01
+    batch: int = 64  # instances written per step
+    entropy: float = 0.01  # the entropy bonus on each round's token distribution
+
+    def check(self) -> list[str]:
+        problems = [
+            f"adversary.{name} must be >= 1"
+            for name in ("hidden", "layers", "latent", "batch")
+            if getattr(self, name) < 1
+        ]
+        if not self.learning_rate > 0 or not self.entropy >= 0:
+            problems.append("adversary.learning_rate must be > 0 and adversary.entropy >= 0")
+        return problems
+
+
+@dataclasses.dataclass(frozen=True)
+class StepConfig:
+    """What the step reads of the ``[game]`` table (the seed, epochs and devices left out, so
+    that runs of several seeds share its compiled programme)."""
+
+    adversary_steps: int
+    algorithm_steps: int
+    replay_size: int
+    replay_per_step: int
+    temperature: float
+    keep_best: bool = True  # the measured network with the lowest figure is delivered
+    loop: str = "simultaneous"
+
+
+class Measured(NamedTuple):
+    """One epoch's measurement of the current network (the oracle loop's record's names)."""
+
+    oracle_ratio: float  # worst ratio the search found
+    archive_ratio: float  # worst ratio on the replay
+    upper_bound: float | None  # the problem's certificate (None: none)
+    guarantee: float  # the delivered network's figure so far
+
+
+class Epoch(NamedTuple):
+    state: GameState
+    epoch: int  # measurements made
+    record: Measured
+
+
+def no_known_instances(game):
+    """The step's mixed-in known instances: none (held-out families are checks only)."""
+    tokens = jnp.zeros((0, game.instance_length), jnp.int32)
+    return game.decode(tokens, jnp.float32), jnp.zeros(0, jnp.float32)
+
+
+@functools.partial(jax.jit, static_argnums=0)
+def _replay_ratios(game, params, types: jax.Array, optimum: jax.Array) -> jax.Array:
+    return ratio_of_payoff(game.payoffs(params, types, optimum))
+
+
+def replay_ratios(game, params, state: GameState) -> np.ndarray:
+    """``OPT / E[ALG]`` of ``params`` on every replay slot ``[N]`` (-inf where empty)."""
+    replay = state.replay
+    ratios = np.asarray(_replay_ratios(game, params, replay.types, replay.optimum))
+    return np.where(np.asarray(replay.filled), ratios, -np.inf)
+
+
+def measure(game, budget, seed: int, epoch: int, state: GameState) -> tuple[GameState, Measured]:
+    """The measurement after ``epoch`` epochs (module docstring): the state with what the
+    search found replayed and the best network kept, and the figures. Outside ``jit``."""
+    params = state.algorithm
+    on_replay = replay_ratios(game, params, state)
+    filled = int(np.asarray(state.replay.filled).sum())
+    hardest = np.argsort(-on_replay)[: min(budget.chains // 2, filled)]
+    starts = np.asarray(state.replay.types)[hardest]  # half the chains, the rest fresh
+    key = jax.random.fold_in(jax.random.key(seed + 1), epoch)
+    found = game.best_responses(params, budget, key, starts)
+    state = simultaneous.replay_instances(game, state, found.types, found.ratios)
+    found_worst = float(np.max(np.asarray(found.ratios), initial=-np.inf))
+    archive_worst = float(np.max(on_replay, initial=-np.inf))
+    bound, _ = game.certify(params)
+    figure = bound if bound is not None else max(found_worst, archive_worst)
+    if figure < float(state.best_score):
+        state = state.replace(best_algorithm=params, best_score=jnp.asarray(figure, jnp.float32))
+    return state, Measured(found_worst, archive_worst, bound, float(state.best_score))
+
+
+def run_epochs(game, oracle, seed: int, state: GameState, epochs: int) -> Iterator[Epoch]:
+    """Train from ``state`` until ``epochs`` epochs are done, yielding each measured epoch
+    (a resumed run goes on from its state's step)."""
+    known, known_optimum = no_known_instances(game)
+    for epoch in range(int(state.step) // oracle.epoch_steps + 1, epochs + 1):
+        while int(state.step) < epoch * oracle.epoch_steps:
+            state, _ = simultaneous.game_step(game, state, known, known_optimum)
+        state, record = measure(game, oracle.budget(), seed, epoch, state)
+        yield Epoch(state, epoch, record)
+
+
+def delivered_worst(game, state: GameState) -> float:
+    """The delivered network's worst ratio on the final replay."""
+    return float(np.max(replay_ratios(game, state.best_algorithm, state), initial=-np.inf))
