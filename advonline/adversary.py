@@ -124,6 +124,45 @@ def reinforce_loss(
     return jnp.mean(jax.lax.stop_gradient(advantage) * log_prob) - entropy_bonus * entropy.mean()
 
 
+class Trained(NamedTuple):
+    """A fresh adversary trained against a frozen algorithm (:func:`train_fresh`)."""
+
+    params: dict  # the adversary's parameters after training
+    ratio_by_step: jax.Array  # [S] the worst ratio OPT / E[ALG] of each step's batch
+    instance_by_step: Any  # [S] the instance that reached it (the problem's pytree)
+    tokens_by_step: jax.Array  # [S, T] int32 that instance's tokens
+
+
+def train_fresh(adversary: Adversary, config, steps: int, key: jax.Array, write, score) -> Trained:
+    """A fresh adversary trained from scratch for ``steps`` REINFORCE steps (one
+    ``lax.scan``; the caller jits it): each step writes a batch with ``write(params, key) ->
+    Written`` and scores it with ``score(written) -> payoff [B]`` (against the frozen
+    algorithm); ``config`` is the ``[adversary]`` table (``learning_rate``, ``entropy``).
+    Keeps each step's worst instance."""
+    key_init, key_steps = jax.random.split(key)
+    params = adversary.init(key_init)
+    optimizer = adversary_optimizer(config)
+
+    def step(carry, key_step):
+        params, opt_state = carry
+        written = write(params, key_step)
+        payoff = score(written)
+        grads = jax.grad(functools.partial(reinforce_loss, adversary))(
+            params, written, payoff, config.entropy
+        )
+        updates, opt_state = optimizer.update(grads, opt_state, params)
+        params = optax.apply_updates(params, updates)
+        ratios = 1.0 / payoff
+        index = jnp.argmax(ratios)
+        worst = jax.tree.map(lambda leaf: leaf[index], written.instances)
+        return (params, opt_state), (ratios[index], worst, written.chosen[index])
+
+    (params, _), by_step = jax.lax.scan(
+        step, (params, optimizer.init(params)), jax.random.split(key_steps, steps)
+    )
+    return Trained(params, *by_step)
+
+
 def adversary_optimizer(config) -> optax.GradientTransformation:
     """Adam at the ``[adversary]`` table's ``learning_rate``."""
     return optax.adam(config.learning_rate)

@@ -8,7 +8,10 @@
 - **The update** is the exact gradient of the weighted payoff ``sum_j w_j u_j``: the
   problem's payoffs are differentiable in the policy's parameters.
 - **The oracle** is hill climbing with the encoding's ``mutate`` (advonline/search.py), from
-  the archive's hardest inputs and fresh random ones.
+  the archive's hardest inputs and fresh random ones; with ``oracle.restarts`` fresh adversary
+  networks (the noise-conditioned writer of the encoding's tokens) add their finds. These do
+  not replace the climbing's random starts: on one-way trading, starts taken from the
+  networks' finds left the search weaker (docs/results.md).
 - **Several devices**: the archive's batches and the search chains are sharded over the run's
   mesh (advonline/parallel.py); the parameters are replicated.
 - **The certificate**, where the problem has one, is its own (outside ``jit``, float64). With
@@ -38,13 +41,13 @@ import numpy as np
 import optax
 from jax.sharding import Mesh
 
-from advonline.adversary import TokenWriter
+from advonline.adversary import TokenWriter, train_fresh
 from advonline.archive import on_padded_rows
 from advonline.networks import AdversaryNetwork
 from advonline.parallel import shard_batch, spread
 from advonline.problem import Problem, payoffs_of
 from advonline.ratio import ratio_of_payoff
-from advonline.search import Found, hill_climb
+from advonline.search import Found, hill_climb, join
 
 
 @dataclasses.dataclass(frozen=True)
@@ -191,17 +194,33 @@ class ProblemGame:
     def best_responses(self, params, budget, key: jax.Array, starts) -> Found:
         """Hill climbing (``budget.chains`` chains of ``budget.search_steps`` steps, each
         proposing ``budget.candidates`` mutations) against the policy ``params``, from
-        ``starts`` ``[S, T]`` (or None) and fresh random inputs for the other chains."""
+        ``starts`` ``[S, T]`` (or None) and fresh random inputs for the other chains; with
+        ``budget.restarts`` and an ``[adversary]`` table, beside it that many fresh adversary
+        networks (:meth:`network_responses`). Everything found is returned."""
         if budget.chains == 0 or budget.search_steps == 0:
             return Found.nothing(self.instance_length, jnp.float32)
         fresh_key, search_key = jax.random.split(key)
+        networks = Found.nothing(self.instance_length, jnp.float32)
+        if self.adversary_config is not None and budget.restarts and budget.adversary_steps:
+            search_key, network_key = jax.random.split(search_key)
+            networks = self.network_responses(params, budget, network_key)
         fresh = np.asarray(self.encoding.random(fresh_key, budget.chains))
-        starts = np.zeros((0, self.instance_length), np.int32) if starts is None else starts
-        tokens = np.concatenate([starts, fresh[: budget.chains - len(starts)]]).astype(np.int32)
+        pool = [fresh] if starts is None else [starts, fresh]
+        tokens = np.concatenate(pool)[: budget.chains].astype(np.int32)
         tokens = spread(jnp.asarray(tokens), self.mesh)  # the chains split over the devices
         steps, candidates = budget.search_steps, budget.candidates
         found, ratios = _climb(self, params, search_key, tokens, steps, candidates)
-        return Found(found, ratios)
+        return join(networks, Found(found, ratios))
+
+    def network_responses(self, params, budget, key: jax.Array) -> Found:
+        """``budget.restarts`` fresh noise-conditioned writers (vmapped, split over the
+        devices), each trained ``budget.adversary_steps`` REINFORCE steps of
+        ``budget.adversary_batch`` inputs against the frozen policy ``params``
+        (:func:`~advonline.adversary.train_fresh`): every step's worst input."""
+        keys = spread(jax.random.split(key, budget.restarts), self.mesh)
+        steps, batch = budget.adversary_steps, budget.adversary_batch
+        tokens, ratios = _train_networks(self, params, keys, steps, batch)
+        return Found(tokens.reshape(-1, self.instance_length), ratios.reshape(-1))
 
     def summaries(self, types) -> list[dict]:
         """Each archived instance ``types`` ``[N, T]`` as the archive's listing shows it: its
@@ -236,3 +255,21 @@ def _climb(game: ProblemGame, params, key: jax.Array, tokens, steps: int, candid
         return ratio_of_payoff(game.payoffs(params, batch, None))
 
     return hill_climb(score, game.encoding.mutate, key, tokens, steps, candidates)
+
+
+@functools.partial(jax.jit, static_argnums=(0, 3, 4))
+def _train_networks(game: ProblemGame, params, keys: jax.Array, steps: int, batch: int):
+    policy = game.policy(params)
+
+    def write(adversary_params, key: jax.Array):
+        return game.adversary.write(adversary_params, game.setting, key, batch, jnp.float32)
+
+    def score(written) -> jax.Array:
+        optimum = game.batch_optimum(written.instances)
+        return game.batch_payoffs(policy, written.instances, optimum)
+
+    def one(key: jax.Array):
+        trained = train_fresh(game.adversary, game.adversary_config, steps, key, write, score)
+        return trained.tokens_by_step, trained.ratio_by_step
+
+    return jax.vmap(one)(keys)

@@ -54,16 +54,17 @@ LEARNED = "learned"
 EVALUATOR_STREAM = 0x65766131  # folded into the evaluator's seed: never training's keys
 #: [oracle] keys that a problem of the interface has no use for, and why.
 NOT_APPLICABLE = {
-    "restarts": "there is no adversary network: the oracle is hill climbing",
-    "adversary_steps": "there is no adversary network: the oracle is hill climbing",
-    "adversary_batch": "there is no adversary network: the oracle is hill climbing",
     "anchor": "the policy has no per-state distributions to anchor",
     "mixtures": "one network is delivered, never a mixture of snapshots",
     "closing_rounds": "one network is delivered, never a mixture of snapshots",
     "closing_tolerance": "one network is delivered, never a mixture of snapshots",
 }
 #: The full game's [oracle] defaults that a problem of the interface runs without.
-INTERFACE_ORACLE = {"restarts": 0, "adversary_steps": 0, "anchor": 0.0, "mixtures": False}
+INTERFACE_ORACLE = {"anchor": 0.0, "mixtures": False}
+#: The [oracle] defaults of a problem of the interface that differ from the full game's: no
+#: adversary networks unless asked for (hill climbing and the certificate suffice where the
+#: problem certifies), and a kept network measured again on the current archive.
+INTERFACE_DEFAULTS = {"restarts": 0, "rescore_best": True}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -140,7 +141,10 @@ class ProblemRunConfig:
             "oracle": oracle,
         }
         if self.adversary is not None:
-            tables["adversary"] = dataclasses.asdict(self.adversary)
+            adversary = dataclasses.asdict(self.adversary)
+            if not self.loop.simultaneous:  # the oracle's networks write adversary_batch
+                del adversary["batch"]
+            tables["adversary"] = adversary
         return tables
 
     def game(self, mesh=None) -> ProblemGame:
@@ -209,7 +213,7 @@ def from_dict(data: dict, origin: str) -> ProblemRunConfig:
     for name in tables["oracle"]:
         if name in NOT_APPLICABLE:
             raise ConfigError(f"{origin} [oracle]: {name} does not apply: {NOT_APPLICABLE[name]}")
-    given = {"rescore_best": True, **tables["oracle"], **INTERFACE_ORACLE}
+    given = {**INTERFACE_DEFAULTS, **tables["oracle"], **INTERFACE_ORACLE}
     oracle = build_section(OracleConfig, given, f"{origin} [oracle]")
     problems = ["game.epochs must be >= 1"] if loop.epochs < 1 else []
     problems += [
@@ -233,8 +237,10 @@ def from_dict(data: dict, origin: str) -> ProblemRunConfig:
 
 
 def _check_loop_tables(loop: LoopConfig, tables: dict, origin: str):
-    """The ``[adversary]`` table of a simultaneous run (None for the oracle loop); refuses the
-    keys and tables that the run's loop does not read."""
+    """The ``[adversary]`` table of a simultaneous run, or of an oracle loop whose oracles
+    train adversary networks (``oracle.restarts``); None without networks. Refuses the keys
+    and tables that the run's loop does not read."""
+    where = f"{origin} [adversary]"
     if loop.loop not in ("oracle", "simultaneous"):
         raise ConfigError(f'{origin} [game]: loop must be "oracle" or "simultaneous"')
     if not loop.simultaneous:
@@ -243,16 +249,22 @@ def _check_loop_tables(loop: LoopConfig, tables: dict, origin: str):
                 raise ConfigError(
                     f'{origin} [game]: {name} applies to game.loop = "simultaneous" only'
                 )
-        if tables["adversary"]:
-            raise ConfigError(f'{origin}: [adversary] applies to game.loop = "simultaneous" only')
-        return None
+        if not tables["oracle"].get("restarts", INTERFACE_DEFAULTS["restarts"]):
+            if tables["adversary"]:
+                raise ConfigError(
+                    f'{origin}: [adversary] applies to game.loop = "simultaneous" or to '
+                    "oracle.restarts > 0 only"
+                )
+            return None
+        if "batch" in tables["adversary"]:
+            raise ConfigError(f"{where}: batch does not apply: oracle.adversary_batch sets it")
+        return build_section(simultaneous_loop.AdversaryTable, tables["adversary"], where)
     for name in tables["oracle"]:
         if name not in simultaneous_loop.ORACLE_KEYS:
             raise ConfigError(
                 f"{origin} [oracle]: {name} does not apply to the simultaneous loop (it reads "
                 f"{', '.join(simultaneous_loop.ORACLE_KEYS)})"
             )
-    where = f"{origin} [adversary]"
     return build_section(simultaneous_loop.AdversaryTable, tables["adversary"], where)
 
 

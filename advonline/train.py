@@ -19,8 +19,8 @@ the run depends on ``log.exploit_every``; with ``game.adopt_fresh`` a fresh adve
 beats the training adversary replaces it (a restart of the adversary from a stronger point).
 With ``game.keep_best`` each measurement also scores the iterate, and the state keeps the
 pricing parameters with the lowest score, which the run delivers
-(:func:`~posted_price.game.delivered_params`): the game's iterates swing, and the last one is not
-always the best. The score is the DP upper bound on the iterate's CR where the certificate
+(:func:`advonline.simultaneous.delivered_params`): the game's iterates swing, and the last one
+is not always the best. The score is the DP upper bound on the iterate's CR where the certificate
 exists (K = 1, ``upper_bound`` column; computed outside ``jit``, in float64), else the fresh
 ratio. The bound is a guarantee whichever iterate it selects; selecting by the fresh ratio
 alone kept, on k1-u5, an iterate with fresh ratio 1.64 but a bound of 23.7 (the last one's

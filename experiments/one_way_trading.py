@@ -3,7 +3,8 @@
 For each config and game seeds 0 .. N-1, trains over the problem interface (``advonline run``
 does the same for one seed) and measures the learned curve beside the baselines with the same
 evaluator: owt-u10 and owt-u100 with the oracle loop, and the same settings with the
-simultaneous loop (``*-simultaneous``, a live adversary network) for comparison. Prints the
+simultaneous loop (``*-simultaneous``, a live adversary network) and owt-u10 with adversary
+networks beside the oracle's hill climbing (``owt-u10-networks``) for comparison. Prints the
 known optimum r*(theta), the certified lower bound on every online algorithm for the setting,
 the learned certificate (median [min, max] over the seeds) and the baselines' exact ratios.
 
@@ -19,7 +20,13 @@ from pathlib import Path
 
 from common import run_seeds, spread
 
-CONFIGS = ("owt-u10", "owt-u100", "owt-u10-simultaneous", "owt-u100-simultaneous")
+CONFIGS = (
+    "owt-u10",
+    "owt-u100",
+    "owt-u10-simultaneous",
+    "owt-u100-simultaneous",
+    "owt-u10-networks",
+)
 
 
 def block(name: str, reports: list[dict]) -> str:

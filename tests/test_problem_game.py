@@ -92,3 +92,25 @@ def test_without_a_certificate_the_kept_network_is_measured_on_the_archive(probe
         if epoch < 3:
             state = train_epoch(game, config.oracle, config.loop.temperature, state)
     assert len(kept) >= 2
+
+
+def test_adversary_networks_join_the_oracle_with_honest_ratios():
+    """With ``oracle.restarts`` and an ``[adversary]`` table the oracle also trains fresh
+    noise-conditioned writers: each step's worst input comes back with the ratio the problem
+    gives it, beside the hill climbing's chains, which start as they do without them."""
+    networks_budget = "search_steps = 8\nrestarts = 2\nadversary_steps = 6"
+    text = ADWORDS.replace("search_steps = 8", networks_budget)
+    config = problem_run.from_dict(tomllib.loads(text + "\n[adversary]\nhidden = 16\n"), "test")
+    assert config.adversary is not None and config.adversary.hidden == 16
+    game = config.game()
+    params = game.init_params(jax.random.key(0))
+    budget = config.oracle.budget()
+    networks = game.network_responses(params, budget, jax.random.key(1))
+    assert networks.types.shape == (2 * 6, game.instance_length)
+    policy = game.policy(params)
+    again = problem_run.input_ratios(config.problem, config.setting, policy, networks.types)
+    np.testing.assert_allclose(np.asarray(networks.ratios), np.asarray(again), rtol=1e-5)
+    found = game.best_responses(params, budget, jax.random.key(2), None)
+    assert found.types.shape[0] == 2 * 6 + budget.chains
+    again = problem_run.input_ratios(config.problem, config.setting, policy, found.types)
+    np.testing.assert_allclose(np.asarray(found.ratios), np.asarray(again), rtol=1e-5)

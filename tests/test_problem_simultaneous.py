@@ -94,6 +94,9 @@ def test_the_simultaneous_loop_trains_an_interface_problem_and_resumes(tmp_path,
 
 
 def test_each_loop_refuses_the_other_loops_keys(tmp_path, capsys):
+    """The simultaneous loop refuses the oracle loop's archive keys, the oracle loop the
+    step's keys and an ``[adversary]`` table unless its oracles train networks
+    (``oracle.restarts``), whose batch ``oracle.adversary_batch`` sets."""
     config = tmp_path / "bad.toml"
     oracle = SIMULTANEOUS.replace('loop = "simultaneous"', 'loop = "oracle"')
     oracle = oracle.replace("replay_size = 64\nreplay_per_step = 4\n", "")
@@ -102,6 +105,10 @@ def test_each_loop_refuses_the_other_loops_keys(tmp_path, capsys):
         (SIMULTANEOUS.replace("batch = 32", "batch = 0"), "adversary.batch must be >= 1"),
         (SIMULTANEOUS.replace('"simultaneous"', '"both"'), 'loop must be "oracle" or'),
         (oracle, "[adversary] applies to game.loop"),
+        (
+            oracle.replace("candidates = 1", "candidates = 1\nrestarts = 2"),
+            "batch does not apply: oracle.adversary_batch sets it",
+        ),
         (
             oracle.replace("[adversary]\nhidden = 32\nbatch = 32\n", "").replace(
                 "epochs = 3", "epochs = 3\nreplay_size = 8"

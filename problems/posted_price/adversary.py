@@ -45,7 +45,6 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
-import optax
 from flax import struct
 
 from advonline import ratio
@@ -54,8 +53,8 @@ from advonline.adversary import (
     Written,
     adversary_optimizer,
     adversary_update,
-    reinforce_loss,
     token_log_prob,
+    train_fresh,
     write_batch,
 )
 from advonline.networks import AdversaryNetwork, StateAdversaryNetwork
@@ -295,37 +294,30 @@ def best_response(
     algorithm given by its price ``table`` (:func:`~posted_price.typed_payoffs.algorithm_table`;
     K >= 2 needs state conditioning and divisible buyers: OPT in ``jit``, a primal-feasible
     lower bound); keep the worst instance of everything written."""
-    key_init, key_steps = jax.random.split(key)
-    params = model.init(key_init)
-    optimizer = adversary_optimizer(config)
     # the algorithm is frozen: its per-type sale table is computed once, not once per step
     sale = model.type_sale_table(table, dtype) if isinstance(model, StateAdversary) else None
 
-    def step(carry, key_step):
-        params, opt_state = carry
-        written = model.write(params, setting, key_step, config.batch, dtype, table, sale)
+    def write(params: dict, key_step: jax.Array) -> Written:
+        return model.write(params, setting, key_step, config.batch, dtype, table, sale)
+
+    def score(written: Written) -> jax.Array:
         optimum = device_optimum(setting, written.instances)
         if setting.resources == 1:
-            payoff = payoffs(setting, table, written.instances, optimum)
-        else:  # state conditioning (any K) writes types; K >= 2 is scored through them
-            payoff = typed_payoffs(setting, model.buyer_types, sale, written.chosen, optimum)
-        grads = jax.grad(functools.partial(reinforce_loss, model))(
-            params, written, payoff, config.entropy
-        )
-        updates, opt_state = optimizer.update(grads, opt_state, params)
-        params = optax.apply_updates(params, updates)
-        step_ratios = 1.0 / payoff
-        index = jnp.argmax(step_ratios)
-        step_worst = jax.tree.map(lambda leaf: leaf[index], written.instances)
-        return (params, opt_state), (step_ratios[index], step_worst, written.chosen[index])
+            return payoffs(setting, table, written.instances, optimum)
+        # state conditioning (any K) writes types; K >= 2 is scored through them
+        return typed_payoffs(setting, model.buyer_types, sale, written.chosen, optimum)
 
-    (params, _), (by_step, worst_by_step, types_by_step) = jax.lax.scan(
-        step, (params, optimizer.init(params)), jax.random.split(key_steps, steps)
-    )
+    trained = train_fresh(model, config, steps, key, write, score)
+    by_step, worst_by_step = trained.ratio_by_step, trained.instance_by_step
     best = jnp.argmax(by_step)
     worst_instance = jax.tree.map(lambda leaf: leaf[best], worst_by_step)
     return BestResponse(
-        by_step[best], worst_instance, by_step, worst_by_step, params, types_by_step
+        by_step[best],
+        worst_instance,
+        by_step,
+        worst_by_step,
+        trained.params,
+        trained.tokens_by_step,
     )
 
 
