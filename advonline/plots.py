@@ -269,15 +269,17 @@ def convergence_figure(
     target: float | None = None,
     column: str = "pool_ratio",
     label: str = "worst ratio OPT / E[ALG] in the training pool",
+    step_label: str = "training step",
 ) -> list[Path]:
     """A metrics ``column`` (by default the training pool's worst ratio) against steps and
     wall time, one line per run (the per-round vs REINFORCE ablation when the runs differ in
-    their update); ``label`` names the column on the axis."""
+    their update); ``label`` names the column on the axis, ``step_label`` what the ``step``
+    column counts."""
     figure, axes = plt.subplots(1, 2, figsize=(10, 4), sharey=True)
     for name, rows in runs.items():
         axes[0].plot(*_column(rows, column), label=name)
         axes[1].plot(*_column(rows, column, x="wall_seconds"), label=name)
-    for axis, x_label in zip(axes, ("training step", "wall time (s)"), strict=True):
+    for axis, x_label in zip(axes, (step_label, "wall time (s)"), strict=True):
         if target is not None:
             axis.axhline(target, color="grey", linestyle="--", linewidth=1, label="best + 5%")
         axis.set_xlabel(x_label)

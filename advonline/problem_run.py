@@ -462,6 +462,7 @@ def figures(rows: list[dict], report: dict, out: Path) -> list[Path]:
         target=None,
         column="certificate",
         label="certified ratio of the iterate",
+        step_label="measurement (one per epoch)",
     )
     ratios = {name: row["ratio"] for name, row in report["algorithms"].items()}
     if bound is not None:
