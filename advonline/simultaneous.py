@@ -2,9 +2,9 @@
 against the algorithm, both updated in every step.
 
 Payoff ``u = E_I E[ALG(I)] / OPT(I)``; the algorithm maximises it, the adversary minimises it.
-One :func:`game_step` (jit-compiled) makes ``game.adversary_steps`` REINFORCE updates of the
-adversary on the batches it writes against the frozen algorithm, then
-``game.algorithm_steps`` updates of the algorithm, each with Optax.
+One :func:`game_step` (jit-compiled) makes ``adversary_steps`` REINFORCE updates of the
+adversary on the batches it writes against the frozen algorithm, then ``algorithm_steps``
+updates of the algorithm (both counts from the ``[game]`` table), each with Optax.
 
 **Keeping the adversary honest.** The adversary's instances go into a replay of past hard
 instances (the ``replay_per_step`` hardest of each batch; an :class:`~advonline.archive.Archive`
