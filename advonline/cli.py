@@ -25,6 +25,7 @@ from advonline import (
     parallel,
     pipeline,
     preflight,
+    problem_config,
     problem_run,
 )
 from advonline import problems as registry
@@ -468,7 +469,7 @@ def run_train(args: argparse.Namespace) -> int:
     this, and process 0 alone prints the bar and writes DIR."""
     tables = configs.read_toml(args.config)
     if configs.problem_of(tables, args.config).training is None:  # the interface alone
-        return _problem_train(args, problem_run.from_dict(tables, args.config))
+        return _problem_train(args, problem_config.from_dict(tables, args.config))
     parallel.start_processes(args.coordinator, args.processes, args.process_id)  # before JAX runs
     run_config = _run_config(args)
     check_processes(run_config)
@@ -490,7 +491,7 @@ def run_train(args: argparse.Namespace) -> int:
     return 0
 
 
-def _problem_train(args: argparse.Namespace, config: problem_run.ProblemRunConfig) -> int:
+def _problem_train(args: argparse.Namespace, config: problem_config.ProblemRunConfig) -> int:
     """``advonline train`` for a problem on the interface alone: the oracle loop with a
     checkpoint and ``metrics.csv`` after every epoch, then the delivered policy's file."""
     for flag in ("coordinator", "processes", "process_id"):
@@ -512,7 +513,7 @@ def _problem_train(args: argparse.Namespace, config: problem_run.ProblemRunConfi
     return 0
 
 
-def _interface_on_devices(config: problem_run.ProblemRunConfig, devices: int | None):
+def _interface_on_devices(config: problem_config.ProblemRunConfig, devices: int | None):
     """``config`` sharded over ``--devices`` (when given); a count JAX cannot give is refused
     now, before any work."""
     if devices is not None:
@@ -656,7 +657,7 @@ def run_main_job(args: argparse.Namespace) -> int:
     """``advonline run CONFIG``: train, measure beside the baselines, export, plot, summarise."""
     tables = configs.read_toml(args.config)
     if configs.problem_of(tables, args.config).training is None:  # the interface alone
-        return _problem_job(args, problem_run.from_dict(tables, args.config))
+        return _problem_job(args, problem_config.from_dict(tables, args.config))
     run_config = _run_config(args)
     training = run_config.training()
     budget = _budget(args, training)
@@ -697,7 +698,7 @@ def run_main_job(args: argparse.Namespace) -> int:
     return 0
 
 
-def _problem_job(args: argparse.Namespace, config: problem_run.ProblemRunConfig) -> int:
+def _problem_job(args: argparse.Namespace, config: problem_config.ProblemRunConfig) -> int:
     """``advonline run`` for a problem that provides the whole problem interface."""
     if args.resume and not args.out:
         raise UsageError("--resume continues the run in --out: name its folder")

@@ -11,7 +11,7 @@ import statistics
 import time
 from pathlib import Path
 
-from advonline import checkpoint, configs, problem_run
+from advonline import checkpoint, configs, problem_config, problem_run
 from advonline.baselines.posted_price import BASELINES, make_baseline
 from advonline.evaluation import Measurement
 from advonline.pipeline import delivered_policies
@@ -112,7 +112,7 @@ def write_csv(rows: list[dict], path: Path) -> None:
 def run_seeds(name: str, seeds: int, out: Path) -> list[dict]:
     """The report of each seed's run of a problem on the interface (``advonline run``'s
     main job; a run folder per seed under ``out``; kept ones reused)."""
-    config = problem_run.read_config(CONFIGS / f"{name}.toml")
+    config = problem_config.read_config(CONFIGS / f"{name}.toml")
     reports = []
     for seed in range(seeds):
         folder = out / f"{name}-seed{seed}"

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from flax import serialization
 
-from advonline import configs, problem_run
+from advonline import configs, problem_config
 from advonline.archive import empty_archive, push_first_out
 from advonline.problems.posted_price.game import (
     Game,
@@ -171,7 +171,7 @@ def test_every_shipped_config_is_valid():
     assert {"k1-u10-oracle.toml", "k1-u10-simultaneous.toml"} <= {p.name for p in shipped}
     for path in shipped:
         if configs.problem_of(configs.read_toml(path)).training is None:
-            config = problem_run.read_config(path)  # a problem of the interface
+            config = problem_config.read_config(path)  # a problem of the interface
             assert config.setting.describe()["problem"] == config.problem.name
             prefix = {"one-way-trading": "owt-", "adwords": "adwords-"}[config.problem.name]
             assert path.stem.startswith(prefix)

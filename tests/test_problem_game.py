@@ -11,7 +11,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from advonline import problem_run
+from advonline import problem_config, problem_run
 from advonline.oracle_loop import init_oracle_state, measure_epoch, snapshot_payoffs, train_epoch
 from advonline.problem import payoffs_of
 from advonline.problem_game import ProblemGame
@@ -43,8 +43,8 @@ search_steps = 8
 """
 
 
-def _game(text: str) -> tuple[problem_run.ProblemRunConfig, ProblemGame]:
-    config = problem_run.from_dict(tomllib.loads(text), "test")
+def _game(text: str) -> tuple[problem_config.ProblemRunConfig, ProblemGame]:
+    config = problem_config.from_dict(tomllib.loads(text), "test")
     game = ProblemGame.build(config.problem, config.setting, config.head, 0.01)
     return config, game
 
@@ -100,7 +100,7 @@ def test_adversary_networks_join_the_oracle_with_honest_ratios():
     gives it, beside the hill climbing's chains, which start as they do without them."""
     networks_budget = "search_steps = 8\nrestarts = 2\nadversary_steps = 6"
     text = ADWORDS.replace("search_steps = 8", networks_budget)
-    config = problem_run.from_dict(tomllib.loads(text + "\n[adversary]\nhidden = 16\n"), "test")
+    config = problem_config.from_dict(tomllib.loads(text + "\n[adversary]\nhidden = 16\n"), "test")
     assert config.adversary is not None and config.adversary.hidden == 16
     game = config.game()
     params = game.init_params(jax.random.key(0))

@@ -8,7 +8,7 @@ import shutil
 
 import pytest
 
-from advonline import cli, problem_run
+from advonline import cli, problem_config, problem_run
 from advonline.problems.one_way_trading.policy_file import load
 
 TINY = """
@@ -190,7 +190,7 @@ def test_a_run_cut_short_resumes_to_the_uninterrupted_result(tmp_path, capsys, m
     whole = tmp_path / "whole"
     assert cli.main(["run", str(config), "--out", str(whole), *budget]) == 0
     cut = tmp_path / "cut"
-    parsed = problem_run.read_config(config)
+    parsed = problem_config.read_config(config)
 
     def stop_after_the_second_epoch(line: str) -> None:  # said after each epoch's checkpoint
         if line.startswith("epoch 2:"):

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from advonline import cli, problem_run
+from advonline import cli, problem_config, problem_run
 
 SIMULTANEOUS = """
 [problem]
@@ -75,7 +75,7 @@ def test_the_simultaneous_loop_trains_an_interface_problem_and_resumes(tmp_path,
     assert learned["certified"] == pytest.approx(min(certificates), rel=1e-4)
     # cut short after its first epoch's checkpoint, then resumed: the same run
     cut = tmp_path / "cut"
-    parsed = problem_run.read_config(config)
+    parsed = problem_config.read_config(config)
 
     def stop_after_the_first_epoch(line: str) -> None:
         if line.startswith("epoch 1:"):
