@@ -128,6 +128,7 @@ def _set(path: list, value):
 
 BAD_NETWORKS = {
     "inputs": (_set(["network", "inputs"], "sideways"), "network.inputs must be one of"),
+    "inputs list": (_set(["network", "inputs"], ["joint"]), "network.inputs must be one of"),
     "activation": (_set(["network", "activation"], "relu"), "activation must be 'tanh'"),
     "round": (_set(["network", "round_input"], "yes"), "round_input must be true or false"),
     "atoms": (_set(["network", "price_atoms"], [3.0, 2.0]), "increasing"),

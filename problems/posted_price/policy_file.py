@@ -415,7 +415,7 @@ def _validate_network(document: dict, source: str) -> None:
     network = document.get("network")
     if not isinstance(network, dict):
         _fail(source, "missing field 'network' (an object)")
-    if network.get("inputs") not in INPUTS:
+    if not isinstance(network.get("inputs"), str) or network["inputs"] not in INPUTS:
         _fail(
             source, f"network.inputs must be one of {list(INPUTS)}, got {network.get('inputs')!r}"
         )
