@@ -124,7 +124,7 @@ def reinforce_loss(
     return jnp.mean(jax.lax.stop_gradient(advantage) * log_prob) - entropy_bonus * entropy.mean()
 
 
-class Trained(NamedTuple):
+class FreshAdversary(NamedTuple):
     """A fresh adversary trained against a frozen algorithm (:func:`train_fresh`)."""
 
     params: dict  # the adversary's parameters after training
@@ -133,7 +133,9 @@ class Trained(NamedTuple):
     tokens_by_step: jax.Array  # [S, T] int32 that instance's tokens
 
 
-def train_fresh(adversary: Adversary, config, steps: int, key: jax.Array, write, score) -> Trained:
+def train_fresh(
+    adversary: Adversary, config, steps: int, key: jax.Array, write, score
+) -> FreshAdversary:
     """A fresh adversary trained from scratch for ``steps`` REINFORCE steps (one
     ``lax.scan``; the caller jits it): each step writes a batch with ``write(params, key) ->
     Written`` and scores it with ``score(written) -> payoff [B]`` (against the frozen
@@ -160,7 +162,7 @@ def train_fresh(adversary: Adversary, config, steps: int, key: jax.Array, write,
     (params, _), by_step = jax.lax.scan(
         step, (params, optimizer.init(params)), jax.random.split(key_steps, steps)
     )
-    return Trained(params, *by_step)
+    return FreshAdversary(params, *by_step)
 
 
 def adversary_optimizer(config) -> optax.GradientTransformation:

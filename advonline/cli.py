@@ -492,8 +492,8 @@ def run_train(args: argparse.Namespace) -> int:
 
 
 def _problem_train(args: argparse.Namespace, config: problem_config.ProblemRunConfig) -> int:
-    """``advonline train`` for a problem on the interface alone: the oracle loop with a
-    checkpoint and ``metrics.csv`` after every epoch, then the delivered policy's file."""
+    """``advonline train`` for a problem on the interface alone: its loop with a checkpoint
+    and ``metrics.csv`` after every epoch, then the delivered policy's file."""
     for flag in ("coordinator", "processes", "process_id"):
         if getattr(args, flag) is not None:
             name = "--" + flag.replace("_", "-")

@@ -52,9 +52,9 @@ from advonline.search import Found, hill_climb, join
 
 @dataclasses.dataclass(frozen=True)
 class ProblemGame:
-    """The static parts of a run of the oracle loop on ``problem`` (hashable: a ``jit`` static
+    """The static parts of a run on ``problem``, either loop (hashable: a ``jit`` static
     argument; two games are equal when they name the same problem, setting, head, learning
-    rate and devices)."""
+    rate, devices and loop configs)."""
 
     problem: Problem = dataclasses.field(compare=False)
     name: str
@@ -63,7 +63,7 @@ class ProblemGame:
     learning_rate: float
     mesh: Mesh | None = None  # the devices the batches are sharded over (advonline/parallel.py)
     loop_config: Any = None  # the simultaneous step's [game] fields (None: the oracle loop)
-    adversary_config: Any = None  # the simultaneous loop's [adversary] table
+    adversary_config: Any = None  # the [adversary] table (None: no adversary network)
 
     mixes = False  # one network is delivered, never a mixture of snapshots
     update_draws = False  # the exact gradient draws no random numbers
@@ -136,7 +136,7 @@ class ProblemGame:
         policy, instances = self.policy(params), self.encoding.decode(types)
         if optimum is None:
             return payoffs_of(self.problem, self.setting, policy, instances)
-        return self.problem.payoffs(self.setting, policy, instances, optimum)
+        return self.batch_payoffs(policy, instances, optimum)
 
     def optimum_of(self, types) -> np.ndarray:
         """OPT of the instances ``types`` ``[N, T]`` (host array), the batch padded to a power
@@ -186,7 +186,7 @@ class ProblemGame:
         weigh(payoffs)`` (``key`` is unused)."""
 
         def payoffs(p):
-            return self.problem.payoffs(self.setting, self.policy(p), instances, optimum)
+            return self.batch_payoffs(self.policy(p), instances, optimum)
 
         payoff, pull_back = jax.vjp(payoffs, params)
         return payoff, pull_back(jax.lax.stop_gradient(weigh(payoff)))[0]

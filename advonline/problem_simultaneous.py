@@ -20,7 +20,6 @@ with.
 from __future__ import annotations
 
 import dataclasses
-import functools
 from collections.abc import Iterator
 from typing import NamedTuple
 
@@ -29,6 +28,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from advonline import simultaneous
+from advonline.configs import positive, positive_float
+from advonline.oracle_loop import snapshot_payoffs
 from advonline.ratio import ratio_of_payoff
 from advonline.simultaneous import GameState
 
@@ -51,13 +52,10 @@ class AdversaryTable:
     entropy: float = 0.01  # the entropy bonus on each round's token distribution
 
     def check(self) -> list[str]:
-        problems = [
-            f"adversary.{name} must be >= 1"
-            for name in ("hidden", "layers", "latent", "batch")
-            if getattr(self, name) < 1
-        ]
-        if not self.learning_rate > 0 or not self.entropy >= 0:
-            problems.append("adversary.learning_rate must be > 0 and adversary.entropy >= 0")
+        problems = positive("adversary", self, "hidden", "layers", "latent", "batch")
+        problems += positive_float("adversary", self, "learning_rate")
+        if not self.entropy >= 0:
+            problems.append("adversary.entropy must be >= 0")
         return problems
 
 
@@ -71,8 +69,6 @@ class StepConfig:
     replay_size: int
     replay_per_step: int
     temperature: float
-    keep_best: bool = True  # the measured network with the lowest figure is delivered
-    loop: str = "simultaneous"
 
 
 class Measured(NamedTuple):
@@ -96,15 +92,12 @@ def no_known_instances(game):
     return game.decode(tokens, jnp.float32), jnp.zeros(0, jnp.float32)
 
 
-@functools.partial(jax.jit, static_argnums=0)
-def _replay_ratios(game, params, types: jax.Array, optimum: jax.Array) -> jax.Array:
-    return ratio_of_payoff(game.payoffs(params, types, optimum))
-
-
 def replay_ratios(game, params, state: GameState) -> np.ndarray:
     """``OPT / E[ALG]`` of ``params`` on every replay slot ``[N]`` (-inf where empty)."""
     replay = state.replay
-    ratios = np.asarray(_replay_ratios(game, params, replay.types, replay.optimum))
+    ratios = np.asarray(
+        ratio_of_payoff(snapshot_payoffs(game, params, replay.types, replay.optimum))
+    )
     return np.where(np.asarray(replay.filled), ratios, -np.inf)
 
 
