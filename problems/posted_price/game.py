@@ -334,12 +334,12 @@ class Game:
         instances = self.adversary.instances(types, jnp.float32)
 
         def direction(params: dict, key: jax.Array):
+            if self.setting.resources == 1:  # the simultaneous step's update, on these inputs
+                return self.pool_update(params, instances, optimum, weigh, key)[1]
             if self.algorithm_config.update == "reinforce":
                 payoff = self.payoffs(params, types, optimum)
                 weights = jax.lax.stop_gradient(weigh(payoff))
                 return reinforce_gradient(self, params, instances, optimum, weights, key)
-            if self.setting.resources == 1:
-                return per_round_update(self, params, instances, optimum, weigh)[1]
             payoff, pull_back = jax.vjp(lambda p: self.payoffs(p, types, optimum), params)
             return pull_back(jax.lax.stop_gradient(weigh(payoff)))[0]
 
