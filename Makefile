@@ -28,7 +28,7 @@ run: $(BIN)/advonline
 # The same job in miniature, in under a minute: 40 buyers, learned beside threshold, a smaller
 # evaluator budget (printed with the table), and XLA's optimisation passes mostly skipped (the
 # programs are tiny, so compiling dominates; the figures are the same).
-QUICK_BUDGET := --adversary-steps 20 --search-steps 32 --random-instances 64 --stopping-densities 33
+QUICK_BUDGET := --adversary-steps 20 --search-steps 32 --random-instances 64 --family-members 33
 quickstart: $(BIN)/advonline
 	JAX_DISABLE_MOST_OPTIMIZATIONS=1 $(BIN)/advonline run experiments/configs/quickstart.toml \
 		--algorithm threshold $(QUICK_BUDGET)

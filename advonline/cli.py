@@ -11,6 +11,7 @@ import dataclasses
 import functools
 import json
 import sys
+import tomllib
 import warnings
 from pathlib import Path
 
@@ -21,6 +22,8 @@ from advonline import (
     archive_view,
     compilation_cache,
     configs,
+    evaluation,
+    export,
     folders,
     parallel,
     pipeline,
@@ -67,10 +70,18 @@ def build_parser() -> argparse.ArgumentParser:
     ev = commands.add_parser("evaluate", help="measured competitive ratio of algorithms")
     ev.add_argument(
         "--problem",
-        default=registry.DEFAULT,
-        help=f"online problem, one of {', '.join(registry.names())} (default {registry.DEFAULT})",
+        default=None,
+        help=f"online problem, one of {', '.join(registry.names())} (default {registry.DEFAULT}; "
+        "a policy file or run folder names its own)",
     )
-    _default_commands().add_setting_flags(ev)
+    ev.add_argument(
+        "--setting",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a field of the problem's setting, as in a config's [setting] table (repeatable; "
+        "TOML values: high=100, divisible=false, capacities=[1, 2])",
+    )
     ev.add_argument(
         "--algorithm",
         action="append",
@@ -93,6 +104,11 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="POLICY.json",
         help="evaluate an exported policy file (on its own setting) beside the --algorithm "
         "baselines",
+    )
+    learned.add_argument(
+        "--instances",
+        metavar="FILE.csv",
+        help="run the baselines on your own input file (for a problem that reads one)",
     )
     ev.set_defaults(run=run_evaluate)
 
@@ -209,54 +225,69 @@ def _run_config(args: argparse.Namespace) -> configs.RunConfig:
     return run_config
 
 
-def _default_commands():
-    """The command-line part of the default problem (its setting and budget flags)."""
-    return registry.get(registry.DEFAULT).training.commands
-
-
 def _budget_flags(parser: argparse.ArgumentParser) -> None:
-    """The evaluator's budget (``evaluate`` and the measuring half of ``run``): the core's
-    flags and the default problem's."""
-    budget = registry.get(registry.DEFAULT).training.budget()
-    _default_commands().add_budget_flags(parser)
-    parser.add_argument("--random-instances", type=int, default=budget.random_instances)
-    parser.add_argument("--seed", type=int, default=budget.seed, help="the evaluator's seed")
+    """The evaluator's budget (``evaluate`` and the measuring half of ``run``), the same for
+    every problem (advonline/evaluation.py)."""
+    default = evaluation.Budget()
+    parser.add_argument("--seed", type=int, default=default.seed, help="the evaluator's seed")
+    parser.add_argument("--random-instances", type=int, default=default.random_instances)
+    parser.add_argument(
+        "--family-members",
+        type=int,
+        default=default.family_members,
+        help="members of each parametrised hard family (e.g. its stopping points)",
+    )
     parser.add_argument(
         "--adversary-steps",
         type=int,
-        default=budget.adversary_steps,
-        help="training steps of the fresh adversary source",
+        default=default.adversary_steps,
+        help="training steps of each fresh adversary network",
     )
     parser.add_argument(
         "--search-steps",
         type=int,
-        default=budget.search_steps,
-        help="K = 1: hill-climbing steps of the adversary source's local search (0: none)",
+        default=default.search_steps,
+        help="hill-climbing steps of the adversary source's local search (0: none)",
     )
 
 
-def _budget(args: argparse.Namespace, training):
-    """The budget of ``training``'s evaluator the flags ask for."""
-    _check_budget_flags(args)
-    return training.commands.budget(args)
-
-
-def _interface_budget(args: argparse.Namespace) -> problem_run.Budget:
-    """The budget of the evaluator of problems on the interface alone the flags ask for."""
-    _check_budget_flags(args)
-    if args.random_instances < 1:
-        raise UsageError(f"--random-instances must be >= 1, got {args.random_instances}")
-    return problem_run.Budget(
-        search_steps=args.search_steps, random_instances=args.random_instances, seed=args.seed
+def _budget(args: argparse.Namespace) -> evaluation.Budget:
+    """The evaluator's budget the flags ask for."""
+    budget = evaluation.Budget(
+        seed=args.seed,
+        random_instances=args.random_instances,
+        family_members=args.family_members,
+        adversary_steps=args.adversary_steps,
+        search_steps=args.search_steps,
     )
+    if problems := budget.check():
+        raise UsageError("; ".join(problems))
+    return budget
 
 
-def _check_budget_flags(args: argparse.Namespace) -> None:
-    """The core's budget flags, whatever the problem."""
-    if args.search_steps < 0:
-        raise UsageError(f"--search-steps must be >= 0, got {args.search_steps}")
-    if not 0 <= args.seed < 2**63:
-        raise UsageError(f"--seed must be a whole number in [0, 2**63), got {args.seed}")
+def _problem(name: str):
+    """The registered problem ``name`` (UsageError names the known ones)."""
+    if name not in registry.names():
+        raise UsageError(f"unknown problem {name!r}; known: {', '.join(registry.names())}")
+    return registry.get(name)
+
+
+def _setting_table(pairs: list[str]) -> dict:
+    """``--setting KEY=VALUE`` flags as a ``[setting]`` table (each value read as TOML, else
+    as a string)."""
+    table = {}
+    for pair in pairs:
+        key, equals, text = pair.partition("=")
+        key = key.strip()
+        if not equals or not key:
+            raise UsageError(f"--setting takes KEY=VALUE, got {pair!r}")
+        if key in table:
+            raise UsageError(f"--setting {key} given twice")
+        try:
+            table[key] = tomllib.loads(f"value = {text}")["value"]
+        except tomllib.TOMLDecodeError:
+            table[key] = text
+    return table
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -314,75 +345,42 @@ def _main(argv: list[str] | None) -> int:
 
 
 def run_evaluate(args: argparse.Namespace) -> int:
-    """``advonline evaluate``: a table (or JSON) of measured ratios."""
-    if args.problem not in registry.names():
-        raise UsageError(f"unknown problem {args.problem!r}; known: {', '.join(registry.names())}")
-    problem = registry.get(args.problem)
-    training = problem.training
-    if training is None:
-        return _evaluate_interface(args, problem)
-    commands = training.commands
-    names = _baseline_names(
-        args.algorithm or ([] if args.checkpoint or args.policy else list(problem.baselines)),
-        problem,
-    )
-    budget = _budget(args, training)
-    if args.instances:
-        print(commands.evaluate_trace(args, names, budget))
-        return 0
-    policies, source = {}, {}
-    if args.checkpoint or args.policy:
+    """``advonline evaluate``: a table (or JSON) of measured ratios, for every problem alike:
+    the baselines on a setting given by ``--setting``, a policy file or a run's policy beside
+    them, or the baselines on the user's own input file."""
+    budget = _budget(args)
+    if args.setting and (args.checkpoint or args.policy):
         flag = "--checkpoint" if args.checkpoint else "--policy"
-        if (given := commands.given_setting_flag(args)) is not None:
-            raise UsageError(f"{given} conflicts with {flag}, which evaluates on its own setting")
+        raise UsageError(f"--setting conflicts with {flag}, which evaluates on its own setting")
     if args.checkpoint:
-        return _evaluate_checkpoint(args, names, budget)
+        return _evaluate_checkpoint(args, budget)
+    policies, learned, extra = {}, None, {}
     if args.policy:
-        setting, policy, name = commands.load_policy(args.policy)
-        if name in names:  # a baseline of the same name would replace the file's policy
-            name = f"{name} (policy file)"
-        policies[name] = policy
-        source = {"policy": str(args.policy)}
+        problem, setting, learned, policy = pipeline.read_policy_file(args.policy, args.problem)
+        policies[learned] = policy
+        extra = {"policy": str(args.policy)}
     else:
-        setting = commands.setting(args)
-    preflight.check(training.evaluation_needs(setting, budget))
-    mesh = parallel.batch_mesh(_given(args.devices, 0))
-    policies.update({name: problem.baselines[name](setting) for name in names})
-    results = [
-        training.measure(setting, name, policy, budget, mesh) for name, policy in policies.items()
-    ]
-    if args.json:
-        print(json.dumps(training.report(setting, budget, results, **source)))
-    else:
-        print(commands.table(setting, budget, results))
-    return 0
-
-
-def _evaluate_interface(args: argparse.Namespace, problem) -> int:
-    """``evaluate --problem NAME`` for a problem on the interface alone: a policy file (or a
-    run folder's) measured on its own setting beside the baselines."""
-    flag = _default_commands().given_setting_flag(args) or (
-        "--instances" if args.instances else None
+        problem = _problem(args.problem or registry.DEFAULT)
+    names = _baseline_names(
+        args.algorithm or ([] if args.policy else list(problem.baselines)), problem
     )
-    if flag is not None:
-        raise UsageError(f"{flag} does not apply to --problem {problem.name}")
-    if args.checkpoint:
-        path = Path(args.checkpoint) / problem_run.POLICY_NAME
-    elif args.policy:
-        path = Path(args.policy)
-    else:
-        raise UsageError(
-            f"evaluate --problem {problem.name} measures a policy: give --policy FILE.json or "
-            "--checkpoint RUN_DIR (a folder of advonline run)"
-        )
-    names = _baseline_names(args.algorithm or list(problem.baselines), problem)
-    report = problem_run.evaluate_file(problem, path, _interface_budget(args), names)
-    if args.json:
-        print(json.dumps(report))
+    if args.instances:
+        if problem.trace is None:
+            raise UsageError(f"--instances: {problem.name} reads no input files")
+        document, text = problem.trace(_setting_table(args.setting), args.instances, names, budget)
+        print(json.dumps(document) if args.json else text)
         return 0
-    print(problem_run.table(report))
-    if report["verdict"] is not None:
-        print(report["verdict"])
+    if not args.policy:
+        setting = problem.setting.from_config(_setting_table(args.setting))
+    preflight.check(preflight.evaluation_needs(problem, setting, budget))
+    mesh = parallel.batch_mesh(_given(args.devices, 0))
+    policies.update(pipeline.baseline_policies(problem, setting, names))
+    results = [
+        evaluation.measure(problem, setting, name, policy, budget, mesh)
+        for name, policy in policies.items()
+    ]
+    document = evaluation.report(problem, setting, budget, results, learned, names, **extra)
+    print(json.dumps(document) if args.json else evaluation.table(document))
     return 0
 
 
@@ -400,19 +398,34 @@ def _interface_runs(folders_given: list[str]) -> bool:
     return all(interface)
 
 
-def _evaluate_checkpoint(args: argparse.Namespace, names: tuple[str, ...], budget) -> int:
+def _evaluate_checkpoint(args: argparse.Namespace, budget: evaluation.Budget) -> int:
     """``evaluate --checkpoint DIR``: the run's delivered policies (with its own archive as a
-    source) beside ``names``, stored as the run's ``evaluation.json`` for ``plot`` to reuse."""
+    source) beside the ``--algorithm`` baselines, stored as the run's ``evaluation.json`` for
+    ``plot`` to reuse. A run of a problem on the interface alone is measured from the policy
+    file it delivered."""
+    if problem_run.is_interface_folder(args.checkpoint):
+        path = Path(args.checkpoint) / problem_run.POLICY_NAME
+        problem, setting, learned, policy = pipeline.read_policy_file(path, args.problem)
+        names = _baseline_names(args.algorithm or [], problem)
+        policies = {learned: policy, **pipeline.baseline_policies(problem, setting, names)}
+        results = [evaluation.measure(problem, setting, n, p, budget) for n, p in policies.items()]
+        document = evaluation.report(
+            problem, setting, budget, results, learned, names, policy=str(path)
+        )
+        print(json.dumps(document) if args.json else evaluation.table(document))
+        return 0
     run = pipeline.open_run(args.checkpoint)
-    preflight.check(run.config.training().evaluation_needs(run.setting, budget))
+    problem = registry.get(run.config.problem)
+    if args.problem is not None and args.problem != problem.name:
+        raise UsageError(f"{args.checkpoint} is a run of {problem.name}, not {args.problem}")
+    names = _baseline_names(args.algorithm or [], problem)
+    preflight.check(preflight.evaluation_needs(problem, run.setting, budget))
     mesh = parallel.batch_mesh(_given(args.devices, 0))
-    document, results = pipeline.evaluate_run(run, budget, names, mesh)
+    document, _ = pipeline.evaluate_run(run, budget, names, mesh)
     if args.json:
         print(json.dumps(document))
         return 0
-    print(run.config.training().commands.table(run.setting, budget, results))
-    if "verdict" in document:
-        print(document["verdict"])
+    print(evaluation.table(document))
     print(f"measured ratios stored in {run.folder / pipeline.EVALUATION_NAME}")
     return 0
 
@@ -538,14 +551,14 @@ def run_export(args: argparse.Namespace) -> int:
         if args.read_out or args.table:
             raise UsageError("--read-out and --table apply to training runs")
         folder = Path(args.checkpoint)
-        write_policy(args.out, problem_run.read_policy(folder / problem_run.POLICY_NAME))
+        write_policy(args.out, export.read(folder / problem_run.POLICY_NAME))
         measured = (folder / problem_run.EVALUATION_NAME).is_file()
         how = "as measured in its evaluation.json" if measured else "trained, not measured yet"
         print(f"wrote {args.out} (the policy of {folder}, {how})")
         return 0
     run = pipeline.open_run(args.checkpoint)
     algorithm = "learned-deterministic" if args.read_out else "learned"
-    budget = None if args.no_measure else run.config.training().budget()
+    budget = None if args.no_measure else evaluation.Budget()
     if budget is not None:
         print(
             f"measuring the exported {algorithm} policy (budget {budget.describe()})",
@@ -647,7 +660,7 @@ def _interface_archive(args: argparse.Namespace) -> int:
         args,
         rows,
         int(state.epoch),
-        problem_run.setting_line(config.setting.describe()),
+        evaluation.setting_line(config.setting.describe()),
         (),
         lambda row: (),
     )
@@ -660,7 +673,7 @@ def run_main_job(args: argparse.Namespace) -> int:
         return _problem_job(args, problem_config.from_dict(tables, args.config))
     run_config = _run_config(args)
     training = run_config.training()
-    budget = _budget(args, training)
+    budget = _budget(args)
     problem = registry.get(run_config.problem)
     baselines = _baseline_names(args.algorithm or list(problem.baselines), problem)
     if args.resume and not args.out:
@@ -671,7 +684,7 @@ def run_main_job(args: argparse.Namespace) -> int:
     largest, available = preflight.check(
         [
             *training.training_needs(run_config),
-            *training.evaluation_needs(run_config.setting, budget),
+            *preflight.evaluation_needs(problem, run_config.setting, budget),
         ]
     )
     if args.check:
@@ -684,8 +697,7 @@ def run_main_job(args: argparse.Namespace) -> int:
         bar.close()
         mesh = parallel.batch_mesh(run_config.game.devices)
         result = pipeline.finish_run(folder, budget, say, baselines, mesh, args.resume)
-    print(training.commands.table(result.run.setting, budget, result.results))
-    print(result.report["verdict"])
+    print(evaluation.table(result.report))
     print(
         f"trained {result.run.steps} steps in {result.run.wall_seconds:.0f} s; run folder {folder}"
     )
@@ -711,7 +723,7 @@ def _problem_job(args: argparse.Namespace, config: problem_config.ProblemRunConf
             )
     folder = Path(args.out) if args.out else pipeline.default_run_folder(args.config)
     problem_run.check_training_folder(folder, config, args.resume)
-    budget = _interface_budget(args)
+    budget = _budget(args)
     if args.check:
         print(f"{args.config}: valid; run folder {folder} usable; nothing written")
         return 0
@@ -721,8 +733,7 @@ def _problem_job(args: argparse.Namespace, config: problem_config.ProblemRunConf
         report = problem_run.main_job(
             config, args.config, folder, budget, say, names, resume=args.resume
         )
-    print(problem_run.table(report))
-    print(report["verdict"])
+    print(evaluation.table(report))
     print(f"trained in {report['training']['seconds']:.0f} s; run folder {folder}")
     print(f"exported policy: {folder / problem_run.POLICY_NAME}")
     return 0

@@ -1,10 +1,22 @@
-"""The evaluator's protocol, alike for every problem and every algorithm (docs/method.md §5):
-an algorithm's measured competitive ratio is the worst of several sources (a certificate where
-one exists, searches for bad inputs, held-out families, random inputs), each a
-:class:`SourceRatio`; a certified upper bound stands beside it. A problem's evaluator (for
-posted pricing :mod:`posted_price.evaluate`) computes the sources; this module combines them,
-judges a learned policy against the baselines and keeps the evaluator's keys apart from
-training's.
+"""The evaluator, one for every problem and every algorithm (docs/method.md §5).
+
+An algorithm's measured competitive ratio is the worst of its sources, each a
+:class:`SourceRatio`:
+
+- ``exact``: its certified competitive ratio where the problem has an exact certificate;
+- ``adversary``: a best response searched for from scratch against the frozen policy;
+- ``families``: the problem's held-out hard families (checks, never training data);
+- ``random``: a fixed seeded set of random inputs;
+- ``archive``: for a trained run's delivered policy, the inputs its oracle loop archived.
+
+A certificate that bounds the ratio without attaining it (a randomised policy's) stands
+beside the measured ratio as its ``upper_bound``: the true ratio lies between the two.
+
+A problem computes its sources with its own ``sources`` capability where it has one
+(:attr:`advonline.problem.Problem.sources`), else with the core's default over its token
+encoding (:mod:`advonline.sources`). Either way the key stream, the :class:`Budget`, the
+report (``evaluation.json``, ``evaluate --json``), the printed table and the verdict are this
+module's. Everything here runs outside ``jit``, in float64.
 """
 
 from __future__ import annotations
@@ -14,8 +26,14 @@ import math
 
 import jax
 
-#: A trained run's own source (advonline/pipeline.py): the instances its oracle loop archived,
-#: re-scored exactly against the policy it delivers. Only a run's learned policy has one.
+from advonline import environment
+from advonline.ratio import format_ratio
+
+#: The sources every problem's evaluator reports, in the table's order.
+SOURCE_NAMES = ("exact", "adversary", "families", "random")
+
+#: A trained run's own source: the instances its oracle loop archived, re-scored against the
+#: policy it delivers. Only a run's learned policy has one.
 ARCHIVE_SOURCE = "archive"
 
 #: Folded into the budget's seed: the evaluator's keys form a stream of their own, apart from
@@ -27,6 +45,57 @@ EVALUATION_STREAM = 0x5EED_E7A1
 def evaluation_key(seed: int) -> jax.Array:
     """The root key of the evaluator with budget seed ``seed``."""
     return jax.random.fold_in(jax.random.key(seed), EVALUATION_STREAM)
+
+
+@dataclasses.dataclass(frozen=True)
+class Budget:
+    """How hard the evaluator looks: the same for every algorithm and every problem."""
+
+    seed: int = 0  # seed of the evaluator's stream (never a training key)
+    random_instances: int = 256  # size of the fixed random set
+    family_members: int = 129  # members of each parametrised hard family (e.g. stopping points)
+    samples: int = 32  # sampled runs per input where a policy's expectation has no exact form
+    adversary_restarts: int = 1  # fresh adversary networks trained against the policy
+    adversary_steps: int = 100  # REINFORCE steps of each
+    adversary_batch: int = 64  # instances each writes per step
+    search_chains: int = 64  # local-search chains over the problem's inputs
+    search_candidates: int = 16  # mutations each chain tries per step
+    search_steps: int = 256  # hill-climbing steps (0: no local search)
+
+    def describe(self) -> dict:
+        """JSON-ready description, printed beside the ratios it produced."""
+        return dataclasses.asdict(self)
+
+    def summary(self) -> str:
+        """One line for a table's header and a figure's title."""
+        return (
+            f"fresh adversary {self.adversary_steps} steps x {self.adversary_batch} "
+            f"x {self.adversary_restarts}, then local search {self.search_chains} "
+            f"chains x {self.search_candidates} x {self.search_steps} steps, "
+            f"{self.family_members} family members, {self.random_instances} random "
+            f"instances, seed {self.seed}"
+        )
+
+    def check(self) -> list[str]:
+        """What is wrong with the budget (the flags' names)."""
+        problems = [
+            f"--{name.replace('_', '-')} must be >= 1"
+            for name in (
+                "random_instances",
+                "family_members",
+                "samples",
+                "adversary_steps",
+                "adversary_batch",
+                "search_chains",
+                "search_candidates",
+            )
+            if getattr(self, name) < 1
+        ]
+        if self.adversary_restarts < 0 or self.search_steps < 0:
+            problems.append("--adversary-restarts and --search-steps must be >= 0")
+        if not 0 <= self.seed < 2**63:
+            problems.append(f"--seed must be a whole number in [0, 2**63), got {self.seed}")
+        return problems
 
 
 @dataclasses.dataclass(frozen=True)
@@ -49,7 +118,7 @@ class Measurement:
     upper_bound: SourceRatio = SourceRatio(None, "exact for deterministic policies: see exact")
 
     def to_json(self) -> dict:
-        """The ``results`` entry of ``advonline evaluate --json``."""
+        """The ``results`` entry of a report."""
         return {
             "algorithm": self.algorithm,
             "competitive_ratio": self.competitive_ratio,
@@ -82,17 +151,38 @@ def with_source(measurement: Measurement, name: str, source: SourceRatio) -> Mea
     return from_sources(measurement.algorithm, sources, measurement.upper_bound)
 
 
+def measure(problem, setting, name: str, policy, budget: Budget, mesh=None) -> Measurement:
+    """The measured CR of ``policy`` on ``problem``'s ``setting``: every source (the
+    problem's own ``sources`` or the core's default), then the worst. With a ``mesh`` the
+    problem may split its batches over the devices (the figures agree with one device's up
+    to float64 rounding)."""
+    from advonline import sources as default  # the default imports the interface
+
+    with jax.enable_x64(True):
+        key = evaluation_key(budget.seed)
+        if problem.sources is not None:
+            found, bound = problem.sources(setting, policy, budget, key, mesh)
+        else:
+            found, bound = default.sources(problem, setting, policy, budget, key, mesh)
+    return from_sources(name, found, bound)
+
+
+#: Relative difference within which two ratios are the same figure (float rounding).
+MATCHING = 1e-6
+
+
 def verdict(results: list[Measurement], learned: str, baselines: tuple[str, ...]) -> str:
     """One line saying whether the ``learned`` policy beats the best of the ``baselines`` (by
-    measured CR). The learned policy is judged by its guarantee where it has one (the DP's
-    upper bound, or the exact CR of a deterministic policy), else by the worst ratio found;
-    a loss is a line starting with ``WARNING``, never handed over quietly."""
+    measured CR). The learned policy is judged by its guarantee where it has one (a
+    certificate's upper bound, or the exact CR), else by the worst ratio found; equal within
+    float rounding (both at a certified optimum) it matches; a loss is a line starting with
+    ``WARNING``, never handed over quietly."""
     by_name = {m.algorithm: m for m in results}
     mine = by_name[learned]
     best = min((by_name[name] for name in baselines), key=lambda m: m.competitive_ratio)
     certified = mine.upper_bound.ratio
     if certified is None and mine.worst_source == "exact":
-        certified = mine.competitive_ratio  # deterministic: the exact CR
+        certified = mine.competitive_ratio  # an exact certificate: the CR itself
     figure = mine.competitive_ratio if certified is None else certified
     described = f"{learned} {_short(mine.competitive_ratio)} " + (
         "(worst found; no certificate here)"
@@ -100,11 +190,89 @@ def verdict(results: list[Measurement], learned: str, baselines: tuple[str, ...]
         else f"(certified <= {_short(certified)})"
     )
     versus = f"{best.algorithm} {_short(best.competitive_ratio)}"
-    if figure < best.competitive_ratio:
+    if figure < best.competitive_ratio * (1 - MATCHING):
         return f"verdict: {described} beats {versus}: {figure / best.competitive_ratio:.2f}x"
+    if figure <= best.competitive_ratio * (1 + MATCHING):
+        return f"verdict: {described} matches {versus}: 1.00x"
     factor = "inf" if math.isinf(figure) else f"{figure / best.competitive_ratio:.3g}x"
     return f"WARNING: {described} loses to {versus}: {factor}; do not use this policy"
 
 
 def _short(ratio: float) -> str:
     return "inf" if math.isinf(ratio) else f"{ratio:.4g}" if ratio >= 1e5 else f"{ratio:.3f}"
+
+
+def report(
+    problem,
+    setting,
+    budget: Budget,
+    results: list[Measurement],
+    learned: str | None = None,
+    baselines: tuple[str, ...] = (),
+    **extra,
+) -> dict:
+    """The report of ``results`` (``evaluation.json``, ``evaluate --json``): the setting,
+    the budget, the environment, the problem's known optimum and its certified lower bound
+    on every online algorithm beside the figures; with a ``learned`` policy among them and
+    ``baselines`` beside it, the verdict (:func:`verdict`)."""
+    bound = problem.lower_bound(setting)
+    label, reference = problem.reference(setting) or (None, None)
+    judged = learned is not None and baselines
+    return {
+        "setting": setting.describe(),
+        "budget": budget.describe(),
+        **extra,
+        "environment": environment.describe(),
+        "reference": {"label": label, "ratio": reference} if reference is not None else None,
+        "lower_bound": (
+            {"ratio": bound.ratio, "best_response": bound.best_response} if bound else None
+        ),
+        "results": [m.to_json() for m in results],
+        "verdict": verdict(results, learned, baselines) if judged else None,
+    }
+
+
+def setting_line(described: dict) -> str:
+    """A setting's description on one line: the problem, then its fields."""
+    fields = (f"{k}={v}" for k, v in described.items() if k != "problem")
+    return f"{described['problem']} " + ", ".join(fields)
+
+
+def table(document: dict) -> str:
+    """A report (:func:`report`) as printed: the setting, the budget, the known optimum and
+    the lower bound beside every algorithm's sources; then what a missing figure means."""
+    budget = Budget(**document["budget"])
+    lines = [f"setting: {setting_line(document['setting'])}", f"budget: {budget.summary()}"]
+    if document["reference"]:
+        reference = document["reference"]
+        lines.append(f"reference: {reference['label']} = {reference['ratio']:.4f}")
+    if document["lower_bound"]:
+        lines.append(
+            f"lower bound on every online algorithm (certified): "
+            f"{document['lower_bound']['ratio']:.4f}"
+        )
+    results = document["results"]
+    columns = SOURCE_NAMES + tuple(
+        dict.fromkeys(c for r in results for c in r["sources"] if c not in SOURCE_NAMES)
+    )
+    width = max([12] + [len(r["algorithm"]) + 2 for r in results])
+    lines.append(
+        f"{'algorithm':<{width}}{'CR':>10}  {'worst':<10}"
+        + "".join(f"{c:>10}" for c in columns)
+        + f"{'bound':>10}"
+    )
+    for r in results:
+        cells = "".join(f"{format_ratio(r['sources'].get(c)):>10}" for c in columns)
+        measured = f"{format_ratio(r['competitive_ratio']):>10}  {r['worst_source']:<10}"
+        lines.append(
+            f"{r['algorithm']:<{width}}{measured}{cells}{format_ratio(r['upper_bound']):>10}"
+        )
+    for r in results:
+        for c in columns:
+            if c in r["sources"] and r["sources"][c] is None:
+                lines.append(f"note: {r['algorithm']} {c}: {r['notes'][c]}")
+        if r["upper_bound"] is not None:
+            lines.append(f"note: {r['algorithm']} bound: {r['upper_bound_note']}")
+    if document["verdict"]:
+        lines.append(document["verdict"])
+    return "\n".join(lines)

@@ -1,7 +1,7 @@
 """``advonline export``: what every policy file shares, whatever the problem: where the policy
 came from (:func:`provenance`), numbers written exactly (:func:`float32_list`) or compactly
-(:func:`significant`), and a write that never overwrites and carries the file's checksum
-(:func:`write`). The document itself
+(:func:`significant`), a write that never overwrites and carries the file's checksum
+(:func:`write`) and a read that checks it (:func:`read`). The document itself
 is the problem's (for posted pricing :mod:`posted_price.policy_writer`)."""
 
 from __future__ import annotations
@@ -12,8 +12,9 @@ from pathlib import Path
 
 import numpy as np
 
-from advonline import __version__, checksums
+from advonline import __version__, checksums, folders
 from advonline.configs import RunConfig
+from advonline.errors import InputError
 from advonline.folders import atomic_write, check_path
 
 SIGNIFICANT_DIGITS = 9  # probabilities keep 9 significant digits (above float32's ~7)
@@ -83,3 +84,27 @@ def write(path: str | Path, document: dict) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     text = json.dumps(checksums.signed(document), separators=(",", ":"))
     atomic_write(path, text.encode())
+
+
+def read_json(path: str | Path, what: str):
+    """The JSON document at ``path``; InputError says why it cannot be read."""
+    text = folders.read_text(path, what)
+    if not text.strip():
+        raise InputError(f"{what} {path} is empty")
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as error:
+        raise InputError(
+            f"{what} {path} is not valid JSON (truncated?): {error.msg} at line {error.lineno}"
+        ) from None
+    except RecursionError:
+        raise InputError(f"{what} {path} nests too deeply to be read") from None
+
+
+def read(path: str | Path) -> dict:
+    """The policy file at ``path`` once its checksum matches (InputError otherwise; a file
+    without one is read with a note)."""
+    document = read_json(path, "policy file")
+    if not checksums.verified(document, f"policy file {path}", InputError):
+        checksums.note_unverified(f"policy file {path}")
+    return document

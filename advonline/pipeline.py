@@ -14,17 +14,21 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import jax
 from jax.sharding import Mesh
 
 from advonline import checkpoint, export, folders, plots, profile
 from advonline import problems as registry
 from advonline.archive_view import worst_delivered
 from advonline.configs import RunConfig
+from advonline.errors import InputError
 from advonline.evaluation import (
     ARCHIVE_SOURCE,
+    Budget,
     Measurement,
     SourceRatio,
-    verdict,
+    measure,
+    report,
     with_source,
 )
 from advonline.mixture import SnapshotMixture
@@ -117,23 +121,21 @@ def open_run(folder: str | Path) -> TrainedRun:
 
 def evaluate_run(
     run: TrainedRun,
-    budget,
+    budget: Budget,
     baselines: tuple[str, ...] | None = None,
     mesh: Mesh | None = None,
 ) -> tuple[dict, list[Measurement]]:
     """Measure the learned policies and ``baselines`` (default: every one of the problem's)
-    on the run's setting with one budget of the problem's evaluator (the instance batches
-    split over ``mesh``'s devices, if given), and store the report as
-    ``EVALUATION_NAME`` in the run folder (derived data, replaced). The delivered policy
-    (``learned``) of an oracle-loop run also has its own archive as a source: a worst case is
-    a claim about every input, so an archived instance the evaluator's search did not match
-    still counts."""
-    evaluator = run.config.training()
-    policies, classic = run.policies(), run.baselines()
-    baselines = tuple(classic) if baselines is None else baselines
-    policies.update({name: classic[name](run.setting) for name in baselines})
+    on the run's setting with the one evaluator and one budget (the instance batches split
+    over ``mesh``'s devices, if given), and store the report as ``EVALUATION_NAME`` in the
+    run folder (derived data, replaced). The delivered policy (``learned``) of an oracle-loop
+    run also has its own archive as a source: a worst case is a claim about every input, so
+    an archived instance the evaluator's search did not match still counts."""
+    problem = registry.get(run.config.problem)
+    baselines = tuple(problem.baselines) if baselines is None else baselines
+    policies = {**run.policies(), **baseline_policies(problem, run.setting, baselines)}
     results = [
-        evaluator.measure(run.setting, name, policy, budget, mesh)
+        measure(problem, run.setting, name, policy, budget, mesh)
         for name, policy in policies.items()
     ]
     if (archived := run.archive_source()) is not None:
@@ -141,15 +143,56 @@ def evaluate_run(
             with_source(m, ARCHIVE_SOURCE, archived) if m.algorithm == "learned" else m
             for m in results
         ]
-    document = evaluator.report(
-        run.setting, budget, results, checkpoint=str(run.folder), training_steps=run.steps
+    document = report(
+        problem,
+        run.setting,
+        budget,
+        results,
+        learned="learned",
+        baselines=baselines,
+        checkpoint=str(run.folder),
+        training_steps=run.steps,
+        training_seconds=run.wall_seconds,
+        phase_seconds=phase_seconds(run),
     )
-    if baselines:
-        document["verdict"] = verdict(results, "learned", tuple(baselines))
-    document["training_seconds"] = run.wall_seconds
-    document["phase_seconds"] = phase_seconds(run)
     folders.atomic_write(run.folder / EVALUATION_NAME, json.dumps(document, indent=1).encode())
     return document, results
+
+
+def baseline_policies(problem, setting, names: tuple[str, ...]) -> dict:
+    """``{name: policy}`` of ``problem``'s baselines ``names`` on ``setting``, built in
+    float64 (the evaluator's precision)."""
+    with jax.enable_x64(True):
+        return {name: problem.baselines[name](setting) for name in names}
+
+
+def read_policy_file(path: str | Path, problem_name: str | None = None):
+    """``(problem, setting, name, policy)`` of the policy file at ``path``: the problem its
+    setting names (``problem_name`` where it names none, else the registry's default), the
+    setting and the policy the simulator runs, and the name the evaluator reports it under
+    (its provenance's algorithm, marked as the file's where a baseline has that name).
+    InputError says why the file cannot be used."""
+    document = export.read(path)
+    setting = document.get("setting") if isinstance(document, dict) else None
+    named = setting.get("problem") if isinstance(setting, dict) else None
+    if named is not None and problem_name is not None and named != problem_name:
+        raise InputError(f"policy file {path} is a policy of {named!r}, not of {problem_name!r}")
+    name = named or problem_name or registry.DEFAULT
+    if not isinstance(name, str) or name not in registry.names():
+        raise InputError(f"policy file {path} names an unknown problem {name!r}")
+    problem = registry.get(name)
+    if problem.restore is None:
+        raise InputError(f"{name} reads no policy files back (its problem has no restore)")
+    try:
+        setting, policy = problem.restore(document)
+    except RecursionError:  # a deep structure where a list of numbers belongs
+        raise InputError(f"policy file {path} nests too deeply to be a policy") from None
+    provenance = document.get("provenance")
+    algorithm = provenance.get("algorithm") if isinstance(provenance, dict) else None
+    label = algorithm if isinstance(algorithm, str) and algorithm else "policy file"
+    if label in problem.baselines:
+        label = f"{label} (policy file)"
+    return problem, setting, label, policy
 
 
 def stored_evaluation(run: TrainedRun) -> dict | None:
@@ -158,11 +201,10 @@ def stored_evaluation(run: TrainedRun) -> dict | None:
     path = run.folder / EVALUATION_NAME
     try:
         document = json.loads(path.read_text())
-        stored_budget = document["setting"]["budget"]
+        stored_budget = document["budget"]
         # a report from an older evaluator (a budget field it did not have) is not current
-        current = document["setting"]["training_steps"] == run.steps
-        budget = run.config.training().budget(**stored_budget)
-        current = current and budget.describe() == stored_budget
+        current = document["training_steps"] == run.steps
+        current = current and Budget(**stored_budget).describe() == stored_budget
         for result in document["results"]:
             float(result["competitive_ratio"])
             str(result["algorithm"])
@@ -200,7 +242,7 @@ def read_metrics(run: TrainedRun) -> list[dict]:
     return rows
 
 
-def measured_summary(measurement: Measurement, budget, measured_on: str) -> dict:
+def measured_summary(measurement: Measurement, budget: Budget, measured_on: str) -> dict:
     """The provenance entry of an exported policy's measured ratio."""
     return {
         "competitive_ratio": measurement.competitive_ratio,
@@ -246,11 +288,12 @@ def export_run(
             params = mixture.heaviest().params
         document = game.network_document(params, algorithm == "learned-deterministic", source)
     if measured is not None:
-        budget = budget or run.config.training().budget()
+        budget = budget or Budget()
         summary = measured_summary(measured, budget, "the checkpoint's policy")
     elif budget is not None:
-        setting, loaded = game.load_document(document, str(out))
-        measured = run.config.training().measure(setting, algorithm, loaded, budget)
+        problem = registry.get(run.config.problem)
+        setting, loaded = problem.restore(document)
+        measured = measure(problem, setting, algorithm, loaded, budget)
         summary = measured_summary(measured, budget, "the exported file")
     else:
         summary = None
@@ -299,7 +342,7 @@ def finish_run(
     for algorithm, name in POLICY_NAMES.items():
         target = run.folder / name
         if resume and target.exists():
-            run.config.training().commands.load_policy(str(target))  # refused if damaged
+            registry.get(run.config.problem).restore(export.read(target))  # refused if damaged
             exported.append(target)
         else:
             exported.append(export_run(run, target, algorithm, budget, by_name[algorithm])[0])
@@ -338,7 +381,7 @@ def _draw(runs: list[TrainedRun], metrics: list, out: Path, budget, say) -> list
         name = run.folder.name
         evaluation = stored_evaluation(run)
         if evaluation is None:
-            budget = budget or run.config.training().budget()
+            budget = budget or Budget()
             say(
                 f"measuring {run.folder} (no current {EVALUATION_NAME}; budget {budget.describe()})"
             )
@@ -346,7 +389,8 @@ def _draw(runs: list[TrainedRun], metrics: list, out: Path, budget, say) -> list
         setting = evaluation["setting"]
         game = run.config.build_game()
         title = game.setting_title(setting)
-        reference = game.reference(setting)
+        known = evaluation["reference"]
+        reference = None if known is None else (known["label"], known["ratio"])
         written += plots.ratio_figure(name, rows, evaluation, out, title, reference)
         written += plots.exploitability_figure(name, rows, title, out)
         written += game.policy_figures(name, run.policies(), run.shown_rounds(), out)
@@ -360,7 +404,7 @@ def _draw(runs: list[TrainedRun], metrics: list, out: Path, budget, say) -> list
             f"{name} ({run.config.algorithm.update})"
         ] = rows
         updates.add(run.config.algorithm.update)
-        budgets.add(run.config.training().budget(**setting["budget"]).summary())
+        budgets.add(Budget(**evaluation["budget"]).summary())
     budget_text = budgets.pop() if len(budgets) == 1 else "budgets differ between runs"
     written += plots.bars_figure(
         bars,

@@ -2,7 +2,8 @@
 cannot fit in this machine's memory.
 
 Each command's largest arrays are estimated by the problem (its
-:attr:`~advonline.problem.Training.training_needs` and ``evaluation_needs``) from the sizes that
+:attr:`~advonline.problem.Training.training_needs` and
+:attr:`~advonline.problem.Problem.evaluation_needs`) from the sizes that
 drive them and named with the flag or config key that makes them smaller. An array never lives
 alone: its gradient, an optimiser's moments and XLA's temporaries sit beside it, so the
 estimate counts ``WORKING_COPIES`` of the largest array and compares that with the memory
@@ -64,6 +65,8 @@ def check(needs: list[Need], available: float | None = None) -> tuple[Need, floa
     ``available`` bytes (default: :func:`available_bytes`); else the largest need and the
     bytes available."""
     available = available_bytes() if available is None else available
+    if not needs:
+        return Need("nothing estimated", 0.0, "nothing"), available
     largest = max(needs, key=lambda need: need.bytes)
     if WORKING_COPIES * largest.bytes > available:
         raise PreflightError(
@@ -71,6 +74,14 @@ def check(needs: list[Need], available: float | None = None) -> tuple[Need, floa
             f"that while computing); {_size(available)} is free: lower {largest.lower}"
         )
     return largest, available
+
+
+def evaluation_needs(problem, setting, budget) -> list[Need]:
+    """The evaluator's largest arrays on ``setting`` with ``budget``, as ``problem`` estimates
+    them (none where it makes no estimate)."""
+    if problem.evaluation_needs is None:
+        return []
+    return problem.evaluation_needs(setting, budget)
 
 
 def _size(count: float) -> str:

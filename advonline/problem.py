@@ -23,13 +23,23 @@ import jax
 
 
 def setting_from_table(setting_class: type, table: dict, error: type[Exception] = ValueError):
-    """The frozen dataclass ``setting_class`` that a config's ``[setting]`` table describes;
-    ``error`` (the problem's refusal) names keys the class does not have."""
+    """The frozen dataclass ``setting_class`` that a config's ``[setting]`` table (or the
+    command line's ``--setting KEY=VALUE``) describes: the one reader of every problem's
+    settings. Unknown keys and values of the wrong type (a float where a whole number
+    belongs, a boolean for a number) are refused with ``error`` (the problem's refusal), one
+    line naming the key; the class checks the values themselves."""
+    from advonline.configs import ConfigError, build_section
+
+    if not isinstance(table, dict):
+        raise error("the setting must be a table of keys and values")
     known = {field.name for field in dataclasses.fields(setting_class)}
     unknown = sorted(set(table) - known)
     if unknown:
         raise error(f"unknown setting keys {unknown}; known: {sorted(known)}")
-    return setting_class(**table)
+    try:
+        return build_section(setting_class, table, "setting")
+    except ConfigError as problem:
+        raise error(str(problem).removeprefix("setting: ").removeprefix("setting ")) from None
 
 
 def network_sizes(config: dict, hidden: int = 32, layers: int = 2) -> dict[str, int]:
@@ -98,41 +108,29 @@ class Training(NamedTuple):
     - ``sections``: the config sections it owns, ``{"setting": cls, "algorithm": cls,
       "adversary": cls}`` (:mod:`advonline.configs` reads them);
     - ``check_run(run_config) -> [message]``: what is wrong with how they fit the core's;
-    - ``training_needs(run_config)`` and ``evaluation_needs(setting, budget)``: the largest
-      arrays of training and of the evaluator, ``[advonline.preflight.Need]``;
+    - ``training_needs(run_config)``: the largest arrays of training,
+      ``[advonline.preflight.Need]``;
     - ``game(run_config, mesh=None)``: the game the core's loops play
       (:mod:`advonline.train`, :mod:`advonline.oracle_loop`): a hashable object whose methods
       answer what they ask (fresh parameters and states, payoffs, updates, oracles, the
       certificate, the delivered policies, policy files and figures, and
       ``upgrade_stored(state_dict) -> state_dict``, which brings a checkpoint's state written
       in an earlier layout of its own to the current one);
-    - ``commands``: its part of the command line (for posted pricing
-      :mod:`posted_price.commands`): ``add_setting_flags(parser)``, ``add_budget_flags(parser)``,
-      ``setting(args)``, ``budget(args)``, ``given_setting_flag(args)``,
-      ``evaluate_trace(args, names, budget) -> str``, ``load_policy(path) -> (setting,
-      policy, name)``, ``table(setting, budget, results) -> str``, ``archive_title(setting)``,
-      ``ARCHIVE_COLUMNS`` and ``archive_cells(row)``;
-    - the evaluator (:mod:`advonline.evaluation`'s protocol): ``budget``, its budget class
-      (defaults are the standard budget; ``describe() -> dict``, ``summary() -> str``),
-      ``measure(setting, name, policy, budget, mesh) -> Measurement`` and
-      ``report(setting, budget, results, **extra) -> dict`` (the JSON of the figures, with
-      the setting and the budget beside them).
+    - ``commands``: its archive listing (for posted pricing :mod:`posted_price.commands`):
+      ``archive_title(setting)``, ``ARCHIVE_COLUMNS`` and ``archive_cells(row)``.
     """
 
     sections: Mapping[str, type]
     check_run: Callable
     training_needs: Callable
-    evaluation_needs: Callable
     game: Callable
     commands: Any
-    budget: type
-    measure: Callable
-    report: Callable
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, eq=False)
 class Problem:
-    """An online problem as the core sees it.
+    """An online problem as the core sees it (hashed and compared by identity: the registry
+    holds one per name, and compiled programmes take it as a static argument).
 
     - ``setting``: the problem's frozen, hashable setting class, with ``from_config(dict)``
       and ``describe() -> dict`` (printed beside every figure).
@@ -152,9 +150,20 @@ class Problem:
     - ``export(setting, policy) -> dict`` and ``load(dict) -> (setting, numpy_policy)``: the
       policy file (the loaded policy needs NumPy only).
     - ``reference(setting) -> (label, ratio) | None``: the known optimal ratio, if any.
+    Optional capabilities (None: the core's default serves, or the command that needs one
+    refuses in one line):
+
     - ``restore(dict) -> (setting, policy)``: a policy file read back as a policy the
-      simulator runs (``advonline evaluate --policy``); None where the problem has its own
-      command line (:class:`Training`).
+      simulator runs (``advonline evaluate --policy``); InputError says why it cannot be.
+
+    - ``sources(setting, policy, budget, key, mesh) -> ({name: SourceRatio}, upper_bound)``:
+      the evaluator's sources (advonline/evaluation.py) computed the problem's own way;
+      default :func:`advonline.sources.sources`, over the token encoding.
+    - ``trace(setting_table, path, names, budget) -> (report, text)``: the named baselines
+      run on a user's input file (``advonline evaluate --instances``); default: refused in
+      one line.
+    - ``evaluation_needs(setting, budget) -> [advonline.preflight.Need]``: the evaluator's
+      largest arrays, checked before it runs; default: no estimate.
     - ``training``: what a problem that trains with the full game (``advonline train``)
       adds (:class:`Training`); None for one that trains with ``advonline run`` alone.
     """
@@ -174,6 +183,9 @@ class Problem:
     load: Callable
     reference: Callable
     restore: Callable | None = None
+    sources: Callable | None = None
+    trace: Callable | None = None
+    evaluation_needs: Callable | None = None
     training: Training | None = None
 
 

@@ -2,26 +2,15 @@
 given its config (advonline/problem_config.py), train with the oracle loop
 (advonline/oracle_loop.py, through advonline/problem_game.py) or with ``[game] loop =
 "simultaneous"`` the simultaneous loop (advonline/problem_simultaneous.py), measure the
-learned policy beside the problem's baselines with one evaluator and one budget, export the
+learned policy beside the problem's baselines with the one evaluator and one budget
+(advonline/evaluation.py; the delivered policy's own archive is one more source), export the
 policy, draw the figures.
-
-**The evaluator** gives every algorithm the same sources, and its ratio is the worst of them:
-
-- ``certificate``: the problem's certified ratio over every input (exact where it says so);
-- ``search``: hill climbing from ``restarts`` fresh random inputs for ``search_steps`` steps,
-  from the evaluator's own seed (never the training seed);
-- ``random``: ``random_instances`` fresh random inputs;
-- ``families``: the problem's held-out hard families (checks, never training data).
-
-Beside them it reports the certified lower bound on every online algorithm for the setting and
-the problem's known optimal ratio, if it has one.
 """
 
 from __future__ import annotations
 
 import csv
 import dataclasses
-import functools
 import io
 import json
 import time
@@ -29,41 +18,34 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 import jax
-import jax.numpy as jnp
-import numpy as np
 from flax import serialization
 
-from advonline import __version__, checkpoint, checksums, environment, folders, parallel, plots
+from advonline import (
+    __version__,
+    checkpoint,
+    checksums,
+    environment,
+    evaluation,
+    folders,
+    parallel,
+    plots,
+)
 from advonline import problem_simultaneous as simultaneous_loop
 from advonline import problems as registry
 from advonline.archive_view import worst_delivered
 from advonline.errors import InputError
+from advonline.evaluation import ARCHIVE_SOURCE, Budget, SourceRatio, measure, with_source
+from advonline.export import read_json
 from advonline.folders import atomic_write
 from advonline.oracle_loop import run_epochs
-from advonline.problem import Problem, payoffs_of
+from advonline.pipeline import baseline_policies
 from advonline.problem_config import ProblemRunConfig, from_dict
-from advonline.ratio import ratio_of_payoff
-from advonline.search import hill_climb
 from advonline.train import check_folder
 
 EVALUATION_NAME = "evaluation.json"
 METRICS_NAME = "metrics.csv"
 POLICY_NAME = "policy.json"
 LEARNED = "learned"
-EVALUATOR_STREAM = 0x65766131  # folded into the evaluator's seed: never training's keys
-
-
-@dataclasses.dataclass(frozen=True)
-class Budget:
-    """The evaluator's budget, the same for every algorithm."""
-
-    restarts: int = 64
-    search_steps: int = 256
-    random_instances: int = 256
-    seed: int = 0  # its stream is folded apart from training's, whatever the two seeds are
-
-    def describe(self) -> dict:
-        return dataclasses.asdict(self)
 
 
 class EpochRow(NamedTuple):
@@ -80,12 +62,6 @@ class Trained(NamedTuple):
     params: Any  # the delivered (best-so-far) parameters
     rows: list[EpochRow]
     archive_worst: float  # the delivered parameters' worst ratio on the final archive
-
-
-def input_ratios(problem: Problem, setting, policy, tokens: jax.Array) -> jax.Array:
-    """``OPT / ALG`` of ``policy`` on each token sequence ``[B, T]`` -> ``[B]`` (jit-able)."""
-    instances = problem.encoding(setting).decode(tokens)
-    return ratio_of_payoff(payoffs_of(problem, setting, policy, instances))
 
 
 def train(config: ProblemRunConfig, log=None, folder: Path | None = None) -> Trained:
@@ -187,76 +163,6 @@ def check_training_folder(folder: str | Path, config: ProblemRunConfig, resume: 
     return folder
 
 
-def measure(problem: Problem, setting, policies: dict, budget: Budget) -> dict:
-    """Every policy's ratio from every source of the evaluator (see the module docstring)."""
-    encoding = problem.encoding(setting)
-    key = jax.random.fold_in(jax.random.key(budget.seed), EVALUATOR_STREAM)
-    start_key, search_key, random_key = jax.random.split(key, 3)
-    starts = encoding.random(start_key, budget.restarts)
-    random_inputs = encoding.random(random_key, budget.random_instances)
-    families = problem.families(setting)
-    # the policy is an argument, so policies of one structure share the compiled programs
-    score = jax.jit(functools.partial(input_ratios, problem, setting))
-
-    @jax.jit
-    def search(policy, key, tokens):
-        found = functools.partial(score, policy)
-        return hill_climb(found, encoding.mutate, key, tokens, budget.search_steps)[1]
-
-    results = {}
-    for name, policy in policies.items():
-        sources = {
-            "search": float(np.max(search(policy, search_key, starts))),
-            "random": float(np.max(score(policy, random_inputs))),
-            **{
-                f"family {k}": float(np.max(score(policy, jnp.asarray(v))))
-                for k, v in families.items()
-            },
-        }
-        certificate = problem.certificate(setting, policy)
-        if certificate is not None:
-            sources["certificate"] = certificate.ratio
-        results[name] = {
-            "ratio": max(sources.values()),
-            "certified": certificate.ratio if certificate is not None else None,
-            "exact": bool(certificate is not None and certificate.exact),
-            "sources": sources,
-        }
-    return results
-
-
-def _verdict(results: dict, learned_name: str = LEARNED) -> str | None:
-    """How the learned policy compares with the best baseline, by the evaluator's ratios (None
-    without a baseline)."""
-    learned = results[learned_name]["ratio"]
-    others = {name: row["ratio"] for name, row in results.items() if name != learned_name}
-    if not others:
-        return None
-    best = min(others, key=others.get)
-    relation = "matches or beats" if learned <= others[best] * (1 + 1e-9) else "loses to"
-    return (
-        f"verdict: {learned_name} {learned:.4f} {relation} the best baseline, {best} "
-        f"{others[best]:.4f}: {learned / others[best]:.3f}x"
-    )
-
-
-def report_of(problem: Problem, setting, budget: Budget, results: dict, **extra) -> dict:
-    """The report of ``results`` (:func:`measure`): the setting, the budget, the certified
-    lower bound and the known optimum beside the ratios (``evaluation.json``)."""
-    bound = problem.lower_bound(setting)
-    label, reference = problem.reference(setting) or (None, None)
-    return {
-        "setting": {**setting.describe(), "environment": environment.describe()},
-        "budget": budget.describe(),
-        **extra,
-        "lower_bound": {"ratio": bound.ratio, "best_response": bound.best_response}
-        if bound
-        else None,
-        "reference": {"label": label, "ratio": reference} if reference else None,
-        "algorithms": results,
-    }
-
-
 def _write_metrics(path: Path, rows: list[EpochRow]) -> None:
     """One row per measurement; a cell not measured is empty (written atomically)."""
     text = io.StringIO(newline="")
@@ -272,7 +178,7 @@ def figures(rows: list[dict], report: dict, out: Path) -> list[Path]:
     """A run's figures from its metrics ``rows`` (``step``, ``wall_seconds``, ``certificate``)
     and its ``report``: the certified ratio over training, and the learned policy beside the
     baselines and the lower bound."""
-    title = setting_line(report["setting"])
+    title = evaluation.setting_line(report["setting"])
     bound = report["lower_bound"]["ratio"] if report["lower_bound"] else None
     files = plots.convergence_figure(
         {LEARNED: rows},
@@ -284,7 +190,7 @@ def figures(rows: list[dict], report: dict, out: Path) -> list[Path]:
         label="certified ratio of the iterate",
         step_label="measurement (one per epoch)",
     )
-    ratios = {name: row["ratio"] for name, row in report["algorithms"].items()}
+    ratios = {row["algorithm"]: row["competitive_ratio"] for row in report["results"]}
     if bound is not None:
         ratios["lower bound (every algorithm)"] = bound
     name = report["setting"]["problem"]
@@ -342,10 +248,13 @@ def main_job(
     trained = train_job(config, config_path, folder, say)
     problem, setting = config.problem, config.setting
     learned = problem.policy_head(setting, config.head).to_policy(trained.params)
-    names = problem.baselines if baselines is None else baselines
-    with jax.enable_x64(True):  # the baselines' policies and every measurement in float64
-        policies = {LEARNED: learned, **{name: problem.baselines[name](setting) for name in names}}
-        results = measure(problem, setting, policies, budget)
+    names = tuple(problem.baselines) if baselines is None else baselines
+    policies = {LEARNED: learned, **baseline_policies(problem, setting, names)}
+    results = [measure(problem, setting, name, p, budget) for name, p in policies.items()]
+    archived = SourceRatio(trained.archive_worst, "the run's archive, against the policy")
+    results = [
+        with_source(m, ARCHIVE_SOURCE, archived) if m.algorithm == LEARNED else m for m in results
+    ]
     tables = config.to_tables()
     training = {
         **config.loop.table(),
@@ -354,10 +263,8 @@ def main_job(
         else dataclasses.asdict(config.oracle),
         **({"adversary": tables["adversary"]} if config.adversary is not None else {}),
         "seconds": trained.rows[-1].seconds,
-        "archive_worst": trained.archive_worst,
     }
-    report = report_of(problem, setting, budget, results, training=training)
-    report["verdict"] = _verdict(results)
+    report = evaluation.report(problem, setting, budget, results, LEARNED, names, training=training)
     atomic_write(folder / EVALUATION_NAME, (json.dumps(report, indent=1) + "\n").encode())
     rows = [
         {"step": r.epoch, "wall_seconds": r.seconds, "certificate": r.certificate}
@@ -365,44 +272,6 @@ def main_job(
     ]
     report["figures"] = [str(path) for path in figures(rows, report, folder / "figures")]
     return report
-
-
-def evaluate_file(
-    problem: Problem, path: str | Path, budget: Budget, baselines: tuple[str, ...]
-) -> dict:
-    """The report of a policy file measured on its own setting beside ``baselines``, with the
-    evaluator of :func:`measure` (InputError: the file cannot be used)."""
-    document = read_json(path, "policy file")
-    verified = checksums.verified(document, f"policy file {path}", InputError)
-    setting, policy = problem.restore(document)
-    if not verified:
-        checksums.note_unverified(f"policy file {path}")
-    provenance = document.get("provenance")
-    algorithm = provenance.get("algorithm") if isinstance(provenance, dict) else None
-    name = f"{algorithm} (policy file)" if algorithm else "policy file"
-    with jax.enable_x64(True):
-        policies = {name: policy, **{b: problem.baselines[b](setting) for b in baselines}}
-        results = measure(problem, setting, policies, budget)
-    report = report_of(problem, setting, budget, results, policy=str(path))
-    report["verdict"] = _verdict(results, name)
-    return report
-
-
-def read_json(path: str | Path, what: str):
-    """The JSON document at ``path``; InputError says why it cannot be read."""
-    text = folders.read_text(path, what)
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError:
-        raise InputError(f"{what} {path} is not UTF-8 JSON") from None
-
-
-def read_policy(path: str | Path) -> dict:
-    """The policy file at ``path`` once its checksum matches (InputError otherwise)."""
-    document = read_json(path, "policy file")
-    if not checksums.verified(document, f"policy file {path}", InputError):
-        checksums.note_unverified(f"policy file {path}")
-    return document
 
 
 def is_interface_folder(folder: str | Path) -> bool:
@@ -436,7 +305,7 @@ def plot_runs(run_folders: list[str | Path], out: str | Path) -> list[Path]:
             rows = plots.read_metrics(folder / METRICS_NAME, ("certificate",))
         except (OSError, ValueError) as error:
             raise InputError(f"{folder} has no metrics table advonline wrote ({error})") from None
-        keys = ("setting", "budget", "lower_bound", "reference", "algorithms")
+        keys = ("setting", "budget", "lower_bound", "reference", "results")
         if not isinstance(report, dict) or not all(key in report for key in keys):
             raise InputError(f"{folder / EVALUATION_NAME} is not a run report advonline wrote")
         loaded.append((folder, rows, report))
@@ -448,34 +317,3 @@ def plot_runs(run_folders: list[str | Path], out: str | Path) -> list[Path]:
             for folder, rows, report in loaded
             for path in figures(rows, report, out / folder.name)
         ]
-
-
-def setting_line(described: dict) -> str:
-    """A setting's description on one line: the problem, then its fields."""
-    fields = (f"{k}={v}" for k, v in described.items() if k not in ("problem", "environment"))
-    return f"{described['problem']} " + ", ".join(fields)
-
-
-def table(report: dict) -> str:
-    """The measured ratios as printed, with the setting and the budget beside them."""
-    lines = [f"setting: {setting_line(report['setting'])}"]
-    lines.append("budget: " + ", ".join(f"{k} {v}" for k, v in report["budget"].items()))
-    if report["lower_bound"]:
-        lines.append(
-            "lower bound on every online algorithm (certified): "
-            f"{report['lower_bound']['ratio']:.4f}"
-        )
-    if report["reference"]:
-        lines.append(
-            f"known optimum {report['reference']['label']}: {report['reference']['ratio']:.4f}"
-        )
-    width = max([14, *(len(name) for name in report["algorithms"])])
-    lines.append(f"{'algorithm':<{width}} {'ratio':>9} {'certified':>10}")
-    for name, row in report["algorithms"].items():
-        certified = (
-            "-"
-            if row["certified"] is None
-            else f"{row['certified']:.4f}" + (" exact" if row["exact"] else "")
-        )
-        lines.append(f"{name:<{width}} {row['ratio']:>9.4f} {certified:>10}")
-    return "\n".join(lines)

@@ -60,6 +60,7 @@ from common import fmt, spread, write_csv
 
 from advonline import environment, export
 from advonline.baselines.posted_price import make_baseline
+from advonline.evaluation import Budget, measure
 from advonline.problems.posted_price import figures
 from advonline.problems.posted_price.certify import Certificate, certify_dp
 from advonline.problems.posted_price.descent import (
@@ -68,8 +69,8 @@ from advonline.problems.posted_price.descent import (
     policy_document,
     table_policy,
 )
-from advonline.problems.posted_price.evaluate import Budget, measure
 from advonline.problems.posted_price.model import PriceDistribution, TablePolicy
+from advonline.problems.posted_price.problem import PROBLEM as POSTED
 
 #: setting name (a config's, or a classic setting's) -> the row's label
 SETTINGS = {
@@ -246,7 +247,7 @@ def _measure(setting, config: DescentConfig, path: Path) -> dict:
     """Add the evaluator's measurement of the stored table (its default budget) to its file."""
     result = _read(path)
     table = _stored_policy(setting, config, result)
-    measured = measure(setting, f"descent-{config.policy}", table, Budget())
+    measured = measure(POSTED, setting, f"descent-{config.policy}", table, Budget())
     result.update(measured=measured.competitive_ratio, measured_source=measured.worst_source)
     path.write_text(json.dumps(result, indent=1))
     return result

@@ -13,10 +13,10 @@ from pathlib import Path
 
 from advonline import checkpoint, configs, problem_config, problem_run
 from advonline.baselines.posted_price import BASELINES, make_baseline
-from advonline.evaluation import Measurement
+from advonline.evaluation import Budget, Measurement, measure
 from advonline.pipeline import delivered_policies
-from advonline.problems.posted_price.evaluate import Budget, measure
 from advonline.problems.posted_price.game import Game
+from advonline.problems.posted_price.problem import PROBLEM as POSTED
 from advonline.simultaneous import delivered_params
 from advonline.train import train
 
@@ -67,7 +67,7 @@ def measure_trained(
     params = delivered_params(game, state)  # the network (a mixture's is in the policies)
     policies = delivered_policies(game, state)
     policies.update({n: make_baseline(n, config.setting) for n in baselines})
-    return params, {n: measure(config.setting, n, p, budget) for n, p in policies.items()}
+    return params, {n: measure(POSTED, config.setting, n, p, budget) for n, p in policies.items()}
 
 
 def measurement_columns(measured: dict[str, Measurement]) -> dict:
@@ -109,9 +109,21 @@ def write_csv(rows: list[dict], path: Path) -> None:
         writer.writerows(rows)
 
 
-def run_seeds(name: str, seeds: int, out: Path) -> list[dict]:
+def result(report: dict, algorithm: str) -> dict:
+    """``algorithm``'s entry in a report's results (advonline/evaluation.py)."""
+    return next(row for row in report["results"] if row["algorithm"] == algorithm)
+
+
+def certified(row: dict) -> float | None:
+    """A result's certified ratio: its exact source, else its upper bound (None: neither)."""
+    exact = row["sources"].get("exact")
+    return exact if exact is not None else row["upper_bound"]
+
+
+def run_seeds(name: str, seeds: int, out: Path, budget: Budget | None = None) -> list[dict]:
     """The report of each seed's run of a problem on the interface (``advonline run``'s
-    main job; a run folder per seed under ``out``; kept ones reused)."""
+    main job with ``budget``, default the evaluator's; a run folder per seed under ``out``;
+    kept ones reused)."""
     config = problem_config.read_config(CONFIGS / f"{name}.toml")
     reports = []
     for seed in range(seeds):
@@ -123,7 +135,7 @@ def run_seeds(name: str, seeds: int, out: Path) -> list[dict]:
                 seeded,
                 CONFIGS / f"{name}.toml",
                 folder,
-                problem_run.Budget(),
+                budget or Budget(),
                 say=lambda line: None,
                 resume=checkpoint.checkpoint_path(folder).exists(),
             )

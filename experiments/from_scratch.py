@@ -84,10 +84,10 @@ from common import (
 
 from advonline import plots
 from advonline.archive_view import worst_delivered
+from advonline.evaluation import Budget
 from advonline.huge_pages import relaunch_with_huge_pages
 from advonline.pipeline import open_run
 from advonline.problems.posted_price import figures
-from advonline.problems.posted_price.evaluate import Budget
 from advonline.problems.posted_price.game import Game
 
 #: config -> (target kind, factor, training time limit in seconds on 2 CPU cores)

@@ -30,12 +30,13 @@ from common import fmt, measurement_columns, train_and_measure, write_csv
 from advonline import plots
 from advonline.baselines.posted_price import BASELINES
 from advonline.baselines.posted_price.threshold import threshold_price
+from advonline.evaluation import Budget
 from advonline.huge_pages import relaunch_with_huge_pages
 from advonline.problems.posted_price import figures
-from advonline.problems.posted_price.evaluate import Budget, reference_ratio
 from advonline.problems.posted_price.game import Game
 from advonline.problems.posted_price.learned import learned_policies, max_relative_gap
 from advonline.problems.posted_price.model import price_table
+from advonline.problems.posted_price.problem import PROBLEM as POSTED
 from advonline.train import METRICS_NAME
 
 NAMES = [f"k1-u{h}{variant}-simultaneous" for h in (5, 10, 100) for variant in ("", "-families")]
@@ -77,7 +78,7 @@ def main() -> None:
             "training": "families mixed in" if config.game.known_families else "from scratch",
             "setting": title,
             "train_seconds": round(wall, 1),
-            "one_plus_ln_theta": round(reference_ratio(setting), 4),
+            "one_plus_ln_theta": round(POSTED.reference(setting)[1], 4),
             "readout_gap_to_phi": round(readout_gap(config, params), 4),
             **measurement_columns(measured),
         }

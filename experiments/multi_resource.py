@@ -30,8 +30,8 @@ from common import fmt, measurement_columns, train_and_measure, write_csv
 
 from advonline import plots
 from advonline.baselines.posted_price import BASELINES
+from advonline.evaluation import Budget
 from advonline.huge_pages import relaunch_with_huge_pages
-from advonline.problems.posted_price.evaluate import Budget
 
 NAMES = [
     "k2-u10-families-simultaneous",

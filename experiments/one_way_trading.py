@@ -18,7 +18,7 @@ import argparse
 import statistics
 from pathlib import Path
 
-from common import run_seeds, spread
+from common import certified, result, run_seeds, spread
 
 CONFIGS = (
     "owt-u10",
@@ -35,12 +35,12 @@ def block(name: str, reports: list[dict]) -> str:
     setting = first["setting"]
     bound = first["lower_bound"]["ratio"]
     reference = first["reference"]["ratio"]
-    learned = [report["algorithms"]["learned"]["certified"] for report in reports]
+    learned = [certified(result(report, "learned")) for report in reports]
     seconds = [report["training"]["seconds"] for report in reports]
     baselines = ", ".join(
-        f"{algorithm} {row['certified']:.4f}"
-        for algorithm, row in first["algorithms"].items()
-        if algorithm != "learned"
+        f"{row['algorithm']} {certified(row):.4f}"
+        for row in first["results"]
+        if row["algorithm"] != "learned"
     )
     return (
         f"| {name} (theta {setting['high'] / setting['low']:g}, T {setting['rounds']}, "

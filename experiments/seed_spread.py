@@ -27,8 +27,8 @@ from from_scratch import TARGETS, final_exploitability, learned_figure, sweep
 
 from advonline import plots
 from advonline.environment import describe
+from advonline.evaluation import Budget
 from advonline.huge_pages import relaunch_with_huge_pages
-from advonline.problems.posted_price.evaluate import Budget
 
 DEFAULT_CONFIG = "k1-u10-oracle"  # what `make run` trains
 

@@ -13,9 +13,10 @@ import time
 from pathlib import Path
 
 from advonline.baselines.posted_price import make_baseline
+from advonline.evaluation import Budget, measure
 from advonline.huge_pages import relaunch_with_huge_pages
-from advonline.problems.posted_price.evaluate import Budget, measure, reference_ratio
 from advonline.problems.posted_price.model import Setting
+from advonline.problems.posted_price.problem import PROBLEM as POSTED
 
 # (max demand, demand levels, rounds): rounds >= 2 / max demand leave room for the hard ramp.
 DEMANDS = [
@@ -45,7 +46,7 @@ def main() -> None:
             )
             start = time.perf_counter()
             found = {
-                n: measure(setting, n, make_baseline(n, setting), budget)
+                n: measure(POSTED, setting, n, make_baseline(n, setting), budget)
                 for n in ("threshold", "greedy")
             }
             threshold = found["threshold"]
@@ -59,7 +60,7 @@ def main() -> None:
                     "threshold_worst_source": threshold.worst_source,
                     "exact": threshold.sources["exact"].ratio,
                     "exact_note": threshold.sources["exact"].note,
-                    "vs_1_plus_ln": threshold.competitive_ratio / reference_ratio(setting),
+                    "vs_1_plus_ln": threshold.competitive_ratio / POSTED.reference(setting)[1],
                     "greedy_cr": found["greedy"].competitive_ratio,
                     "seconds": time.perf_counter() - start,
                 }

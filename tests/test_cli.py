@@ -10,11 +10,11 @@ from advonline.cli import main
 from advonline.problems.posted_price.optimum import lp_optimum, milp_optimum
 
 TINY = [
-    "--rounds",
-    "40",
-    "--max-demand",
-    "0.05",
-    "--stopping-densities",
+    "--setting",
+    "rounds=40",
+    "--setting",
+    "max_demand=0.05",
+    "--family-members",
     "9",
     "--random-instances",
     "8",
@@ -39,7 +39,7 @@ def test_evaluate_json_schema(capsys):
 def test_evaluate_prints_a_table_with_its_setting(capsys):
     assert main(["evaluate", *TINY, "--algorithm", "greedy"]) == 0
     out = capsys.readouterr().out
-    assert "greedy" in out and "setting: posted-price K=1" in out
+    assert "greedy" in out and "setting: posted-price resources=1" in out and "rounds=40" in out
 
 
 def _write_trace(path, values, demands):
@@ -63,7 +63,7 @@ def test_trace_optimum_matches_independent_highs_solve(tmp_path, capsys, indivis
         values = rng.uniform(1, 10, count) * demands[:, 0]
         trace = tmp_path / f"trace{trial}.csv"
         _write_trace(trace, values, demands)
-        flags = ["--indivisible"] if indivisible else []
+        flags = ["--setting", "divisible=false"] if indivisible else []
         assert main(["evaluate", "--instances", str(trace), "--json", *flags]) == 0
         report = json.loads(capsys.readouterr().out)
         solve = milp_optimum if indivisible else lp_optimum
@@ -74,14 +74,22 @@ def test_trace_optimum_matches_independent_highs_solve(tmp_path, capsys, indivis
 
 
 BAD = [
-    (["evaluate", "--low", "5", "--high", "2"], "must exceed L"),
-    (["evaluate", "--low", "2", "--high", "2"], "must exceed L"),
+    (["evaluate", "--setting", "low=5", "--setting", "high=2"], "must exceed L"),
+    (["evaluate", "--setting", "low=2", "--setting", "high=2"], "must exceed L"),
     (["evaluate", "--algorithm", "oracle"], "unknown algorithm"),
     (["evaluate", "--problem", "tsp"], "unknown problem"),
-    (["evaluate", "--rounds", "many"], "invalid int"),
-    (["evaluate", "--max-demand", "0.03", "--demand-levels", "1"], "whole number"),
+    (["evaluate", "--setting", "rounds=many"], "rounds: expected a whole number, got 'many'"),
+    (["evaluate", "--setting", "rounds=9.0"], "rounds: expected a whole number, got 9.0"),
+    (["evaluate", "--setting", "divisible=1"], "divisible: expected true or false"),
+    (["evaluate", "--setting", "colour=red"], "unknown setting keys ['colour']"),
+    (["evaluate", "--setting", "rounds"], "--setting takes KEY=VALUE"),
+    (["evaluate", "--setting", "rounds=4", "--setting", "rounds=5"], "rounds given twice"),
+    (["evaluate", "--setting", "max_demand=0.03", "--setting", "demand_levels=1"], "whole number"),
     (["evaluate", "--instances", "missing.csv"], "trace missing.csv: no such file"),
-    (["evaluate", "--resources", "0"], "--resources must be >= 1"),
+    (["evaluate", "--setting", "resources=0"], "resources must be >= 1"),
+    (["evaluate", "--problem", "adwords", "--setting", "queries=10.5"], "expected a whole number"),
+    (["evaluate", "--problem", "adwords", "--setting", "max_bid=true"], "expected a number"),
+    (["evaluate", "--problem", "one-way-trading", "--instances", "x.csv"], "reads no input"),
     (["evaluate", "--seed", str(2**70)], "--seed must be a whole number"),
     (["evaluate", "--seed", "-1"], "--seed must be a whole number"),
     (["evaluate", "--search-steps", "-1"], "--search-steps must be >= 0"),
@@ -138,5 +146,5 @@ def test_a_config_that_is_not_utf8_gets_one_line(tmp_path, capsys):
 def test_negative_capacity_is_refused(tmp_path, capsys):
     trace = tmp_path / "ok.csv"
     trace.write_text("value,demand\n1,0.2\n")
-    assert main(["evaluate", "--instances", str(trace), "--capacity", "-1"]) == 2
-    assert "--capacity must be positive" in capsys.readouterr().err
+    assert main(["evaluate", "--instances", str(trace), "--setting", "capacities=[-1]"]) == 2
+    assert "capacities must be positive" in capsys.readouterr().err

@@ -5,12 +5,18 @@ import math
 import pytest
 
 from advonline.baselines.posted_price import BASELINES, make_baseline
-from advonline.problems.posted_price.evaluate import SOURCE_NAMES, Budget, measure
+from advonline.evaluation import SOURCE_NAMES, Budget
+from advonline.evaluation import measure as measure_on
 from advonline.problems.posted_price.model import Setting
+from advonline.problems.posted_price.problem import PROBLEM as POSTED
 
 # the setting and budget of the CLI tests (tests/test_cli.py): programs compiled there are
 # reused here
-SMALL_BUDGET = Budget(stopping_densities=9, random_instances=8, adversary_steps=5, search_steps=8)
+SMALL_BUDGET = Budget(family_members=9, random_instances=8, adversary_steps=5, search_steps=8)
+
+
+def measure(setting, name, policy, budget):
+    return measure_on(POSTED, setting, name, policy, budget)
 
 
 @pytest.mark.parametrize("name", list(BASELINES))
@@ -72,10 +78,10 @@ def test_k1_adversary_source_is_the_training_oracle(monkeypatch):
 
     monkeypatch.setattr(evaluate, "best_responses", spy)
     setting = Setting(rounds=40, max_demand=0.05)
-    budget = Budget(stopping_densities=9, random_instances=8, adversary_steps=10, search_steps=256)
+    budget = Budget(family_members=9, random_instances=8, adversary_steps=10, search_steps=256)
     threshold = make_baseline("threshold", setting)
     found = measure(setting, "threshold", threshold, budget)
-    assert calls == [budget.oracle_budget()]
+    assert calls == [evaluate.oracle_budget(budget)]
     source, exact = found.sources["adversary"], found.sources["exact"].ratio
     # a real instance cannot beat the exact worst case; the search comes within 2% of it
     assert exact * 0.98 <= source.ratio <= exact * (1 + 1e-9)
@@ -108,11 +114,11 @@ def test_several_resources_adversary_source_is_the_training_oracle(monkeypatch):
     monkeypatch.setattr(evaluate, "best_responses", spy)
     setting = Setting(resources=2, capacities=(1.0, 1.0), rounds=8, max_demand=0.5, demand_levels=2)
     budget = Budget(
-        stopping_densities=5, random_instances=4, adversary_steps=3, samples=4, search_steps=8
+        family_members=5, random_instances=4, adversary_steps=3, samples=4, search_steps=8
     )
     threshold = make_baseline("threshold", setting)
     source = measure(setting, "threshold", threshold, budget).sources["adversary"]
-    assert calls == [budget.oracle_budget()]
+    assert calls == [evaluate.oracle_budget(budget)]
     assert "state-conditioned" in source.note and "local search" in source.note
     with jax.enable_x64(True):
         worst = Instance(**{k: np.asarray(v)[None] for k, v in source.worst_input.items()})
@@ -154,3 +160,11 @@ def test_the_verdict_judges_the_learned_guarantee_against_the_best_baseline():
     )
     assert lost.startswith("WARNING: learned 1734.300 (certified <= 1734.300) loses to threshold")
     assert "517x" in lost
+    # a certified optimum matched within float rounding is a match, not a loss
+    optimal = [_measured("optimal", 2.0741, None, "exact")]
+    same = verdict(
+        [_measured("learned", 2.0741 * (1 + 1e-9), None, "exact"), *optimal],
+        "learned",
+        ("optimal",),
+    )
+    assert same == "verdict: learned 2.074 (certified <= 2.074) matches optimal 2.074: 1.00x"

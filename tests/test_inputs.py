@@ -115,10 +115,10 @@ def test_a_marked_folder_of_another_kind_is_refused(tmp_path, capsys):
 @pytest.mark.parametrize(
     ("flags", "message"),
     [
-        (["--rounds", "10000000"], "--rounds"),
-        (["--stopping-densities", "1000000000"], "lower --stopping-densities"),
-        (["--max-demand", "0.00001"], "--max-demand"),
-        (["--resources", "100"], "--resources"),
+        (["--setting", "rounds=10000000"], "rounds"),
+        (["--family-members", "1000000000"], "lower --family-members"),
+        (["--setting", "max_demand=0.00001"], "max_demand"),
+        (["--setting", "resources=100", "--setting", "capacities=" + str([1] * 100)], "resources"),
     ],
 )
 def test_sizes_beyond_memory_are_refused_before_work(capsys, flags, message):
@@ -189,9 +189,10 @@ def test_the_estimate_counts_the_buyer_types_the_adversary_builds(resources):
         ("0.1,0.2\n", [], "outside [L, U]"),  # density 0.5 < L = 1
         ("3,1.5\n", [], "exceeds its capacity"),
         ("3,0\n", [], "a value without a demand"),
-        ("3,0.2\n", ["--rounds", "5"], "--rounds does not apply to --instances"),
-        ("3,0.2\n", ["--checkpoint", "run"], "--checkpoint does not apply"),
-        ("3,0.2\n", ["--policy", "p.json"], "--policy does not apply"),
+        ("3,0.2\n", ["--setting", "rounds=5"], "--setting rounds does not apply to --instances"),
+        ("3,0.2\n", ["--setting", "resources=2"], "resources=2 but the trace has 1"),
+        ("3,0.2\n", ["--checkpoint", "run"], "not allowed with argument --instances"),
+        ("3,0.2\n", ["--policy", "p.json"], "not allowed with argument --instances"),
     ],
 )
 def test_traces_the_setting_does_not_allow_get_one_line(tmp_path, capsys, rows, flags, message):
@@ -270,10 +271,13 @@ def test_numbers_paths_and_folders_are_named_as_the_user_gave_them(tmp_path, cap
     binary.write_bytes("{}".encode("utf-16"))
     greedy = ["--algorithm", "greedy"]
     for argv, message in [
-        (["evaluate", "--high", "inf", *greedy], "--high must be a finite number, got inf"),
-        (["evaluate", "--low", "inf", *greedy], "--low must be a finite number, got inf"),
-        (["evaluate", "--max-demand", "nan", *greedy], "--max-demand must be a finite number"),
-        (["evaluate", "--instances", str(trace), "--capacity", "nan", *greedy], "--capacity"),
+        (["evaluate", "--setting", "high=inf", *greedy], "high: expected a finite number, got inf"),
+        (["evaluate", "--setting", "low=inf", *greedy], "low: expected a finite number, got inf"),
+        (["evaluate", "--setting", "max_demand=nan", *greedy], "max_demand: expected a finite"),
+        (
+            ["evaluate", "--instances", str(trace), "--setting", "capacities=[nan]", *greedy],
+            "capacities: expected a finite number",
+        ),
         (["evaluate", "--policy", str(tmp_path / "none.json")], "none.json: no such file"),
         (["evaluate", "--policy", str(tmp_path)], "is a folder, not a file"),
         (["evaluate", "--policy", str(binary)], "is not UTF-8 text"),
@@ -287,17 +291,18 @@ def test_numbers_paths_and_folders_are_named_as_the_user_gave_them(tmp_path, cap
     assert not (tmp_path / "f").exists()
 
 
-def test_a_setting_given_by_flags_is_refused_naming_the_flags(tmp_path, capsys):
-    """What is wrong with a setting is said in the words the user wrote it in: flags on the
-    command line, keys in a config file."""
+def test_a_setting_given_by_flags_is_refused_naming_the_keys(tmp_path, capsys):
+    """What is wrong with a setting is said with the keys the user wrote it with, on the
+    command line (``--setting KEY=VALUE``) as in a config file."""
     greedy = ["--algorithm", "greedy"]
-    for flags, message in [
-        (["--max-demand", "0.3", "--demand-levels", "7"], "--demand-levels / --max-demand must"),
-        (["--low", "5", "--high", "2"], "--high (density U) must exceed L"),
-        (["--rounds", "0"], "--rounds must be >= 1, got 0"),
-        (["--max-demand", "2"], "--max-demand must lie in (0, 1]"),
-        (["--demand-levels", "0"], "--demand-levels must be >= 1"),
+    for pairs, message in [
+        (["max_demand=0.3", "demand_levels=7"], "demand_levels / max_demand must"),
+        (["low=5", "high=2"], "high (density U) must exceed L"),
+        (["rounds=0"], "rounds must be >= 1, got 0"),
+        (["max_demand=2"], "max_demand must lie in (0, 1]"),
+        (["demand_levels=0"], "demand_levels must be >= 1"),
     ]:
+        flags = [part for pair in pairs for part in ("--setting", pair)]
         one_line_exit_2(capsys, ["evaluate", *flags, *greedy], message)
     config = tmp_path / "grid.toml"
     config.write_text("[setting]\nmax_demand = 0.3\ndemand_levels = 7\n")

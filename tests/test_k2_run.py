@@ -48,7 +48,7 @@ checkpoint_every = 2
 """
 
 
-SMALL_BUDGET = ["--adversary-steps", "2", "--stopping-densities", "3", "--random-instances", "8"]
+SMALL_BUDGET = ["--adversary-steps", "2", "--family-members", "3", "--random-instances", "8"]
 SMALL_BUDGET += ["--search-steps", "3"]
 
 

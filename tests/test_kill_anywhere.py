@@ -77,7 +77,7 @@ elif fault == "export":
 sys.exit(main(sys.argv[4:]))
 """
 
-BUDGET = ["--adversary-steps", "3", "--random-instances", "8", "--stopping-densities", "5"]
+BUDGET = ["--adversary-steps", "3", "--random-instances", "8", "--family-members", "5"]
 BUDGET += ["--search-steps", "8", "--algorithm", "threshold"]
 KILLS = 10
 TIMINGS = ("wall_seconds", "steps_per_second", *profile.COLUMNS)

@@ -14,13 +14,13 @@ from advonline import configs, meta, oracle_loop
 from advonline.archive import add_instances, add_snapshot, empty_archive, restricted_game
 from advonline.archive_view import archive_rows
 from advonline.configs import OracleBudget
+from advonline.evaluation import Budget, measure
 from advonline.mixture import snapshot_mixture
 from advonline.oracle_loop import delivered_mixture, init_oracle_state, keep_best
 from advonline.pipeline import TrainedRun, delivered_policies, export_run
 from advonline.plots import read_metrics
 from advonline.problems.posted_price import game as game_module
 from advonline.problems.posted_price import policy_writer
-from advonline.problems.posted_price.evaluate import Budget, measure
 from advonline.problems.posted_price.game import Game
 from advonline.problems.posted_price.model import Instance, rollout, simulate
 from advonline.problems.posted_price.optimum import device_optimum, offline_optimum
@@ -31,6 +31,7 @@ from advonline.problems.posted_price.oracles import (
     typed_ratios,
 )
 from advonline.problems.posted_price.policy_file import MixturePolicy, PolicyFileError, parse
+from advonline.problems.posted_price.problem import PROBLEM as POSTED
 from advonline.problems.posted_price.tabulated import from_file
 from advonline.problems.posted_price.typed_payoffs import algorithm_table
 from advonline.train import train
@@ -182,7 +183,7 @@ def test_a_mixture_file_reads_back_to_the_same_mixture_and_measure(three_members
     _assert_same_params(policy.members.params, mixture.members.params)
     np.testing.assert_array_equal(policy.weights, mixture.weights)
     budget = Budget(
-        stopping_densities=4,
+        family_members=4,
         random_instances=8,
         samples=4,
         adversary_steps=3,
@@ -190,8 +191,8 @@ def test_a_mixture_file_reads_back_to_the_same_mixture_and_measure(three_members
         search_steps=3,
         search_chains=4,
     )
-    assert measure(setting, "m", policy, budget).competitive_ratio == pytest.approx(
-        measure(game.setting, "m", mixture, budget).competitive_ratio, rel=1e-12
+    assert measure(POSTED, setting, "m", policy, budget).competitive_ratio == pytest.approx(
+        measure(POSTED, game.setting, "m", mixture, budget).competitive_ratio, rel=1e-12
     )
     # the NumPy loader draws a member per input and refuses to post prices itself
     rng = np.random.default_rng(0)

@@ -18,9 +18,9 @@ import pytest
 from advonline import checkpoint, cli, configs, evaluation, pipeline, profile
 from advonline.archive import ORIGINS, instance_slots
 from advonline.archive_view import worst_delivered
+from advonline.evaluation import Budget
 from advonline.oracle_loop import train_against, training_batch, training_slots
 from advonline.problems.posted_price import families
-from advonline.problems.posted_price.evaluate import Budget
 from advonline.problems.posted_price.game import Game
 from advonline.train import train
 
@@ -136,7 +136,7 @@ def test_a_measured_run_counts_its_own_archive_and_stores_its_verdict(straight_r
     too: the learned CR is at least the worst archived ratio, and the report keeps it."""
     folder, _ = straight_run
     run = pipeline.open_run(folder)
-    budget = Budget(stopping_densities=5, random_instances=8, adversary_steps=3, search_steps=4)
+    budget = Budget(family_members=5, random_instances=8, adversary_steps=3, search_steps=4)
     document, results = pipeline.evaluate_run(run, budget, ("threshold",))
     learned = next(m for m in results if m.algorithm == "learned")
     worst = worst_delivered(Game.build(run.config), run.state)
@@ -146,7 +146,7 @@ def test_a_measured_run_counts_its_own_archive_and_stores_its_verdict(straight_r
     stored = json.loads((folder / pipeline.EVALUATION_NAME).read_text())
     assert stored["verdict"] == document["verdict"]
     assert stored["verdict"].startswith(("verdict: learned", "WARNING: learned"))
-    assert stored["setting"]["environment"]["jax"] == jax.__version__
+    assert stored["environment"]["jax"] == jax.__version__
 
 
 def test_the_archive_command_lists_and_writes_what_the_run_archived(straight_run, capsys):
@@ -168,10 +168,10 @@ def test_the_archive_command_lists_and_writes_what_the_run_archived(straight_run
                 "evaluate",
                 "--instances",
                 str(trace),
-                "--low",
-                "1",
-                "--high",
-                "4",
+                "--setting",
+                "low=1",
+                "--setting",
+                "high=4",
                 "--algorithm",
                 "threshold",
                 "--json",

@@ -20,6 +20,7 @@ import numpy as np
 import pytest
 
 from advonline import checkpoint
+from tests.reports import by_algorithm
 from tests.test_k2_run import TINY_K2
 from tests.test_train import TINY_TOML
 
@@ -57,7 +58,7 @@ def _environment(devices: int) -> dict:
 
 
 EVALUATE = ["--algorithm", "threshold", "--json", "--adversary-steps", "2", "--search-steps", "4"]
-EVALUATE += ["--stopping-densities", "8", "--random-instances", "8"]
+EVALUATE += ["--family-members", "8", "--random-instances", "8"]
 
 
 def test_one_and_four_devices_give_the_same_metrics(tmp_path):
@@ -252,7 +253,7 @@ def run_on_one_and_four(tmp_path, config_text: str, budget: list[str]):
         assert done.returncode == 0, done.stderr[-2000:]
     rows = [_rows(tmp_path / f"on-{count}") for count in (1, 4)]
     reports = [json.loads((tmp_path / f"on-{c}" / "evaluation.json").read_text()) for c in (1, 4)]
-    certified = [report["algorithms"]["learned"]["certified"] for report in reports]
+    certified = [by_algorithm(report)["learned"]["sources"]["exact"] for report in reports]
     return rows, certified, reports[0]["lower_bound"]["ratio"]
 
 

@@ -11,7 +11,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from advonline import problem_config, problem_run
+from advonline import problem_config, sources
 from advonline.oracle_loop import init_oracle_state, measure_epoch, snapshot_payoffs, train_epoch
 from advonline.problem import payoffs_of
 from advonline.problem_game import ProblemGame
@@ -108,9 +108,9 @@ def test_adversary_networks_join_the_oracle_with_honest_ratios():
     networks = game.network_responses(params, budget, jax.random.key(1))
     assert networks.types.shape == (2 * 6, game.instance_length)
     policy = game.policy(params)
-    again = problem_run.input_ratios(config.problem, config.setting, policy, networks.types)
+    again = sources.input_ratios(config.problem, config.setting, policy, networks.types)
     np.testing.assert_allclose(np.asarray(networks.ratios), np.asarray(again), rtol=1e-5)
     found = game.best_responses(params, budget, jax.random.key(2), None)
     assert found.types.shape[0] == 2 * 6 + budget.chains
-    again = problem_run.input_ratios(config.problem, config.setting, policy, found.types)
+    again = sources.input_ratios(config.problem, config.setting, policy, found.types)
     np.testing.assert_allclose(np.asarray(found.ratios), np.asarray(again), rtol=1e-5)

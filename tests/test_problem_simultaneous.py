@@ -9,6 +9,7 @@ import json
 import pytest
 
 from advonline import cli, problem_config, problem_run
+from tests.reports import by_algorithm, certified, exact
 
 SIMULTANEOUS = """
 [problem]
@@ -54,10 +55,10 @@ def test_the_simultaneous_loop_trains_an_interface_problem_and_resumes(tmp_path,
     whole = tmp_path / "whole"
     assert cli.main(["run", str(config), "--out", str(whole), *BUDGET]) == 0
     report = json.loads((whole / "evaluation.json").read_text())
-    learned, bound = report["algorithms"]["learned"], report["lower_bound"]["ratio"]
+    learned, bound = by_algorithm(report)["learned"], report["lower_bound"]["ratio"]
     # the delivered curve is certified exactly, and 180 steps against a live adversary
     # already bring it within 10% of the setting's optimum (the uniform start: 3.8)
-    assert learned["exact"] and bound <= learned["certified"] <= 1.1 * bound
+    assert exact(learned) and bound <= certified(learned) <= 1.1 * bound
     assert report["training"]["loop"] == "simultaneous"
     assert set(report["training"]["oracle"]) == {
         "epoch_steps",
@@ -72,7 +73,7 @@ def test_the_simultaneous_loop_trains_an_interface_problem_and_resumes(tmp_path,
     guarantees = [float(row[4]) for row in rows[1:]]
     assert guarantees == sorted(guarantees, reverse=True)
     assert guarantees[-1] == pytest.approx(min(certificates), rel=1e-6)
-    assert learned["certified"] == pytest.approx(min(certificates), rel=1e-4)
+    assert certified(learned) == pytest.approx(min(certificates), rel=1e-4)
     # cut short after its first epoch's checkpoint, then resumed: the same run
     cut = tmp_path / "cut"
     parsed = problem_config.read_config(config)
@@ -88,7 +89,7 @@ def test_the_simultaneous_loop_trains_an_interface_problem_and_resumes(tmp_path,
     assert cli.main(["run", str(config), "--out", str(cut), "--resume", *BUDGET]) == 0
     assert rows_without_seconds(cut) == rows
     resumed = json.loads((cut / "evaluation.json").read_text())
-    assert resumed["algorithms"] == report["algorithms"]
+    assert resumed["results"] == report["results"]
     assert cli.main(["archive", str(cut)]) == 2
     assert "only the oracle loop keeps an archive" in capsys.readouterr().err
 

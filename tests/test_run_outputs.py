@@ -23,7 +23,7 @@ from tests.test_train import TINY_TOML
 
 FIGURES = ("ratio", "exploitability", "price-curve")
 SHARED_FIGURES = ("learned-vs-baselines", "convergence")
-SMALL_BUDGET = ["--adversary-steps", "3", "--random-instances", "8", "--stopping-densities", "5"]
+SMALL_BUDGET = ["--adversary-steps", "3", "--random-instances", "8", "--family-members", "5"]
 SMALL_BUDGET += ["--search-steps", "4"]
 
 
@@ -59,7 +59,7 @@ def test_main_job_leaves_measurement_policies_and_figures(finished, capsys):
         "greedy",
         "fixed",
     ]
-    assert evaluation["setting"]["training_steps"] == 20
+    assert evaluation["training_steps"] == 20
     for name in ("policy.json", "policy-readout.json"):
         provenance = load(finished / name).provenance
         assert provenance["training_steps"] == 20 and provenance["seed"] == 3
@@ -319,18 +319,20 @@ def test_a_stored_evaluation_without_results_is_measured_again(finished, tmp_pat
         {key: value for key, value in stored.items() if key != "results"},
         {**stored, "results": [{"algorithm": "learned"}]},
         {**stored, "results": "none"},
-        {**stored, "setting": {**stored["setting"], "budget": {"unknown": 1}}},
+        {**stored, "budget": {"unknown": 1}},
         # an older evaluator's report: a budget without the local search's fields
         {
             **stored,
-            "setting": {
-                **stored["setting"],
-                "budget": {
-                    key: value
-                    for key, value in stored["setting"]["budget"].items()
-                    if not key.startswith("search_")
-                },
+            "budget": {
+                key: value
+                for key, value in stored["budget"].items()
+                if not key.startswith("search_")
             },
+        },
+        # a report in the older layout: the budget inside the setting
+        {
+            **{key: value for key, value in stored.items() if key != "budget"},
+            "setting": {**stored["setting"], "budget": stored["budget"]},
         },
     ):
         (run_folder / pipeline.EVALUATION_NAME).write_text(json.dumps(broken))

@@ -150,7 +150,7 @@ def test_evaluate_checkpoint_measures_learned_beside_baselines(tmp_path, capsys)
     capsys.readouterr()
     argv = ["evaluate", "--checkpoint", str(out), "--algorithm", "threshold", "--json"]
     # the budget of the main-job tests (tests/test_run_outputs.py): their programs are reused
-    budget = ["--adversary-steps", "3", "--random-instances", "8", "--stopping-densities", "5"]
+    budget = ["--adversary-steps", "3", "--random-instances", "8", "--family-members", "5"]
     budget += ["--search-steps", "4"]
     assert main([*argv, *budget]) == 0
     report = json.loads(capsys.readouterr().out)
@@ -169,7 +169,7 @@ def test_evaluate_checkpoint_measures_learned_beside_baselines(tmp_path, capsys)
     assert learned["sources"]["exact"] is None
     assert learned["upper_bound"] >= learned["competitive_ratio"] * (1 - 1e-9)
     assert report["results"][1]["upper_bound"] is None  # deterministic: exact is the CR
-    assert main(["evaluate", "--checkpoint", str(out), "--high", "5"]) == 2
+    assert main(["evaluate", "--checkpoint", str(out), "--setting", "high=5"]) == 2
     assert "conflicts with --checkpoint" in capsys.readouterr().err
 
 

@@ -28,14 +28,10 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh
 
-from advonline import environment, parallel
+from advonline import parallel
 from advonline.configs import OracleBudget
-from advonline.evaluation import (
-    Measurement,
-    SourceRatio,
-    evaluation_key,
-    from_sources,
-)
+from advonline.errors import InputError
+from advonline.evaluation import Budget, SourceRatio, evaluation_key
 from advonline.mixture import SnapshotMixture
 from advonline.problems.posted_price import certify
 from advonline.problems.posted_price.adversary import build_adversary
@@ -65,65 +61,36 @@ from advonline.problems.posted_price.optimum import (
     offline_optimum,
 )
 from advonline.problems.posted_price.oracles import best_responses, mixture_search, random_types
+from advonline.problems.posted_price.traces import check_buyers, load_trace
 from advonline.problems.posted_price.typed_payoffs import algorithm_table, typed_payoffs
-from advonline.ratio import ratios
+from advonline.ratio import format_ratio, ratios
 
 SOURCE_NAMES = ("exact", "adversary", "families", "random")
 
 
-@dataclasses.dataclass(frozen=True)
-class Budget:
-    """How hard the evaluator looks; the same for every algorithm it compares."""
+#: The fresh adversary networks of source ``adversary`` are conditioned on the algorithm's
+#: state as they write (they find far worse inputs than noise-conditioned ones;
+#: problems/posted_price/adversary.py), with this entropy bonus.
+ADVERSARY_CONDITIONING = "state"
+ADVERSARY_ENTROPY = 1.0
+#: The largest T x states x instances the fresh adversary scores (states: the utilisation grid,
+#: (G + 1)^K), for the networks and for the search alike; the largest exact DP sweep (state x
+#: candidate updates) the certificate attempts.
+ADVERSARY_WORK_LIMIT = 1e10
+EXACT_WORK_LIMIT = certify.DEFAULT_WORK_LIMIT
 
-    stopping_densities: int = 129  # stopping densities per family, geometric in [L, U]
-    random_instances: int = 256  # size of the fixed random set
-    seed: int = 0  # seed of the random set and of sampled prices
-    samples: int = 32  # sampled runs per input for randomised policies (no exact expectation)
-    adversary_steps: int = 100  # REINFORCE steps of each fresh adversary (source "adversary")
-    adversary_batch: int = 64  # instances it writes per step
-    adversary_work_limit: float = 1e10  # largest T x states x instances scored it attempts
-    # (states: the utilisation grid, (G + 1)^K), for the networks and for the search alike
-    # The fresh adversary networks are conditioned on the algorithm's state as they write
-    # (they find far worse inputs than noise-conditioned ones;
-    # problems/posted_price/adversary.py), with this entropy bonus.
-    adversary_conditioning: str = "state"
-    adversary_entropy: float = 1.0
-    # The source is the training loop's best-response oracle
-    # (problems/posted_price/oracles.py) with this budget: fresh networks, then local search
-    # in instance space whose chains start half from the networks' finds and half from
-    # random sequences.
-    adversary_restarts: int = 1  # fresh adversary networks
-    search_chains: int = 64  # independent local-search chains
-    search_candidates: int = 16  # mutations each chain tries per step
-    search_steps: int = 256  # hill-climbing steps
-    exact_work_limit: float = (
-        certify.DEFAULT_WORK_LIMIT
-    )  # largest exact DP sweep attempted (state x candidate updates)
 
-    def describe(self) -> dict:
-        """JSON-ready description, printed beside the ratios it produced."""
-        return dataclasses.asdict(self)
-
-    def summary(self) -> str:
-        """One line for a figure's title."""
-        return (
-            f"fresh adversary {self.adversary_steps} steps x {self.adversary_batch} "
-            f"x {self.adversary_restarts}, then local search {self.search_chains} "
-            f"chains x {self.search_candidates} x {self.search_steps} steps, "
-            f"{self.stopping_densities} stopping densities, {self.random_instances} random "
-            f"instances, seed {self.seed}"
-        )
-
-    def oracle_budget(self) -> OracleBudget:
-        """The best-response oracle's budget (source ``adversary``)."""
-        return OracleBudget(
-            restarts=self.adversary_restarts,
-            adversary_steps=self.adversary_steps,
-            adversary_batch=self.adversary_batch,
-            chains=self.search_chains,
-            candidates=self.search_candidates,
-            search_steps=self.search_steps,
-        )
+def oracle_budget(budget: Budget) -> OracleBudget:
+    """The training loop's best-response oracle with the evaluator's budget (source
+    ``adversary``)."""
+    return OracleBudget(
+        restarts=budget.adversary_restarts,
+        adversary_steps=budget.adversary_steps,
+        adversary_batch=budget.adversary_batch,
+        chains=budget.search_chains,
+        candidates=budget.search_candidates,
+        search_steps=budget.search_steps,
+    )
 
 
 def small_demand_regime(setting: Setting) -> bool:
@@ -137,7 +104,7 @@ def upper_bound(setting: Setting, policy: Policy, budget: Budget) -> SourceRatio
     measured CR (the worst instance found) and this bound bracket the true CR."""
     if policy.deterministic:
         return SourceRatio(None, "deterministic: the exact source is the CR itself")
-    found = certify.certify_dp(setting, policy, budget.exact_work_limit)
+    found = certify.certify_dp(setting, policy, EXACT_WORK_LIMIT)
     return SourceRatio(found.ratio, found.note)
 
 
@@ -152,7 +119,7 @@ def exact_source(setting: Setting, policy: Policy, budget: Budget) -> SourceRati
             "bounds on the CR"
         )
         return SourceRatio(None, note)
-    found = certify.certify_dp(setting, policy, budget.exact_work_limit)
+    found = certify.certify_dp(setting, policy, EXACT_WORK_LIMIT)
     if found.ratio is not None:
         return SourceRatio(found.ratio, found.note)
     if not small_demand_regime(setting):
@@ -219,40 +186,40 @@ def adversary_source(
     takes; K >= 2 by exact backward induction on the product grid against HiGHS's exact OPT."""
     config = AdversaryConfig(
         batch=budget.adversary_batch,
-        conditioning=budget.adversary_conditioning,
-        entropy=budget.adversary_entropy,
+        conditioning=ADVERSARY_CONDITIONING,
+        entropy=ADVERSARY_ENTROPY,
     )
     model = build_adversary(setting, config)
-    oracle_budget = budget.oracle_budget()
+    searched = oracle_budget(budget)
     mixture = isinstance(policy, SnapshotMixture)
     per_instance = setting.rounds * (setting.grid_size + 1) ** setting.resources
-    network_work = 0 if mixture else per_instance * oracle_budget.restarts * budget.adversary_steps
+    network_work = 0 if mixture else per_instance * searched.restarts * budget.adversary_steps
     network_work *= budget.adversary_batch
     search_work = per_instance * budget.search_chains * budget.search_candidates
     search_work *= budget.search_steps * (policy.size if mixture else 1)
-    if network_work > budget.adversary_work_limit:
+    if network_work > ADVERSARY_WORK_LIMIT:
         return SourceRatio(
             None,
             f"the oracle's networks need {network_work:.1e} state updates, over the limit "
-            f"{budget.adversary_work_limit:.0e}",
+            f"{ADVERSARY_WORK_LIMIT:.0e}",
         )
     fewer = ""
-    if search_work > budget.adversary_work_limit:  # a large grid: fewer steps, said in the note
-        steps = int(budget.search_steps * budget.adversary_work_limit / search_work)
+    if search_work > ADVERSARY_WORK_LIMIT:  # a large grid: fewer steps, said in the note
+        steps = int(budget.search_steps * ADVERSARY_WORK_LIMIT / search_work)
         if steps < 1:
             return SourceRatio(
                 None,
                 f"one local-search step needs {search_work / budget.search_steps:.1e} state "
-                f"updates, over the limit {budget.adversary_work_limit:.0e}",
+                f"updates, over the limit {ADVERSARY_WORK_LIMIT:.0e}",
             )
-        oracle_budget = dataclasses.replace(oracle_budget, search_steps=steps)
-        fewer = f" (of {budget.search_steps}: the work limit {budget.adversary_work_limit:.0e})"
+        searched = dataclasses.replace(searched, search_steps=steps)
+        fewer = f" (of {budget.search_steps}: the work limit {ADVERSARY_WORK_LIMIT:.0e})"
     key_starts, key_oracle, key_rescore = jax.random.split(key, 3)
     vocabulary = model.buyer_types
     starts = random_types(vocabulary, key_starts, budget.search_chains // 2, setting.rounds)
     search = (
         f"local search {budget.search_chains} chains x {budget.search_candidates} candidates "
-        f"x {oracle_budget.search_steps} steps{fewer}, seed {budget.seed}"
+        f"x {searched.search_steps} steps{fewer}, seed {budget.seed}"
     )
     if mixture:
         members = [policy.member(m) for m in range(policy.size)]
@@ -260,16 +227,16 @@ def adversary_source(
         sales = jnp.stack([model.type_sale_table(table, jnp.float64) for table in tables])
         weights = jnp.asarray(policy.weights, jnp.float64)
         found = mixture_search(
-            setting, vocabulary, sales, weights, oracle_budget, key_oracle, jnp.float64, starts
+            setting, vocabulary, sales, weights, searched, key_oracle, jnp.float64, starts
         )
         note = f"oracle against the mixture of {policy.size} networks: {search}"
     else:
         table = algorithm_table(setting, policy, jnp.float64)
         found = best_responses(
-            setting, model, config, table, oracle_budget, key_oracle, jnp.float64, starts
+            setting, model, config, table, searched, key_oracle, jnp.float64, starts
         )
         note = (
-            f"oracle: {oracle_budget.restarts} fresh {config.conditioning}-conditioned "
+            f"oracle: {searched.restarts} fresh {config.conditioning}-conditioned "
             f"adversary network(s) x {budget.adversary_steps} steps x {budget.adversary_batch} "
             f"instances, then {search}"
         )
@@ -308,7 +275,7 @@ def families_source(
     the oblivious families only and every figure here is a real instance's ratio.
     """
     names = FAMILY_NAMES if policy.deterministic else tuple(n for n in FAMILY_NAMES if n != "ramp")
-    stops = stopping_densities(setting, budget.stopping_densities, jnp.float64)
+    stops = stopping_densities(setting, budget.family_members, jnp.float64)
     rising, final = family_demand_pairs(setting, jnp.float64)
     worst, worst_input = -math.inf, None
     for name, key_family in zip(names, jax.random.split(key, len(names)), strict=True):
@@ -334,7 +301,7 @@ def families_source(
                 "final_demand": np.asarray(final_grid[index]).tolist(),
             }
     note = (
-        f"{', '.join(names)} x {budget.stopping_densities} stopping densities "
+        f"{', '.join(names)} x {budget.family_members} stopping densities "
         f"x {rising.shape[0]} (rising, final) demand pairs"
     )
     return SourceRatio(worst, note, worst_input)
@@ -356,37 +323,21 @@ def random_source(
     return SourceRatio(float(found[index]), note, {"index": index})
 
 
-def measure(
-    setting: Setting, name: str, policy: Policy, budget: Budget, mesh: Mesh | None = None
-) -> Measurement:
-    """The measured CR of ``policy`` on ``setting``: every source, then the worst. With a
-    ``mesh`` the families' and random instances are split over its devices (the figures agree
-    with one device's up to float64 rounding); the fresh adversary and the certificate run on
-    one device."""
-    with jax.enable_x64(True):
-        key_adversary, key_families, key_random = jax.random.split(evaluation_key(budget.seed), 3)
-        sources = {
-            "exact": exact_source(setting, policy, budget),
-            "adversary": adversary_source(setting, policy, budget, key_adversary),
-            "families": families_source(setting, policy, budget, key_families, mesh),
-            "random": random_source(setting, policy, budget, key_random, mesh),
-        }
-        bound = upper_bound(setting, policy, budget)
-    return from_sources(name, sources, bound)
-
-
-def reference_ratio(setting: Setting) -> float | None:
-    """1 + ln(U / L), the optimal CR for K = 1 in the small-demand limit (docs/method.md §2)."""
-    return 1.0 + math.log(setting.theta) if setting.resources == 1 else None
-
-
-def report(setting: Setting, budget: Budget, results: list[Measurement], **extra) -> dict:
-    """The JSON of ``advonline evaluate --json``: the setting and budget beside every figure."""
-    header = {**setting.describe(), "budget": budget.describe(), **extra}
-    header["environment"] = environment.describe()
-    if (reference := reference_ratio(setting)) is not None:
-        header["optimal_ratio_small_demand_limit"] = reference
-    return {"setting": header, "results": [r.to_json() for r in results]}
+def sources(
+    setting: Setting, policy: Policy, budget: Budget, key: jax.Array, mesh: Mesh | None = None
+) -> tuple[dict[str, SourceRatio], SourceRatio]:
+    """Posted pricing's sources of the evaluator (module docstring) and the DP's upper bound on
+    a randomised policy's CR, in float64 (the caller enables it). With a ``mesh`` the families'
+    and random instances are split over its devices; the fresh adversary and the certificate
+    run on one device."""
+    key_adversary, key_families, key_random = jax.random.split(key, 3)
+    found = {
+        "exact": exact_source(setting, policy, budget),
+        "adversary": adversary_source(setting, policy, budget, key_adversary),
+        "families": families_source(setting, policy, budget, key_families, mesh),
+        "random": random_source(setting, policy, budget, key_random, mesh),
+    }
+    return found, upper_bound(setting, policy, budget)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -430,3 +381,55 @@ def run_trace(
         revenue = float(np.mean(played.revenue))
     optimum = trace_optimum(setting, instance)
     return TraceResult(name, welfare, revenue, float(ratios(optimum, welfare)))
+
+
+#: What a trace sets itself: its rounds and demands (the setting's other fields apply to it).
+SET_BY_TRACE = ("rounds", "max_demand", "demand_levels")
+
+
+def trace(setting_table: dict, path: str, names: tuple[str, ...], budget: Budget):
+    """``advonline evaluate --instances TRACE.csv``: the baselines ``names`` run on the buyer
+    trace at ``path``, each against the trace's exact offline optimum; ``setting_table`` gives
+    the densities, capacities and divisibility (the trace gives the rounds and demands).
+    Returns the report and its printed form; InputError says what is wrong."""
+    from advonline.baselines.posted_price import BASELINES
+
+    for field in SET_BY_TRACE:
+        if field in setting_table:
+            raise InputError(
+                f"--setting {field} does not apply to --instances (the trace sets rounds and "
+                "demands; the baselines are measured on it)"
+            )
+    values, demands = load_trace(path)
+    resources = demands.shape[1]
+    if setting_table.get("resources", resources) != resources:
+        raise InputError(
+            f"--setting resources={setting_table['resources']} but the trace has {resources} "
+            "demand columns"
+        )
+    capacities = tuple(setting_table.get("capacities", (1.0,) * resources))
+    table = {**setting_table, "resources": resources, "capacities": capacities}
+    trace_setting = Setting.from_config({**table, "rounds": len(values), "max_demand": 1.0})
+    check_buyers(values, demands, trace_setting.low, trace_setting.high, capacities, path)
+    instance = Instance(values=values, demands=demands)
+    results = [
+        run_trace(trace_setting, name, BASELINES[name](trace_setting), instance, budget)
+        for name in names
+    ]
+    optimum = trace_optimum(trace_setting, instance)
+    report = {
+        "setting": {**trace_setting.describe(), "trace": str(path)},
+        "offline_optimum": optimum,
+        "results": [r.to_json() for r in results],
+    }
+    kind = "divisible" if trace_setting.divisible else "indivisible"
+    lines = [
+        f"trace {path}: {len(values)} buyers, K={resources}, capacities {list(capacities)}, "
+        f"{kind}, offline optimum {optimum:.6g}",
+        f"{'algorithm':<12}{'welfare':>12}{'revenue':>12}{'OPT/ALG':>10}",
+    ]
+    for r in results:
+        lines.append(
+            f"{r.algorithm:<12}{r.welfare:>12.6g}{r.revenue:>12.6g}{format_ratio(r.ratio):>10}"
+        )
+    return report, "\n".join(lines)

@@ -156,12 +156,6 @@ def price_heatmaps(
     return grid, prices
 
 
-def reference(setting: dict) -> tuple[str, float] | None:
-    """The known optimal ratio drawn beside a run's ratios (K = 1 in the small-demand limit)."""
-    value = setting.get("optimal_ratio_small_demand_limit")
-    return None if value is None else ("1 + ln(U/L)", value)
-
-
 def policy_figures(name: str, setting: Setting, policies: dict, rounds: list[int], out: Path):
     """The learned policy's own figure: the price curve for K = 1, else the heatmap."""
     described = setting.describe()

@@ -71,8 +71,6 @@ from advonline.problems.posted_price.model import (
 )
 from advonline.problems.posted_price.optimum import offline_optimum
 from advonline.problems.posted_price.oracles import best_responses, mixture_search
-from advonline.problems.posted_price.policy_file import parse
-from advonline.problems.posted_price.tabulated import from_file
 from advonline.problems.posted_price.typed_payoffs import algorithm_table, typed_payoffs
 from advonline.search import Found
 
@@ -397,19 +395,9 @@ class Game:
         return policy_writer.policy_document(self.setting, policy, round_dependent, provenance)
 
     @staticmethod
-    def load_document(document: dict, origin: str):
-        """``(setting, policy)`` of a policy file's parsed JSON; PolicyFileError says why not."""
-        return from_file(parse(document, origin))
-
-    @staticmethod
     def setting_title(described: dict) -> str:
         """A described setting (``Setting.describe()``) on one line, for figure titles."""
         return figures.setting_title(described)
-
-    @staticmethod
-    def reference(described: dict) -> tuple[str, float] | None:
-        """The known optimal ratio of a described setting, drawn beside the measured ones."""
-        return figures.reference(described)
 
     def policy_figures(self, name: str, policies: dict, rounds: list[int], out) -> list:
         """The learned policy's own figures (price curve or heatmap) into ``out``."""

@@ -26,7 +26,7 @@ def evaluation_needs(setting: Setting, budget) -> list[Need]:
     """The evaluator's largest arrays (float64) for one algorithm on ``setting``."""
     rounds, states, k = setting.rounds, setting.grid_size + 1, setting.resources
     history = rounds * (2 * k + 2)  # one rollout: buyers, fractions, prices
-    members = budget.stopping_densities * demand_vector_count(setting) ** 2
+    members = budget.family_members * demand_vector_count(setting) ** 2
     needs = [
         Need(
             "the fresh adversary's type logits [batch, T, types]",
@@ -34,17 +34,17 @@ def evaluation_needs(setting: Setting, budget) -> list[Need]:
             * budget.adversary_batch
             * rounds
             * type_count(setting, AdversaryConfig.density_levels),
-            "--rounds, --demand-levels or --resources",
+            "the setting's rounds, demand_levels or resources",
         ),
         Need(
             "the hard families' runs [members x samples, T, ...]",
             FLOAT64 * members * budget.samples * history,
-            "--stopping-densities, --demand-levels or --resources",
+            "--family-members, or the setting's demand_levels or resources",
         ),
         Need(
             "the random instances' runs [instances x samples, T, ...]",
             FLOAT64 * budget.random_instances * budget.samples * history,
-            "--random-instances or --rounds",
+            "--random-instances, or the setting's rounds",
         ),
     ]
     if k == 1:
@@ -52,12 +52,12 @@ def evaluation_needs(setting: Setting, budget) -> list[Need]:
             Need(
                 "the price table [T, G + 1, atoms]",
                 FLOAT64 * rounds * states * AlgorithmConfig.price_atoms,
-                "--rounds or --max-demand (G = demand levels / max demand)",
+                "the setting's rounds or max_demand (G = demand_levels / max_demand)",
             ),
             Need(
                 "the exact expected welfare of the families [members, T, G + 1]",
                 FLOAT64 * members * rounds * states,
-                "--stopping-densities, --rounds or --max-demand",
+                "--family-members, or the setting's rounds or max_demand",
             ),
         ]
     return needs

@@ -29,6 +29,7 @@ import jax.numpy as jnp
 from flax import struct
 
 from advonline.errors import InputError
+from advonline.problem import setting_from_table
 
 
 class SettingError(InputError):
@@ -100,6 +101,17 @@ class Setting:
                 )
         if problems:
             raise SettingError(problems)
+
+    @staticmethod
+    def from_config(section: dict) -> Setting:
+        """The setting a config's ``[setting]`` table describes (capacity 1 for each
+        resource where it names none)."""
+        if isinstance(section, dict) and "capacities" not in section:
+            resources = section.get("resources", 1)
+            whole = isinstance(resources, int) and not isinstance(resources, bool)
+            if whole and 0 < resources <= 64:
+                section = {**section, "capacities": [1.0] * resources}
+        return setting_from_table(Setting, section, SettingError)
 
     @property
     def theta(self) -> float:

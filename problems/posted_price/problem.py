@@ -1,12 +1,14 @@
 """Posted pricing as an advonline problem (advonline/problem.py): its ``PROBLEM``.
 
 Posted pricing trains with the full game: its :class:`~advonline.problem.Training` bundle
-gives the core its config sections, memory estimates, game (:mod:`posted_price.game`),
-command-line part (:mod:`posted_price.commands`) and evaluator (:mod:`posted_price.evaluate`),
-and the run pipeline (``advonline/pipeline.py``) trains, measures, exports and plots through
-them. The interface's own fields serve the shared problem tests; ``families``, ``export``,
-``load`` and ``restore`` are left ``None`` because the game and the evaluator provide them in
-their richer form (families per demand pair, policy files with provenance and versions).
+gives the core its config sections, memory estimates, game (:mod:`posted_price.game`) and
+archive listing (:mod:`posted_price.commands`), and the run pipeline
+(``advonline/pipeline.py``) trains, exports and plots through them. The evaluator measures
+it with its own sources (:func:`posted_price.evaluate.sources`: the DP certificate, the
+state-conditioned fresh adversary, the families per demand pair) and runs the baselines on a
+buyer trace (:func:`posted_price.evaluate.trace`). ``families``, ``export`` and ``load`` are
+left ``None``: the game writes its policy files (with provenance and versions) and the
+evaluator sweeps its families itself.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from advonline.problems.posted_price import (
     lower_bound,
     memory,
     model,
+    policy_file,
     product_grid,
 )
 from advonline.problems.posted_price.buyer_types import BuyerTypes
@@ -36,6 +39,7 @@ from advonline.problems.posted_price.game import Game
 from advonline.problems.posted_price.learned import LearnedPolicy, price_atoms
 from advonline.problems.posted_price.optimum import offline_optimum
 from advonline.problems.posted_price.oracles import mutate, random_types
+from advonline.problems.posted_price.tabulated import from_file
 
 #: Density levels of the token vocabulary (as the oracle loop's default).
 DENSITY_LEVELS = 64
@@ -118,6 +122,12 @@ def certified_lower_bound(setting: model.Setting) -> LowerBound | None:
     return LowerBound(found.ratio, 1.0 / found.ratio, found.stopping, found.densities)
 
 
+def restore(document: dict) -> tuple[model.Setting, object]:
+    """A policy file (either version, a network or a mixture) as the policy the simulator
+    runs, with its setting; PolicyFileError says what is wrong."""
+    return from_file(policy_file.parse(document, "policy file"))
+
+
 def reference(setting: model.Setting) -> tuple[str, float] | None:
     if setting.resources != 1:
         return None
@@ -139,15 +149,15 @@ PROBLEM = Problem(
     export=None,
     load=None,
     reference=reference,
+    restore=restore,
+    sources=evaluate.sources,
+    trace=evaluate.trace,
+    evaluation_needs=memory.evaluation_needs,
     training=Training(
         sections=config.SECTIONS,
         check_run=config.check_run,
         training_needs=memory.training_needs,
-        evaluation_needs=memory.evaluation_needs,
         game=Game.build,  # (run_config, mesh)
         commands=commands,
-        budget=evaluate.Budget,
-        measure=evaluate.measure,
-        report=evaluate.report,
     ),
 )

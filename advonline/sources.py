@@ -1,0 +1,162 @@
+"""The evaluator's default sources (advonline/evaluation.py) for a problem of the interface
+(advonline/problem.py), over its token encoding:
+
+- ``exact``: the problem's certificate when it is exact (else it is the ``upper_bound``);
+- ``adversary``: ``adversary_restarts`` fresh noise-conditioned adversary networks
+  (:class:`~advonline.adversary.TokenWriter`) trained ``adversary_steps`` REINFORCE steps of
+  ``adversary_batch`` inputs against the frozen policy, and beside them hill climbing
+  (:func:`~advonline.search.hill_climb`) from ``search_chains`` fresh random inputs; the worst
+  input either found;
+- ``families``: the worst member of the problem's held-out hard families;
+- ``random``: ``random_instances`` fresh random inputs.
+
+Every ratio is the problem's exact ``OPT / E[ALG]`` from its one simulator, in float64 (the
+caller enables it). The policy is an argument of the compiled programmes, so every policy of
+one structure shares them.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from advonline.adversary import TokenWriter, train_fresh
+from advonline.evaluation import Budget, SourceRatio
+from advonline.networks import AdversaryNetwork
+from advonline.problem import Problem, payoffs_of
+from advonline.problem_simultaneous import AdversaryTable
+from advonline.ratio import ratio_of_payoff
+from advonline.search import hill_climb
+
+#: The fresh adversary networks' sizes and training (the simultaneous loop's defaults).
+WRITER = AdversaryTable()
+
+
+def input_ratios(problem: Problem, setting, policy, tokens: jax.Array) -> jax.Array:
+    """``OPT / E[ALG]`` of ``policy`` on each token sequence ``[B, T]`` -> ``[B]`` (jit-able)."""
+    instances = problem.encoding(setting).decode(tokens)
+    return ratio_of_payoff(payoffs_of(problem, setting, policy, instances))
+
+
+@functools.partial(jax.jit, static_argnums=(0, 1))
+def _ratios(problem: Problem, setting, policy, tokens: jax.Array) -> jax.Array:
+    return input_ratios(problem, setting, policy, tokens)
+
+
+@functools.partial(jax.jit, static_argnums=(0, 1, 5, 6))
+def _climb(problem: Problem, setting, policy, key, tokens, steps: int, candidates: int):
+    score = functools.partial(input_ratios, problem, setting, policy)
+    return hill_climb(score, problem.encoding(setting).mutate, key, tokens, steps, candidates)
+
+
+@functools.partial(jax.jit, static_argnums=(0, 1, 2, 5, 6))
+def _fresh_networks(problem: Problem, setting, writer, policy, keys, steps: int, batch: int):
+    """Each key's fresh writer trained against ``policy``: every step's worst input
+    ``[R, S, T]`` and its ratio ``[R, S]``."""
+
+    def write(params, key):
+        return writer.write(params, setting, key, batch, jnp.float64)
+
+    def score(written):
+        return payoffs_of(problem, setting, policy, written.instances)
+
+    def one(key):
+        trained = train_fresh(writer, WRITER, steps, key, write, score)
+        return trained.tokens_by_step, trained.ratio_by_step
+
+    return jax.vmap(one)(keys)
+
+
+def _worst(ratios, tokens, note: str) -> SourceRatio:
+    """The worst of ``ratios`` ``[N]``, with its input ``tokens`` ``[N, T]``."""
+    ratios = np.asarray(ratios, np.float64)
+    index = int(np.argmax(ratios))
+    worst = {"tokens": [int(t) for t in np.asarray(tokens)[index]]}
+    return SourceRatio(float(ratios[index]), note, worst)
+
+
+def adversary_source(problem: Problem, setting, policy, budget: Budget, key) -> SourceRatio:
+    """The best response searched for from scratch (module docstring)."""
+    encoding = problem.encoding(setting)
+    key_networks, key_starts, key_climb = jax.random.split(key, 3)
+    found, ratios, parts = [], [], []
+    if budget.adversary_restarts > 0:
+        network = AdversaryNetwork(encoding.vocabulary, WRITER.hidden, WRITER.layers)
+        writer = TokenWriter(network, WRITER.latent, encoding)
+        keys = jax.random.split(key_networks, budget.adversary_restarts)
+        steps, batch = budget.adversary_steps, budget.adversary_batch
+        tokens, by_step = _fresh_networks(problem, setting, writer, policy, keys, steps, batch)
+        found.append(np.asarray(tokens).reshape(-1, encoding.length))
+        ratios.append(np.asarray(by_step).reshape(-1))
+        parts.append(
+            f"{budget.adversary_restarts} fresh noise-conditioned adversary network(s) x "
+            f"{steps} steps x {batch} inputs"
+        )
+    if budget.search_steps > 0:
+        starts = encoding.random(key_starts, budget.search_chains)
+        steps, candidates = budget.search_steps, budget.search_candidates
+        tokens, climbed = _climb(problem, setting, policy, key_climb, starts, steps, candidates)
+        found.append(np.asarray(tokens))
+        ratios.append(np.asarray(climbed))
+        parts.append(
+            f"local search {budget.search_chains} chains x {budget.search_candidates} "
+            f"candidates x {budget.search_steps} steps"
+        )
+    if not found:
+        return SourceRatio(None, "no search: adversary_restarts and search_steps are 0")
+    tokens = np.concatenate(found)
+    # every find scored again by the one simulator, in float64
+    rescored = _ratios(problem, setting, policy, jnp.asarray(tokens))
+    return _worst(rescored, tokens, f"{', then '.join(parts)}, seed {budget.seed}")
+
+
+def families_source(problem: Problem, setting, policy) -> SourceRatio:
+    """The worst member of the problem's held-out hard families."""
+    families = problem.families(setting)
+    if not families:
+        return SourceRatio(None, "the problem has no hard families")
+    worst, chosen = None, None
+    for name, tokens in families.items():
+        ratios = np.asarray(_ratios(problem, setting, policy, jnp.asarray(tokens)))
+        found = _worst(ratios, tokens, "")
+        if worst is None or found.ratio > worst.ratio:
+            worst, chosen = found, name
+    where = {"family": chosen, **worst.worst_input}
+    sizes = ", ".join(f"{name} ({len(tokens)})" for name, tokens in families.items())
+    return SourceRatio(worst.ratio, f"{sizes}; worst: {chosen}", where)
+
+
+def random_source(problem: Problem, setting, policy, budget: Budget, key) -> SourceRatio:
+    """The worst of ``random_instances`` fresh random inputs."""
+    tokens = problem.encoding(setting).random(key, budget.random_instances)
+    ratios = _ratios(problem, setting, policy, tokens)
+    note = f"{budget.random_instances} inputs, seed {budget.seed}"
+    return _worst(ratios, tokens, note)
+
+
+def sources(
+    problem: Problem, setting, policy, budget: Budget, key, mesh=None
+) -> tuple[dict[str, SourceRatio], SourceRatio]:
+    """Every default source of ``policy`` and its certificate's upper bound (``mesh`` is not
+    used: these batches are small)."""
+    key_adversary, key_random = jax.random.split(key)
+    certificate = problem.certificate(setting, policy)
+    if certificate is None:
+        exact = SourceRatio(None, "no certificate: the other sources are lower bounds on the CR")
+        bound = SourceRatio(None, "no certificate for this policy")
+    elif certificate.exact:
+        exact = SourceRatio(certificate.ratio, "the problem's exact certificate")
+        bound = SourceRatio(None, "exact: see exact")
+    else:
+        exact = SourceRatio(None, "the certificate bounds the CR from above: see upper_bound")
+        bound = SourceRatio(certificate.ratio, "the problem's certificate (an upper bound)")
+    found = {
+        "exact": exact,
+        "adversary": adversary_source(problem, setting, policy, budget, key_adversary),
+        "families": families_source(problem, setting, policy),
+        "random": random_source(problem, setting, policy, budget, key_random),
+    }
+    return found, bound
