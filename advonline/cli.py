@@ -332,16 +332,22 @@ def _main(argv: list[str] | None) -> int:
             file=sys.stderr,
         )
         return EXIT_INTERRUPTED
-    except jax.errors.JaxRuntimeError as error:
-        if "RESOURCE_EXHAUSTED" not in str(error):
+    except (jax.errors.JaxRuntimeError, MemoryError) as error:
+        if isinstance(error, jax.errors.JaxRuntimeError) and not _out_of_memory(error):
             raise
-        first = str(error).strip().splitlines()[0]
+        first = (str(error).strip().splitlines() or [type(error).__name__])[0]
         print(
             f"advonline: error: out of memory ({first}); what was saved before is kept: lower "
             "the config's sizes (advonline train CONFIG --out DIR --check estimates them)",
             file=sys.stderr,
         )
         return EXIT_OUT_OF_MEMORY
+
+
+def _out_of_memory(error: Exception) -> bool:
+    """Whether a runtime error of XLA says that memory ran out (on any device)."""
+    text = str(error).lower()
+    return "resource_exhausted" in text or "out of memory" in text or "oom" in text.split()
 
 
 def run_evaluate(args: argparse.Namespace) -> int:
@@ -421,12 +427,14 @@ def _evaluate_checkpoint(args: argparse.Namespace, budget: evaluation.Budget) ->
     names = _baseline_names(args.algorithm or [], problem)
     preflight.check(preflight.evaluation_needs(problem, run.setting, budget))
     mesh = parallel.batch_mesh(_given(args.devices, 0))
-    document, _ = pipeline.evaluate_run(run, budget, names, mesh)
+    document, _ = pipeline.evaluate_run(run, budget, names, mesh, store=False)
+    stored = pipeline.store_report(run.folder, document)
     if args.json:
         print(json.dumps(document))
         return 0
     print(evaluation.table(document))
-    print(f"measured ratios stored in {run.folder / pipeline.EVALUATION_NAME}")
+    if stored:
+        print(f"measured ratios stored in {run.folder / pipeline.EVALUATION_NAME}")
     return 0
 
 

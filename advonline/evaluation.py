@@ -156,7 +156,7 @@ def measure(problem, setting, name: str, policy, budget: Budget, mesh=None) -> M
     problem's own ``sources`` or the core's default), then the worst. With a ``mesh`` the
     problem may split its batches over the devices (the figures agree with one device's up
     to float64 rounding)."""
-    from advonline import sources as default  # the default imports the interface
+    from advonline import sources as default  # it imports this module
 
     with jax.enable_x64(True):
         key = evaluation_key(budget.seed)

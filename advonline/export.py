@@ -86,19 +86,20 @@ def write(path: str | Path, document: dict) -> None:
     atomic_write(path, text.encode())
 
 
-def read_json(path: str | Path, what: str):
-    """The JSON document at ``path``; InputError says why it cannot be read."""
-    text = folders.read_text(path, what)
+def read_json(path: str | Path, what: str, error: type[Exception] = InputError):
+    """The JSON document at ``path``; ``error`` (one line naming ``what``) says why it
+    cannot be read."""
+    text = folders.read_text(path, what, error)
     if not text.strip():
-        raise InputError(f"{what} {path} is empty")
+        raise error(f"{what} {path} is empty")
     try:
         return json.loads(text)
-    except json.JSONDecodeError as error:
-        raise InputError(
-            f"{what} {path} is not valid JSON (truncated?): {error.msg} at line {error.lineno}"
+    except json.JSONDecodeError as problem:
+        raise error(
+            f"{what} {path} is not valid JSON (truncated?): {problem.msg} at line {problem.lineno}"
         ) from None
     except RecursionError:
-        raise InputError(f"{what} {path} nests too deeply to be read") from None
+        raise error(f"{what} {path} nests too deeply to be read") from None
 
 
 def read(path: str | Path) -> dict:

@@ -10,6 +10,7 @@ import csv
 import dataclasses
 import datetime
 import json
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -124,13 +125,15 @@ def evaluate_run(
     budget: Budget,
     baselines: tuple[str, ...] | None = None,
     mesh: Mesh | None = None,
+    store: bool = True,
 ) -> tuple[dict, list[Measurement]]:
     """Measure the learned policies and ``baselines`` (default: every one of the problem's)
     on the run's setting with the one evaluator and one budget (the instance batches split
-    over ``mesh``'s devices, if given), and store the report as ``EVALUATION_NAME`` in the
-    run folder (derived data, replaced). The delivered policy (``learned``) of an oracle-loop
-    run also has its own archive as a source: a worst case is a claim about every input, so
-    an archived instance the evaluator's search did not match still counts."""
+    over ``mesh``'s devices, if given), and with ``store`` store the report as
+    ``EVALUATION_NAME`` in the run folder (:func:`store_report`). The delivered policy
+    (``learned``) of an oracle-loop run also has its own archive as a source: a worst case is
+    a claim about every input, so an archived instance the evaluator's search did not match
+    still counts."""
     problem = registry.get(run.config.problem)
     baselines = tuple(problem.baselines) if baselines is None else baselines
     policies = {**run.policies(), **baseline_policies(problem, run.setting, baselines)}
@@ -155,8 +158,23 @@ def evaluate_run(
         training_seconds=run.wall_seconds,
         phase_seconds=phase_seconds(run),
     )
-    folders.atomic_write(run.folder / EVALUATION_NAME, json.dumps(document, indent=1).encode())
+    if store:
+        store_report(run.folder, document)
     return document, results
+
+
+def store_report(folder: Path, document: dict, say: Callable[[str], None] | None = None) -> bool:
+    """Store ``document`` as the run ``folder``'s ``EVALUATION_NAME`` (derived data, replaced),
+    unless another process holds the folder (a run still training there): then nothing is
+    written, ``say`` hears why, and False is returned."""
+    say = say or (lambda line: print(line, file=sys.stderr))
+    try:
+        with folders.FolderLock(folder):
+            folders.atomic_write(folder / EVALUATION_NAME, json.dumps(document, indent=1).encode())
+    except folders.FolderError as error:
+        say(f"advonline: note: the report is not stored: {error}")
+        return False
+    return True
 
 
 def baseline_policies(problem, setting, names: tuple[str, ...]) -> dict:

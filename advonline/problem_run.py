@@ -26,6 +26,7 @@ from advonline import (
     checksums,
     environment,
     evaluation,
+    export,
     folders,
     parallel,
     plots,
@@ -144,8 +145,9 @@ def load_checkpoint(folder: str | Path) -> tuple[ProblemRunConfig, Any, list[Epo
 def check_training_folder(folder: str | Path, config: ProblemRunConfig, resume: bool) -> Path:
     """Refuse, before any work, what the full game refuses (:func:`advonline.train.check_folder`:
     a folder that is not the tool's own run folder, a checkpointed one without ``resume``),
-    a finished run without ``resume``, a resume with no checkpoint to go on from, and a
-    resume with another config (one line each)."""
+    a finished run without ``resume``, a resume with no checkpoint to go on from, a resume
+    with another config, and a resume whose policy file (kept as it is) is damaged (one line
+    each)."""
     check_folder(folder, resume)
     folder = Path(folder)
     if not resume and is_run(folder):
@@ -155,6 +157,8 @@ def check_training_folder(folder: str | Path, config: ProblemRunConfig, resume: 
     held = checkpoint.checkpoint_path(folder).exists()
     if resume and not held:
         raise InputError(f"nothing to resume: no checkpoint in {folder}")
+    if resume and (folder / POLICY_NAME).exists():  # kept as it is: verified first
+        export.read(folder / POLICY_NAME)
     if held and not load_checkpoint(folder)[0].same_run(config):
         raise InputError(
             f"the config differs from the one {folder} was trained with; "

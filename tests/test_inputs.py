@@ -262,6 +262,30 @@ def test_running_out_of_memory_part_way_is_one_line_and_keeps_the_folder(
     assert (folder / "saved").read_text() == "checkpoint\n"
 
 
+@pytest.mark.parametrize(
+    "error",
+    [
+        MemoryError(),
+        "INTERNAL: Out of memory while trying to allocate 9 bytes.",
+    ],
+)
+def test_every_kind_of_running_out_of_memory_is_one_line(tmp_path, capsys, monkeypatch, error):
+    """Python's own MemoryError and an XLA error that says so without RESOURCE_EXHAUSTED
+    end the command as RESOURCE_EXHAUSTED does: one line, exit 3, never a traceback."""
+    import jax
+
+    from advonline import cli
+
+    def exhausted(config, folder, **kwargs):
+        raise jax.errors.JaxRuntimeError(error) if isinstance(error, str) else error
+
+    monkeypatch.setattr(cli, "train", exhausted)
+    argv = ["train", DEFAULT_CONFIG, "--out", str(tmp_path / "run"), "--quiet"]
+    assert main(argv) == cli.EXIT_OUT_OF_MEMORY
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and err.splitlines()[-1].startswith("advonline: error: out of")
+
+
 def test_numbers_paths_and_folders_are_named_as_the_user_gave_them(tmp_path, capsys):
     """Infinite or NaN flag values name the flag; a missing, folder or binary policy file says
     which; plot on a folder that does not exist says so (not which file it lacks)."""

@@ -8,7 +8,7 @@ import shutil
 
 import pytest
 
-from advonline import cli, problem_config, problem_run
+from advonline import checksums, cli, problem_config, problem_run
 from advonline.problems.one_way_trading.policy_file import load
 from tests.reports import by_algorithm, certified, exact
 
@@ -161,6 +161,27 @@ def test_every_command_takes_a_run_of_the_interface(tmp_path, capsys):
     edited.write_text(json.dumps(document))
     assert cli.main([*evaluate, "--policy", str(edited)]) == 2
     assert capsys.readouterr().err.strip().endswith("is corrupted: checksum mismatch")
+    # a file that says nothing sensible is refused, checksum or not
+    for change, message in [
+        (lambda d: d["fractions"].__setitem__(-1, 1.5), "fractions must lie in [0, 1]"),
+        (lambda d: d["fractions"].__setitem__(0, "0.1"), "fractions must be numbers"),
+        (lambda d: d["setting"].__setitem__("levels", True), "levels must be a whole number"),
+        (lambda d: d.__setitem__("rates", d["rates"][::-1]), "rates must be finite and increasing"),
+    ]:
+        document = json.loads(copy.read_text())
+        for entry in (checksums.KEY, checksums.SCHEME_KEY):  # an unchecked file
+            del document[entry]
+        change(document)
+        edited.write_text(json.dumps(document))
+        assert cli.main([*evaluate, "--policy", str(edited)]) == 2
+        err = capsys.readouterr().err  # a note that the file is unverified, then the refusal
+        assert "Traceback" not in err and message in err.splitlines()[-1], err
+    # a resumed run keeps its policy file only once it is verified
+    kept = (run / "policy.json").read_bytes()
+    (run / "policy.json").write_bytes(kept.replace(b"0.", b"1.", 1))  # one byte flipped
+    assert cli.main(["run", str(config), "--out", str(run), "--resume", *budget]) == 2
+    assert "checksum mismatch" in capsys.readouterr().err
+    (run / "policy.json").write_bytes(kept)
     before = copy.read_bytes()
     assert cli.main(["export", "--checkpoint", str(run), "--out", str(copy)]) == 2
     assert "exists" in capsys.readouterr().err and copy.read_bytes() == before

@@ -379,3 +379,35 @@ def test_an_interrupted_main_job_resumes_keeping_what_it_wrote(finished, tmp_pat
     capsys.readouterr()
     assert main(["run", str(other), "--out", str(interrupted), "--resume", "--quiet"]) == 2
     assert "the config differs" in capsys.readouterr().err
+
+
+def test_evaluate_writes_nothing_into_a_run_another_process_holds(finished, tmp_path, capsys):
+    """``evaluate --checkpoint`` of a run folder that another process holds (a run still
+    training there) prints its table and stores nothing there."""
+    run_folder = _copy_run(finished, tmp_path / "run")
+    stored = (run_folder / pipeline.EVALUATION_NAME).read_bytes()
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys, time\n"
+            "from advonline.folders import FolderLock\n"
+            f"with FolderLock({str(run_folder)!r}):\n"
+            "    print('held', flush=True)\n"
+            "    time.sleep(120)\n",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        argv = ["evaluate", "--checkpoint", str(run_folder), "--algorithm", "greedy"]
+        assert main([*argv, *SMALL_BUDGET]) == 0
+    finally:
+        holder.kill()
+        holder.wait()
+        holder.stdout.close()
+    captured = capsys.readouterr()
+    assert "greedy" in captured.out and "stored in" not in captured.out
+    assert "the report is not stored" in captured.err and "in use by process" in captured.err
+    assert (run_folder / pipeline.EVALUATION_NAME).read_bytes() == stored

@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from advonline.errors import InputError
+from advonline.file_arrays import number, number_array
 
 FORMAT = "advonline-adwords-network"
 
@@ -86,15 +87,26 @@ def load(document: dict) -> tuple[dict, NumpyRule]:
     if not isinstance(document, dict) or document.get("format") != FORMAT:
         raise PolicyFileError(f"not a budgeted allocation policy file (format {FORMAT!r} expected)")
     setting = document.get("setting")
-    try:
-        max_bid = float(setting["max_bid"])
-        integral = setting.get("allocation", "fractional") == "integral"
-        layers = [
-            (np.asarray(layer["weight"], float), np.asarray(layer["bias"], float))
-            for layer in document["layers"]
-        ]
-    except (KeyError, TypeError, ValueError) as error:
-        raise PolicyFileError(f"budgeted allocation policy file: {error}") from None
+    where = "budgeted allocation policy file"
+    if not isinstance(setting, dict):
+        raise PolicyFileError(f"{where}: setting must be an object")
+    max_bid = number(setting.get("max_bid"), f"{where}: setting.max_bid", PolicyFileError)
+    if not 0 < max_bid <= 1:
+        raise PolicyFileError(f"{where}: setting.max_bid must lie in (0, 1]")
+    allocation = setting.get("allocation", "fractional")
+    if allocation not in ("fractional", "integral"):
+        raise PolicyFileError(f"{where}: setting.allocation must be fractional or integral")
+    integral = allocation == "integral"
+    found = document.get("layers")
+    if not isinstance(found, list) or not all(isinstance(layer, dict) for layer in found):
+        raise PolicyFileError(f"{where}: layers must be a list of objects")
+    layers = [
+        (
+            number_array(layer.get("weight"), f"{where}: a layer's weight", PolicyFileError),
+            number_array(layer.get("bias"), f"{where}: a layer's bias", PolicyFileError),
+        )
+        for layer in found
+    ]
     width = 4
     for weight, bias in layers:
         if weight.ndim != 2 or weight.shape[0] != width or bias.shape != (weight.shape[1],):

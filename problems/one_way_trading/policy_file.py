@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from advonline.errors import InputError
+from advonline.file_arrays import number_array
 
 FORMAT = "advonline-one-way-trading-curve"
 
@@ -46,16 +47,18 @@ def load(document: dict) -> tuple[dict, NumpyCurve]:
     if not isinstance(document, dict) or document.get("format") != FORMAT:
         raise PolicyFileError(f"not a one-way trading policy file (format {FORMAT!r} expected)")
     setting = document.get("setting")
-    try:
-        levels = int(setting["levels"])
-        rates = np.asarray(document["rates"], dtype=float)
-        fractions = np.asarray(document["fractions"], dtype=float)
-    except (KeyError, TypeError, ValueError) as error:
-        raise PolicyFileError(f"one-way trading policy file: {error}") from None
+    where = "one-way trading policy file"
+    levels = setting.get("levels") if isinstance(setting, dict) else None
+    if isinstance(levels, bool) or not isinstance(levels, int) or levels < 2:
+        raise PolicyFileError(f"{where}: setting.levels must be a whole number >= 2")
+    rates = number_array(document.get("rates"), f"{where}: rates", PolicyFileError)
+    fractions = number_array(document.get("fractions"), f"{where}: fractions", PolicyFileError)
     if rates.shape != (levels,) or fractions.shape != (levels,):
-        raise PolicyFileError(f"one-way trading policy file: need {levels} rates and fractions")
-    if not (np.all(np.isfinite(fractions)) and np.all(np.diff(fractions) >= -1e-9)):
-        raise PolicyFileError(
-            "one-way trading policy file: fractions must be finite and non-decreasing"
-        )
+        raise PolicyFileError(f"{where}: need {levels} rates and fractions")
+    if not np.all(np.isfinite(rates)) or not np.all(np.diff(rates) > 0):
+        raise PolicyFileError(f"{where}: rates must be finite and increasing")
+    slack = 1e-9  # what writing a float32 fraction in decimal may leave
+    inside = np.all((fractions >= -slack) & (fractions <= 1 + slack))
+    if not (np.all(np.isfinite(fractions)) and inside and np.all(np.diff(fractions) >= -slack)):
+        raise PolicyFileError(f"{where}: fractions must lie in [0, 1] and never decrease")
     return setting, NumpyCurve(rates, np.clip(fractions, 0.0, 1.0))

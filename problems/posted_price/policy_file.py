@@ -79,7 +79,6 @@ ordinary draw from the distribution.
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 
@@ -87,7 +86,7 @@ import numpy as np
 
 from advonline import checksums
 from advonline.errors import InputError
-from advonline.folders import read_text
+from advonline.export import read_json
 
 FORMAT = "advonline.pricing-policy"
 VERSION = 2  # what ``advonline export`` writes; version 1 (tables) is still read and written
@@ -342,17 +341,7 @@ def parse(document, source: str = "<dict>") -> PricingPolicy:
 def load(path: str | Path) -> PricingPolicy:
     """Read and validate a policy file; :class:`PolicyFileError` says what is wrong in one line."""
     path = Path(path)
-    text = read_text(path, "policy file", PolicyFileError)
-    if not text.strip():
-        raise PolicyFileError(f"policy file {path} is empty")
-    try:
-        document = json.loads(text)
-    except json.JSONDecodeError as error:
-        raise PolicyFileError(
-            f"policy file {path} is not valid JSON (truncated?): {error.msg} at line {error.lineno}"
-        ) from None
-    except RecursionError:
-        raise PolicyFileError(f"policy file {path} nests too deeply to be a policy") from None
+    document = read_json(path, "policy file", PolicyFileError)
     verified = checksums.verified(document, f"policy file {path}", PolicyFileError)
     try:
         policy = parse(document, str(path))

@@ -14,6 +14,7 @@ evaluator sweeps its families itself.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 
 import jax
@@ -114,8 +115,10 @@ def certificate(setting: model.Setting, policy) -> Certificate | None:
     return Certificate(found.ratio, bool(getattr(policy, "deterministic", False)))
 
 
+@functools.lru_cache(maxsize=16)
 def certified_lower_bound(setting: model.Setting) -> LowerBound | None:
-    """The stopping-family bound (K = 1), hill-climbed from a fixed seed."""
+    """The stopping-family bound (K = 1), hill-climbed from a fixed seed (seconds; kept per
+    setting, so a process computes it once)."""
     if setting.resources != 1:
         return None
     (found,) = lower_bound.search_lower_bound(setting, jax.random.key(0))
