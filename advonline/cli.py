@@ -358,25 +358,25 @@ def run_evaluate(args: argparse.Namespace) -> int:
     if args.setting and (args.checkpoint or args.policy):
         flag = "--checkpoint" if args.checkpoint else "--policy"
         raise UsageError(f"--setting conflicts with {flag}, which evaluates on its own setting")
-    if args.checkpoint:
+    if args.checkpoint and not problem_run.is_interface_folder(args.checkpoint):
         return _evaluate_checkpoint(args, budget)
+    # a run of a problem on the interface alone is measured by the policy file it delivered
+    path = Path(args.checkpoint) / problem_run.POLICY_NAME if args.checkpoint else args.policy
     policies, learned, extra = {}, None, {}
-    if args.policy:
-        problem, setting, learned, policy = pipeline.read_policy_file(args.policy, args.problem)
+    if path:
+        problem, setting, learned, policy = pipeline.read_policy_file(path, args.problem)
         policies[learned] = policy
-        extra = {"policy": str(args.policy)}
+        extra = {"policy": str(path)}
     else:
         problem = _problem(args.problem or registry.DEFAULT)
-    names = _baseline_names(
-        args.algorithm or ([] if args.policy else list(problem.baselines)), problem
-    )
+    names = _baseline_names(args.algorithm or ([] if path else list(problem.baselines)), problem)
     if args.instances:
         if problem.trace is None:
             raise UsageError(f"--instances: {problem.name} reads no input files")
         document, text = problem.trace(_setting_table(args.setting), args.instances, names, budget)
         print(json.dumps(document) if args.json else text)
         return 0
-    if not args.policy:
+    if not path:
         setting = problem.setting.from_config(_setting_table(args.setting))
     preflight.check(preflight.evaluation_needs(problem, setting, budget))
     mesh = parallel.batch_mesh(_given(args.devices, 0))
@@ -407,19 +407,7 @@ def _interface_runs(folders_given: list[str]) -> bool:
 def _evaluate_checkpoint(args: argparse.Namespace, budget: evaluation.Budget) -> int:
     """``evaluate --checkpoint DIR``: the run's delivered policies (with its own archive as a
     source) beside the ``--algorithm`` baselines, stored as the run's ``evaluation.json`` for
-    ``plot`` to reuse. A run of a problem on the interface alone is measured from the policy
-    file it delivered."""
-    if problem_run.is_interface_folder(args.checkpoint):
-        path = Path(args.checkpoint) / problem_run.POLICY_NAME
-        problem, setting, learned, policy = pipeline.read_policy_file(path, args.problem)
-        names = _baseline_names(args.algorithm or [], problem)
-        policies = {learned: policy, **pipeline.baseline_policies(problem, setting, names)}
-        results = [evaluation.measure(problem, setting, n, p, budget) for n, p in policies.items()]
-        document = evaluation.report(
-            problem, setting, budget, results, learned, names, policy=str(path)
-        )
-        print(json.dumps(document) if args.json else evaluation.table(document))
-        return 0
+    ``plot`` to reuse (not while another process holds the folder)."""
     run = pipeline.open_run(args.checkpoint)
     problem = registry.get(run.config.problem)
     if args.problem is not None and args.problem != problem.name:

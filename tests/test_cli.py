@@ -148,3 +148,30 @@ def test_negative_capacity_is_refused(tmp_path, capsys):
     trace.write_text("value,demand\n1,0.2\n")
     assert main(["evaluate", "--instances", str(trace), "--setting", "capacities=[-1]"]) == 2
     assert "capacities must be positive" in capsys.readouterr().err
+
+
+def test_evaluate_reaches_every_problem_through_the_one_evaluator(capsys, monkeypatch):
+    """``evaluate`` has one path for every problem: posted pricing and one-way trading are
+    both measured by ``advonline.evaluation.measure`` with the budget the flags give, and
+    reported in the one format."""
+    from advonline import evaluation
+
+    seen = []
+
+    def spy(problem, setting, name, policy, budget, mesh=None):
+        seen.append((problem.name, name, budget.search_steps))
+        return measure(problem, setting, name, policy, budget, mesh)
+
+    measure = evaluation.measure
+    monkeypatch.setattr(evaluation, "measure", spy)
+    owt = ["--problem", "one-way-trading", "--setting", "levels=9", "--setting", "rounds=9"]
+    reports = []
+    for argv in (
+        [*TINY, "--algorithm", "greedy"],
+        [*owt, *TINY[4:], "--algorithm", "threshold"],
+    ):
+        assert main(["evaluate", *argv, "--json"]) == 0
+        reports.append(json.loads(capsys.readouterr().out))
+    assert seen == [("posted-price", "greedy", 8), ("one-way-trading", "threshold", 8)]
+    assert [set(report) for report in reports] == [set(reports[0])] * 2
+    assert reports[1]["setting"]["problem"] == "one-way-trading"
