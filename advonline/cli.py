@@ -509,9 +509,9 @@ def _problem_train(args: argparse.Namespace, config: problem_config.ProblemRunCo
             raise UsageError(f"{name}: {config.problem.name} trains in one process")
     config = _interface_on_devices(config, args.devices)
     folder = problem_run.check_training_folder(args.out, config, args.resume)
+    largest, available = preflight.check(config.training_needs())
     if args.check:
-        print(f"{args.config}: valid; run folder {folder} usable; nothing written")
-        return 0
+        return _checked(args.config, folder, largest, available)
     say = (lambda line: None) if args.quiet else functools.partial(print, file=sys.stderr)
     with folders.FolderLock(folder):
         trained = problem_run.train_job(config, args.config, folder, say)
@@ -720,9 +720,14 @@ def _problem_job(args: argparse.Namespace, config: problem_config.ProblemRunConf
     folder = Path(args.out) if args.out else pipeline.default_run_folder(args.config)
     problem_run.check_training_folder(folder, config, args.resume)
     budget = _budget(args)
+    largest, available = preflight.check(
+        [
+            *config.training_needs(),
+            *preflight.evaluation_needs(config.problem, config.setting, budget),
+        ]
+    )
     if args.check:
-        print(f"{args.config}: valid; run folder {folder} usable; nothing written")
-        return 0
+        return _checked(args.config, folder, largest, available)
     say = (lambda line: None) if args.quiet else functools.partial(print, file=sys.stderr)
     names = tuple(args.algorithm) if args.algorithm else None
     with folders.FolderLock(folder):

@@ -78,10 +78,44 @@ def check(needs: list[Need], available: float | None = None) -> tuple[Need, floa
 
 def evaluation_needs(problem, setting, budget) -> list[Need]:
     """The evaluator's largest arrays on ``setting`` with ``budget``, as ``problem`` estimates
-    them (none where it makes no estimate)."""
-    if problem.evaluation_needs is None:
-        return []
-    return problem.evaluation_needs(setting, budget)
+    them, or where it makes no estimate of its own as its encoding sizes them
+    (:func:`token_needs`)."""
+    if problem.evaluation_needs is not None:
+        return problem.evaluation_needs(setting, budget)
+    proposals = budget.search_chains * budget.search_candidates
+    encoding = problem.encoding(setting)
+    # without its networks (too large: skipped) one input's logits are still a floor on what
+    # the setting's alphabet costs
+    batch = budget.adversary_batch if writer_fits(encoding, budget.adversary_batch) else 1
+    return token_needs(encoding, batch, proposals)
+
+
+#: The most logits (batch x T x vocabulary) the evaluator's default fresh adversary networks
+#: write at once; past it they are skipped with a note (2 GB in float64).
+WRITER_LOGITS = 2**28
+
+
+def writer_fits(encoding, batch: int) -> bool:
+    """Whether a noise-conditioned writer of ``encoding``'s tokens, ``batch`` sequences at a
+    time, stays within :data:`WRITER_LOGITS`."""
+    return batch * encoding.length * encoding.vocabulary <= WRITER_LOGITS
+
+
+def token_needs(encoding, batch: int, proposals: int) -> list[Need]:
+    """The largest arrays of a search over ``encoding``'s token sequences, a floor on what any
+    problem of the interface needs: an adversary network's logits over the vocabulary for
+    ``batch`` sequences (float64), and ``proposals`` candidate sequences scored at once, at
+    least a float64 per token once decoded."""
+    length, vocabulary = encoding.length, encoding.vocabulary
+    size = "the setting's sizes (the length of its inputs and their alphabet)"
+    return [
+        Need(
+            "an adversary network's logits [batch, T, vocabulary]",
+            FLOAT64 * batch * length * vocabulary,
+            size,
+        ),
+        Need("the search's candidate inputs [proposals, T]", FLOAT64 * proposals * length, size),
+    ]
 
 
 def _size(count: float) -> str:

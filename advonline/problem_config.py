@@ -11,9 +11,11 @@ from pathlib import Path
 
 import jax
 
+from advonline import preflight
 from advonline import problem_simultaneous as simultaneous_loop
 from advonline.configs import ConfigError, OracleConfig, build_section, problem_of, read_toml
 from advonline.oracle_loop import init_oracle_state
+from advonline.preflight import Need, token_needs
 from advonline.problem import Problem
 from advonline.problem_game import ProblemGame
 from advonline.simultaneous import init_state
@@ -112,6 +114,18 @@ class ProblemRunConfig:
             return init_state(game, key)
         return init_oracle_state(game, self.oracle, key)
 
+    def training_needs(self) -> list[Need]:
+        """The largest arrays of training this run, as the problem's encoding sizes them
+        (:func:`advonline.preflight.token_needs`): the adversary networks' batch, and the
+        probe's candidates or the archive, whichever is larger."""
+        oracle = self.oracle
+        probe = oracle.budget().scaled(oracle.probe_scale)
+        batch = 0
+        if self.adversary is not None:
+            batch = self.adversary.batch if self.loop.simultaneous else oracle.adversary_batch
+        proposals = max(probe.chains * probe.candidates, oracle.archive_size)
+        return token_needs(self.problem.encoding(self.setting), batch, proposals)
+
     def same_run(self, other: ProblemRunConfig) -> bool:
         """Whether ``other`` trains the same run (the devices it is sharded over aside)."""
         return dataclasses.replace(other, loop=dataclasses.replace(other.loop, devices=0)) == (
@@ -130,6 +144,9 @@ def from_dict(data: dict, origin: str) -> ProblemRunConfig:
         setting = problem.setting.from_config(dict(data.get("setting", {})))
     except (ValueError, TypeError) as error:
         raise ConfigError(f"{origin}: [setting]: {error}") from None
+    # one input's logits must fit before anything is built from the setting (a setting too
+    # large for memory is refused here, not in a hang while its head is built)
+    preflight.check(token_needs(problem.encoding(setting), 1, 1))
     sections = ("algorithm", "adversary", "game", "oracle")
     tables = {section: data.get(section, {}) for section in sections}
     for section, table in tables.items():

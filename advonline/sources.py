@@ -6,7 +6,8 @@
   (:class:`~advonline.adversary.TokenWriter`) trained ``adversary_steps`` REINFORCE steps of
   ``adversary_batch`` inputs against the frozen policy, and beside them hill climbing
   (:func:`~advonline.search.hill_climb`) from ``search_chains`` fresh random inputs; the worst
-  input either found;
+  input either found (the networks are skipped, with a note, where their logits over the
+  vocabulary would exceed :data:`~advonline.preflight.WRITER_LOGITS`);
 - ``families``: the worst member of the problem's held-out hard families;
 - ``random``: ``random_instances`` fresh random inputs.
 
@@ -26,6 +27,7 @@ import numpy as np
 from advonline.adversary import TokenWriter, train_fresh
 from advonline.evaluation import Budget, SourceRatio
 from advonline.networks import AdversaryNetwork
+from advonline.preflight import WRITER_LOGITS, writer_fits
 from advonline.problem import Problem, payoffs_of
 from advonline.problem_simultaneous import AdversaryTable
 from advonline.ratio import ratio_of_payoff
@@ -83,7 +85,12 @@ def adversary_source(problem: Problem, setting, policy, budget: Budget, key) -> 
     encoding = problem.encoding(setting)
     key_networks, key_starts, key_climb = jax.random.split(key, 3)
     found, ratios, parts = [], [], []
-    if budget.adversary_restarts > 0:
+    if budget.adversary_restarts > 0 and not writer_fits(encoding, budget.adversary_batch):
+        parts.append(
+            f"no adversary network: {budget.adversary_batch} x {encoding.length} x "
+            f"{encoding.vocabulary} logits exceed {WRITER_LOGITS:.1e}"
+        )
+    elif budget.adversary_restarts > 0:
         network = AdversaryNetwork(encoding.vocabulary, WRITER.hidden, WRITER.layers)
         writer = TokenWriter(network, WRITER.latent, encoding)
         keys = jax.random.split(key_networks, budget.adversary_restarts)
@@ -106,7 +113,7 @@ def adversary_source(problem: Problem, setting, policy, budget: Budget, key) -> 
             f"candidates x {budget.search_steps} steps"
         )
     if not found:
-        return SourceRatio(None, "no search: adversary_restarts and search_steps are 0")
+        return SourceRatio(None, f"no search ({'; '.join(parts) or 'search_steps is 0'})")
     tokens = np.concatenate(found)
     # every find scored again by the one simulator, in float64
     rescored = _ratios(problem, setting, policy, jnp.asarray(tokens))

@@ -125,6 +125,22 @@ def test_sizes_beyond_memory_are_refused_before_work(capsys, flags, message):
     one_line_exit_2(capsys, ["evaluate", "--algorithm", "greedy", *flags], message)
 
 
+@pytest.mark.parametrize(
+    ("problem", "setting"),
+    [("one-way-trading", "levels=100000000"), ("adwords", "queries=100000000")],
+)
+def test_every_problem_gets_the_memory_pre_flight(tmp_path, capsys, problem, setting):
+    """A problem with no estimate of its own is sized by its encoding: a setting far too
+    large is refused in one line, by evaluate and by train, before any work (no abort, no
+    hang)."""
+    message = "lower the setting's sizes"
+    one_line_exit_2(capsys, ["evaluate", "--problem", problem, "--setting", setting], message)
+    key, value = setting.split("=")
+    config = write_config(tmp_path, f'[problem]\nname = "{problem}"\n[setting]\n{key} = {value}\n')
+    one_line_exit_2(capsys, ["train", config, "--out", str(tmp_path / "run")], message)
+    assert not (tmp_path / "run").exists()
+
+
 def write_config(tmp_path: Path, text: str) -> str:
     path = tmp_path / "config.toml"
     path.write_text(text)
