@@ -91,12 +91,13 @@ def check_buyers(
         if not low * (1 - 1e-9) <= density <= high * (1 + 1e-9):
             raise TraceError(
                 f"trace {path} line {line}: value density {density:.6g} is outside "
-                f"[L, U] = [{low:g}, {high:g}] (set --low/--high to the trace's range)"
+                f"[L, U] = [{low:g}, {high:g}] (set --setting low=... and --setting high=... "
+                "to the trace's range)"
             )
         over = np.flatnonzero(demands[index] > np.asarray(capacities) * (1 + 1e-9))
         if over.size:
             k = int(over[0])
             raise TraceError(
                 f"trace {path} line {line}: demand {demands[index, k]:g} on resource {k + 1} "
-                f"exceeds its capacity {capacities[k]:g} (set --capacity)"
+                f'exceeds its capacity {capacities[k]:g} (set --setting "capacities=[...]")'
             )
