@@ -41,13 +41,13 @@ import numpy as np
 import optax
 from jax.sharding import Mesh
 
-from advonline.adversary import TokenWriter, train_fresh
+from advonline.adversary import TokenWriter
 from advonline.archive import on_padded_rows
 from advonline.networks import AdversaryNetwork
 from advonline.parallel import shard_batch, spread
 from advonline.problem import Problem, payoffs_of
-from advonline.ratio import ratio_of_payoff
-from advonline.search import Found, hill_climb, join
+from advonline.search import Found, join
+from advonline.sources import climb, fresh_networks
 
 
 @dataclasses.dataclass(frozen=True)
@@ -251,25 +251,18 @@ def _optimum(game: ProblemGame, types: jax.Array) -> jax.Array:
 
 @functools.partial(jax.jit, static_argnums=(0, 4, 5))
 def _climb(game: ProblemGame, params, key: jax.Array, tokens, steps: int, candidates: int):
-    def score(batch: jax.Array) -> jax.Array:
-        return ratio_of_payoff(game.payoffs(params, batch, None))
-
-    return hill_climb(score, game.encoding.mutate, key, tokens, steps, candidates)
+    """:func:`~advonline.sources.climb` against the policy of ``params`` (built inside the
+    trace, as every step of the loop builds it)."""
+    policy = game.policy(params)
+    return climb(game.problem, game.setting, policy, key, tokens, steps, candidates)
 
 
 @functools.partial(jax.jit, static_argnums=(0, 3, 4))
 def _train_networks(game: ProblemGame, params, keys: jax.Array, steps: int, batch: int):
+    """:func:`~advonline.sources.fresh_networks` of the run's ``[adversary]`` table against
+    the policy of ``params``."""
+    writer, config = game.adversary, game.adversary_config
     policy = game.policy(params)
-
-    def write(adversary_params, key: jax.Array):
-        return game.adversary.write(adversary_params, game.setting, key, batch, jnp.float32)
-
-    def score(written) -> jax.Array:
-        optimum = game.batch_optimum(written.instances)
-        return game.batch_payoffs(policy, written.instances, optimum)
-
-    def one(key: jax.Array):
-        trained = train_fresh(game.adversary, game.adversary_config, steps, key, write, score)
-        return trained.tokens_by_step, trained.ratio_by_step
-
-    return jax.vmap(one)(keys)
+    return fresh_networks(
+        game.problem, game.setting, writer, config, policy, keys, steps, batch, jnp.float32
+    )

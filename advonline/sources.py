@@ -49,24 +49,31 @@ def _ratios(problem: Problem, setting, policy, tokens: jax.Array) -> jax.Array:
 
 
 @functools.partial(jax.jit, static_argnums=(0, 1, 5, 6))
-def _climb(problem: Problem, setting, policy, key, tokens, steps: int, candidates: int):
+def climb(problem: Problem, setting, policy, key, tokens, steps: int, candidates: int):
+    """Hill climbing against ``policy`` from the chains ``tokens`` ``[C, T]``
+    (:func:`~advonline.search.hill_climb` with the encoding's ``mutate``): each chain's
+    input and ratio. The evaluator's search and the training loop's oracle both call it."""
     score = functools.partial(input_ratios, problem, setting, policy)
     return hill_climb(score, problem.encoding(setting).mutate, key, tokens, steps, candidates)
 
 
-@functools.partial(jax.jit, static_argnums=(0, 1, 2, 5, 6))
-def _fresh_networks(problem: Problem, setting, writer, policy, keys, steps: int, batch: int):
-    """Each key's fresh writer trained against ``policy``: every step's worst input
-    ``[R, S, T]`` and its ratio ``[R, S]``."""
+@functools.partial(jax.jit, static_argnums=(0, 1, 2, 3, 6, 7, 8))
+def fresh_networks(
+    problem: Problem, setting, writer, config, policy, keys, steps: int, batch: int, dtype
+):
+    """One fresh ``writer`` per key (``config``: its ``[adversary]`` table), each trained
+    ``steps`` REINFORCE steps of ``batch`` inputs written in ``dtype`` against ``policy``:
+    every step's worst input ``[R, S, T]`` and its ratio ``[R, S]``. The evaluator's search
+    and the training loop's oracle both call it."""
 
     def write(params, key):
-        return writer.write(params, setting, key, batch, jnp.float64)
+        return writer.write(params, setting, key, batch, dtype)
 
     def score(written):
         return payoffs_of(problem, setting, policy, written.instances)
 
     def one(key):
-        trained = train_fresh(writer, WRITER, steps, key, write, score)
+        trained = train_fresh(writer, config, steps, key, write, score)
         return trained.tokens_by_step, trained.ratio_by_step
 
     return jax.vmap(one)(keys)
@@ -95,7 +102,9 @@ def adversary_source(problem: Problem, setting, policy, budget: Budget, key) -> 
         writer = TokenWriter(network, WRITER.latent, encoding)
         keys = jax.random.split(key_networks, budget.adversary_restarts)
         steps, batch = budget.adversary_steps, budget.adversary_batch
-        tokens, by_step = _fresh_networks(problem, setting, writer, policy, keys, steps, batch)
+        tokens, by_step = fresh_networks(
+            problem, setting, writer, WRITER, policy, keys, steps, batch, jnp.float64
+        )
         found.append(np.asarray(tokens).reshape(-1, encoding.length))
         ratios.append(np.asarray(by_step).reshape(-1))
         parts.append(
@@ -105,7 +114,7 @@ def adversary_source(problem: Problem, setting, policy, budget: Budget, key) -> 
     if budget.search_steps > 0:
         starts = encoding.random(key_starts, budget.search_chains)
         steps, candidates = budget.search_steps, budget.search_candidates
-        tokens, climbed = _climb(problem, setting, policy, key_climb, starts, steps, candidates)
+        tokens, climbed = climb(problem, setting, policy, key_climb, starts, steps, candidates)
         found.append(np.asarray(tokens))
         ratios.append(np.asarray(climbed))
         parts.append(
