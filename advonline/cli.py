@@ -514,9 +514,9 @@ def _problem_train(args: argparse.Namespace, config: problem_config.ProblemRunCo
         return _checked(args.config, folder, largest, available)
     say = (lambda line: None) if args.quiet else functools.partial(print, file=sys.stderr)
     with folders.FolderLock(folder):
-        trained = problem_run.train_job(config, args.config, folder, say)
+        problem_run.train_job(config, args.config, folder, say)
     print(
-        f"trained {trained.rows[-1].epoch} epochs; checkpoint, metrics.csv and "
+        f"trained {config.loop.epochs} epochs; checkpoint, metrics.csv and "
         f"{problem_run.POLICY_NAME} in {folder}"
     )
     return 0

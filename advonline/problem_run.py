@@ -9,11 +9,8 @@ policy, draw the figures.
 
 from __future__ import annotations
 
-import csv
 import dataclasses
-import io
 import json
-import time
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -30,6 +27,7 @@ from advonline import (
     folders,
     parallel,
     plots,
+    profile,
 )
 from advonline import problem_simultaneous as simultaneous_loop
 from advonline import problems as registry
@@ -41,88 +39,74 @@ from advonline.folders import atomic_write
 from advonline.oracle_loop import run_epochs
 from advonline.pipeline import baseline_policies
 from advonline.problem_config import ProblemRunConfig, from_dict
-from advonline.train import check_folder
+from advonline.train import METRIC_FIELDS, METRICS_NAME, check_folder, train_epochs, trim_metrics
 
 EVALUATION_NAME = "evaluation.json"
-METRICS_NAME = "metrics.csv"
 POLICY_NAME = "policy.json"
 LEARNED = "learned"
 
 
-class EpochRow(NamedTuple):
-    epoch: int  # measurements made (the first measures the fresh network)
-    seconds: float  # wall time since the start, compiling included
-    found: float  # worst ratio the oracle found against the network it searched
-    archive_worst: float  # worst archived ratio against that network
-    certificate: float | None  # its certified ratio (None: not certified this epoch)
-    guarantee: float  # the kept network's figure: its certificate, or without one its
-    # measured worst case (advonline/oracle_loop.py)
-
-
 class Trained(NamedTuple):
     params: Any  # the delivered (best-so-far) parameters
-    rows: list[EpochRow]
     archive_worst: float  # the delivered parameters' worst ratio on the final archive
+    seconds: float  # wall time of the training, compiling and resumed parts included
 
 
-def train(config: ProblemRunConfig, log=None, folder: Path | None = None) -> Trained:
-    """Learn the policy head's parameters for the config's setting with the oracle loop;
-    ``log(row)`` is called after every epoch. With a run ``folder`` every epoch ends with a
-    checkpoint and ``metrics.csv`` there, and a folder that holds a checkpoint is resumed
-    from it (:func:`check_training_folder` has checked that it is this config's): the run
-    then ends as an uninterrupted one would."""
+def train(config: ProblemRunConfig, folder: Path, report=None) -> Trained:
+    """Learn the policy head's parameters for the config's setting with the run's loop, in
+    the run ``folder``: every epoch ends with a row of ``metrics.csv`` and a checkpoint
+    (:func:`advonline.train.train_epochs`, the one per-epoch driver), and ``report(row)`` is
+    called with the row. A folder that holds a checkpoint is resumed from it
+    (:func:`check_training_folder` has checked that it is this config's): the run then ends
+    as an uninterrupted one would."""
     loop, oracle = config.loop, config.oracle
     mesh = parallel.batch_mesh(loop.devices)
     game = config.game(mesh)
-    rows: list[EpochRow] = []
-    if folder is not None and checkpoint.checkpoint_path(folder).exists():
-        _, state, rows = load_checkpoint(folder)
+    if checkpoint.checkpoint_path(folder).exists():
+        _, state, wall_before = load_checkpoint(folder)
+        trim_metrics(folder / METRICS_NAME, state)
     else:
-        state = config.initial_state(game, jax.random.key(loop.seed))
+        state, wall_before = config.initial_state(game, jax.random.key(loop.seed)), 0.0
     state = parallel.replicate(state, mesh)
-    start = time.perf_counter() - (rows[-1].seconds if rows else 0.0)
+    clock = None
     if loop.simultaneous:
         epochs = simultaneous_loop.run_epochs(game, oracle, loop.seed, state, loop.epochs)
     else:
+        clock = profile.PhaseClock()
         steps = loop.epochs * oracle.epoch_steps
-        epochs = run_epochs(game, oracle, loop.temperature, state, steps)
-    for epoch in epochs:
-        state, record = epoch.state, epoch.record
-        row = EpochRow(
-            epoch=epoch.epoch if loop.simultaneous else int(state.epoch),
-            seconds=time.perf_counter() - start,
-            found=record.oracle_ratio,
-            archive_worst=record.archive_ratio,
-            certificate=record.upper_bound,
-            guarantee=record.guarantee,
-        )
-        rows.append(row)
-        if folder is not None:
-            save_checkpoint(folder, state, config, rows)
-            _write_metrics(folder / METRICS_NAME, rows)
-        if log is not None:
-            log(row)
+        epochs = run_epochs(game, oracle, loop.temperature, state, steps, clock)
+    walls = [wall_before]
+
+    def save(state, wall: float) -> None:
+        save_checkpoint(folder, state, config, wall)
+        walls.append(wall)
+
+    last = train_epochs(epochs, oracle.epoch_steps, folder, save, wall_before, report, clock)
+    state = state if last is None else last  # None: the checkpoint was the last epoch's
     if loop.simultaneous:
-        return Trained(state.best_algorithm, rows, simultaneous_loop.delivered_worst(game, state))
-    return Trained(state.best_algorithm, rows, worst_delivered(game, state))
+        worst = simultaneous_loop.delivered_worst(game, state)
+    else:
+        worst = worst_delivered(game, state)
+    return Trained(state.best_algorithm, worst, walls[-1])
 
 
-def save_checkpoint(folder: Path, state, config: ProblemRunConfig, rows) -> None:
-    """The loop's state after an epoch, with the config and the metrics rows so far, as the
-    run's checkpoint (advonline/checkpoint.py: atomic, checksummed, the previous one kept)."""
+def save_checkpoint(folder: Path, state, config: ProblemRunConfig, wall_seconds: float) -> None:
+    """The loop's state after an epoch, with the config and the training's wall time so far,
+    as the run's checkpoint (advonline/checkpoint.py: atomic, checksummed, the previous one
+    kept)."""
     state = parallel.to_host(state.replace(key=jax.random.key_data(state.key)))
     meta = {
         "config": json.dumps(config.to_tables()),
-        "rows": json.dumps([row._asdict() for row in rows]),
+        "wall_seconds": wall_seconds,
         "version": __version__,
     }
     checkpoint.write_record(folder, {"state": serialization.to_state_dict(state), "meta": meta})
 
 
-def load_checkpoint(folder: str | Path) -> tuple[ProblemRunConfig, Any, list[EpochRow]]:
+def load_checkpoint(folder: str | Path) -> tuple[ProblemRunConfig, Any, float]:
     """The config, the loop's state (an oracle loop's :class:`OracleState` or a simultaneous
-    run's :class:`~advonline.simultaneous.GameState`) and the metrics rows of a run's checkpoint;
-    CheckpointError (one line) when it cannot be used."""
+    run's :class:`~advonline.simultaneous.GameState`) and the training's wall time of a run's
+    checkpoint; CheckpointError (one line) when it cannot be used."""
     path = checkpoint.checkpoint_path(folder)
     record, verified = checkpoint.read_record(folder)
     try:
@@ -132,14 +116,14 @@ def load_checkpoint(folder: str | Path) -> tuple[ProblemRunConfig, Any, list[Epo
         template = template.replace(key=jax.random.key_data(template.key))
         state = serialization.from_state_dict(template, record["state"])
         checkpoint.check_shapes(template, state)
-        rows = [EpochRow(**row) for row in json.loads(meta["rows"])]
+        wall_seconds = float(meta["wall_seconds"])
     except Exception as error:  # any corruption: missing keys, shapes, a config refused
         raise checkpoint.CheckpointError(
             f"{path} is not a readable advonline checkpoint ({error})"
         ) from None
     if not verified:
         checksums.note_unverified(f"checkpoint {path}")
-    return config, state.replace(key=jax.random.wrap_key_data(state.key)), rows
+    return config, state.replace(key=jax.random.wrap_key_data(state.key)), wall_seconds
 
 
 def check_training_folder(folder: str | Path, config: ProblemRunConfig, resume: bool) -> Path:
@@ -167,19 +151,8 @@ def check_training_folder(folder: str | Path, config: ProblemRunConfig, resume: 
     return folder
 
 
-def _write_metrics(path: Path, rows: list[EpochRow]) -> None:
-    """One row per measurement; a cell not measured is empty (written atomically)."""
-    text = io.StringIO(newline="")
-    writer = csv.writer(text)
-    writer.writerow(["step", "wall_seconds", "found", "archive_worst", "certificate", "guarantee"])
-    for row in rows:
-        cells = (row.found, row.archive_worst, row.certificate, row.guarantee)
-        writer.writerow([row.epoch, f"{row.seconds:.3f}", *("" if c is None else c for c in cells)])
-    atomic_write(path, text.getvalue().encode())
-
-
 def figures(rows: list[dict], report: dict, out: Path) -> list[Path]:
-    """A run's figures from its metrics ``rows`` (``step``, ``wall_seconds``, ``certificate``)
+    """A run's figures from its metrics ``rows`` (``step``, ``wall_seconds``, ``upper_bound``)
     and its ``report``: the certified ratio over training, and the learned policy beside the
     baselines and the lower bound."""
     title = evaluation.setting_line(report["setting"])
@@ -190,7 +163,7 @@ def figures(rows: list[dict], report: dict, out: Path) -> list[Path]:
         "convergence",
         title,
         target=None,
-        column="certificate",
+        column="upper_bound",
         label="certified ratio of the iterate",
         step_label="measurement (one per epoch)",
     )
@@ -221,14 +194,16 @@ def train_job(
     problem, setting = config.problem, config.setting
     say(f"training {problem.name} {setting.describe()} for {config.loop.epochs} epochs")
 
-    def log(row: EpochRow) -> None:
-        certified = "-" if row.certificate is None else f"{row.certificate:.4f}"
-        say(f"epoch {row.epoch}: {row.seconds:.0f} s, certified {certified}, found {row.found:.4f}")
+    def log(row: dict) -> None:
+        bound = row["upper_bound"]
+        certified = "-" if bound == "" else f"{bound:.4f}"
+        found = row["oracle_ratio"]
+        say(
+            f"epoch {row['epoch']}: {row['wall_seconds']:.0f} s, certified {certified}, "
+            f"found {found:.4f}"
+        )
 
-    trained = train(config, log, folder)
-    # written after every epoch too; again here for a run resumed after its last checkpoint
-    # whose metrics.csv a kill left one row short
-    _write_metrics(folder / METRICS_NAME, trained.rows)
+    trained = train(config, folder, log)
     if not (folder / POLICY_NAME).exists():  # a resumed run's file is kept as it is
         learned = problem.policy_head(setting, config.head).to_policy(trained.params)
         policy = checksums.signed(problem.export(setting, learned))
@@ -266,14 +241,11 @@ def main_job(
         if config.loop.simultaneous
         else dataclasses.asdict(config.oracle),
         **({"adversary": tables["adversary"]} if config.adversary is not None else {}),
-        "seconds": trained.rows[-1].seconds,
+        "seconds": trained.seconds,
     }
     report = evaluation.report(problem, setting, budget, results, LEARNED, names, training=training)
     atomic_write(folder / EVALUATION_NAME, (json.dumps(report, indent=1) + "\n").encode())
-    rows = [
-        {"step": r.epoch, "wall_seconds": r.seconds, "certificate": r.certificate}
-        for r in trained.rows
-    ]
+    rows = plots.read_metrics(folder / METRICS_NAME, METRIC_FIELDS)
     report["figures"] = [str(path) for path in figures(rows, report, folder / "figures")]
     return report
 
@@ -306,7 +278,7 @@ def plot_runs(run_folders: list[str | Path], out: str | Path) -> list[Path]:
             )
         report = read_json(folder / EVALUATION_NAME, "run report")
         try:
-            rows = plots.read_metrics(folder / METRICS_NAME, ("certificate",))
+            rows = plots.read_metrics(folder / METRICS_NAME, METRIC_FIELDS)
         except (OSError, ValueError) as error:
             raise InputError(f"{folder} has no metrics table advonline wrote ({error})") from None
         keys = ("setting", "budget", "lower_bound", "reference", "results")

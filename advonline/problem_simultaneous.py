@@ -20,6 +20,7 @@ with.
 from __future__ import annotations
 
 import dataclasses
+import time
 from collections.abc import Iterator
 from typing import NamedTuple
 
@@ -82,8 +83,9 @@ class Measured(NamedTuple):
 
 class Epoch(NamedTuple):
     state: GameState
-    epoch: int  # measurements made
     record: Measured
+    measured_at: int  # the step of the measurement (after the epoch's training)
+    training_seconds: float  # the epoch's training, compiling included
 
 
 def no_known_instances(game):
@@ -126,10 +128,13 @@ def run_epochs(game, oracle, seed: int, state: GameState, epochs: int) -> Iterat
     (a resumed run goes on from its state's step)."""
     known, known_optimum = no_known_instances(game)
     for epoch in range(int(state.step) // oracle.epoch_steps + 1, epochs + 1):
+        started = time.perf_counter()
         while int(state.step) < epoch * oracle.epoch_steps:
             state, _ = simultaneous.game_step(game, state, known, known_optimum)
+        jax.block_until_ready(state.algorithm)  # asynchronous dispatch: time the work
+        seconds = time.perf_counter() - started
         state, record = measure(game, oracle.budget(), seed, epoch, state)
-        yield Epoch(state, epoch, record)
+        yield Epoch(state, record, int(state.step), seconds)
 
 
 def delivered_worst(game, state: GameState) -> float:

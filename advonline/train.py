@@ -156,7 +156,7 @@ def prepare_folder(folder: Path, config: RunConfig, resume: bool) -> tuple[Any, 
     return initial_state(config, jax.random.key(config.game.seed)), 0.0
 
 
-def _trim_metrics(path: Path, state: Any) -> None:
+def trim_metrics(path: Path, state: Any) -> None:
     """Drop the rows a resumed run will write again: those after the checkpoint's step (or,
     in the oracle loop, of the epochs it has not measured), and a last line cut short by a
     kill. Rewritten atomically, so a kill during the trim loses nothing."""
@@ -217,7 +217,7 @@ def _train(
     check_processes(config)
     if parallel.writes_files():
         state, wall_before = prepare_folder(folder, config, resume)
-        _trim_metrics(folder / METRICS_NAME, state)
+        trim_metrics(folder / METRICS_NAME, state)
     else:
         state, wall_before = initial_state(config, jax.random.key(config.game.seed)), 0.0
     state, wall_before = parallel.from_writer((state, wall_before))
@@ -259,27 +259,49 @@ def _train_oracle_loop(
     wall_before: float,
     report: Callable[[dict], None] | None,
 ) -> OracleState:
-    """The oracle loop (advonline/oracle_loop.py): measure, then train, once per epoch; one
-    metrics row per measurement and a checkpoint after each epoch."""
-    metrics_path = folder / METRICS_NAME
-    started = time.perf_counter()
+    """The oracle loop (advonline/oracle_loop.py): measure, then train, once per epoch."""
     clock = profile.PhaseClock()
     oracle, temperature, steps = config.oracle, config.game.temperature, config.game.steps
-    for epoch in run_epochs(game, oracle, temperature, state, steps, clock):
+    epochs = run_epochs(game, oracle, temperature, state, steps, clock)
+
+    def save(state, wall: float) -> None:
+        checkpoint.save(folder, state, config, wall)
+
+    return train_epochs(epochs, oracle.epoch_steps, folder, save, wall_before, report, clock)
+
+
+def train_epochs(
+    epochs,
+    epoch_steps: int,
+    folder: Path,
+    save: Callable[[Any, float], None],
+    wall_before: float,
+    report: Callable[[dict], None] | None,
+    clock: profile.PhaseClock | None = None,
+):
+    """The one per-epoch driver of every loop and problem: for each measured epoch that
+    ``epochs`` yields (``state``, ``record``, ``measured_at``, ``training_seconds``), one
+    metrics row (:data:`METRIC_FIELDS`, the loop's ``clock`` phases among them) and then
+    ``save(state, wall_seconds)``, the checkpoint. Returns the last state."""
+    metrics_path = folder / METRICS_NAME
+    started = time.perf_counter()
+    state = None
+    for epoch in epochs:
         state, seconds = epoch.state, epoch.training_seconds
         row = dict.fromkeys(METRIC_FIELDS, "")
         row.update(record_row(epoch.record))
-        row.update(clock.row())
+        if clock is not None:
+            row.update(clock.row())
         row.update(
             step=epoch.measured_at,
-            epoch=int(state.epoch) - 1,
+            epoch=epoch.measured_at // epoch_steps,
             wall_seconds=round(wall_before + time.perf_counter() - started, 3),
-            steps_per_second="" if seconds is None else oracle.epoch_steps / seconds,
+            steps_per_second="" if seconds is None else epoch_steps / seconds,
         )
         # the row first: a kill between the two leaves a row after the checkpoint, which a
         # resume drops and writes again (the other order would lose the row)
         _write_rows(metrics_path, [row])
-        checkpoint.save(folder, state, config, wall_before + time.perf_counter() - started)
+        save(state, wall_before + time.perf_counter() - started)
         if report is not None:
             report(row)
     return state

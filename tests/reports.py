@@ -1,5 +1,8 @@
-"""Reading a report (``evaluation.json``, ``evaluate --json``; advonline/evaluation.py) in
-tests."""
+"""Reading a report (``evaluation.json``, ``evaluate --json``; advonline/evaluation.py) and a
+run's ``metrics.csv`` in tests."""
+
+import csv
+from pathlib import Path
 
 
 def by_algorithm(report: dict) -> dict:
@@ -16,3 +19,15 @@ def certified(row: dict) -> float | None:
 def exact(row: dict) -> bool:
     """Whether a result's certificate is its exact competitive ratio."""
     return row["sources"].get("exact") is not None
+
+
+def metrics_without_timings(run: Path) -> list[dict]:
+    """A run's ``metrics.csv`` rows without the cells that time it (wall seconds, steps per
+    second, seconds per phase): what a resumed run must reproduce exactly."""
+    with open(Path(run) / "metrics.csv", newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    timings = ("wall_seconds", "steps_per_second")
+    return [
+        {k: v for k, v in row.items() if k not in timings and not k.startswith("seconds_")}
+        for row in rows
+    ]

@@ -22,7 +22,7 @@ from advonline.evaluation import Budget
 from advonline.oracle_loop import train_against, training_batch, training_slots
 from advonline.problems.posted_price import families
 from advonline.problems.posted_price.game import Game
-from advonline.train import train
+from advonline.train import METRIC_FIELDS, train
 
 TINY_ORACLE_TOML = """
 [setting]
@@ -101,6 +101,7 @@ def test_every_epoch_is_logged_and_the_guarantee_never_rises(straight_run):
     folder, _ = straight_run
     rows = _rows(folder)
     assert [int(r["epoch"]) for r in rows] == list(range(5))  # 4 trainings, 5 measurements
+    assert list(rows[0]) == list(METRIC_FIELDS)  # the columns of every problem's runs
     assert [int(r["step"]) for r in rows] == list(range(0, 10, 2))
     guarantee = [float(r["guarantee"]) for r in rows]
     # an epoch whose worst found ratio already reaches the guarantee skips the certificate

@@ -266,7 +266,7 @@ def test_a_problem_of_the_interface_trains_on_four_devices(tmp_path):
     budget = ["--search-steps", "8", "--random-instances", "8", "--quiet"]
     text = TINY.replace("epochs = 6", "epochs = 3")
     (one, four), certified, bound = run_on_one_and_four(tmp_path, text, budget)
-    for field in ("found", "archive_worst", "certificate"):
+    for field in ("oracle_ratio", "archive_ratio", "upper_bound"):
         np.testing.assert_allclose(float(four[0][field]), float(one[0][field]), rtol=1e-6)
     assert max(certified) <= 1.05 * bound and abs(certified[1] / certified[0] - 1) < 0.01
 
@@ -278,6 +278,6 @@ def test_the_simultaneous_loop_of_the_interface_trains_on_four_devices(tmp_path)
     from tests.test_problem_simultaneous import BUDGET, SIMULTANEOUS
 
     (one, four), certified, bound = run_on_one_and_four(tmp_path, SIMULTANEOUS, BUDGET)
-    for field in ("found", "archive_worst", "certificate"):
+    for field in ("oracle_ratio", "archive_ratio", "upper_bound"):
         np.testing.assert_allclose(float(four[0][field]), float(one[0][field]), rtol=1e-5)
     assert max(certified) <= 1.1 * bound and abs(certified[1] / certified[0] - 1) < 0.02

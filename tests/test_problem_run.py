@@ -3,6 +3,7 @@ measures beside its baselines, exports and plots; bad configs get one line."""
 
 from __future__ import annotations
 
+import csv
 import json
 import shutil
 
@@ -10,7 +11,8 @@ import pytest
 
 from advonline import checksums, cli, problem_config, problem_run
 from advonline.problems.one_way_trading.policy_file import load
-from tests.reports import by_algorithm, certified, exact
+from advonline.train import METRIC_FIELDS
+from tests.reports import by_algorithm, certified, exact, metrics_without_timings
 
 TINY = """
 [problem]
@@ -60,8 +62,17 @@ def test_run_trains_measures_exports_and_plots(tmp_path, capsys):
     assert curve.fractions.shape == (17,)
     assert (out / "figures" / "convergence.png").is_file()
     assert (out / "figures" / "learned-vs-baselines.png").is_file()
-    # a header and 7 measurements: the fresh curve's, then one after each of the 6 trainings
-    assert len((out / "metrics.csv").read_text().splitlines()) == 1 + 7
+    # a header and 7 measurements: the fresh curve's, then one after each of the 6 trainings,
+    # in the columns of every run (posted pricing's too), with where each epoch's time went
+    with open(out / "metrics.csv", newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    assert len(rows) == 7 and list(rows[0]) == list(METRIC_FIELDS)
+    assert [row["epoch"] for row in rows] == [str(epoch) for epoch in range(7)]
+    assert all(float(row["seconds_training"]) > 0 for row in rows[:-1])
+    certified_rows = [row for row in rows if row["upper_bound"]]
+    assert certified_rows and all(
+        float(row["upper_bound"]) >= float(row["guarantee"]) for row in certified_rows
+    )
 
 
 def test_unknown_problem_and_bad_keys_get_one_line(tmp_path, capsys):
@@ -208,15 +219,16 @@ def archive_source(run) -> float:
 
 
 def interrupt_in_epoch(epoch: int):
-    """A stand-in for writing metrics.csv that presses Ctrl-C once ``epoch`` rows exist."""
-    write = problem_run._write_metrics
+    """A stand-in for writing the checkpoint that presses Ctrl-C once ``epoch`` are written."""
+    save, written = problem_run.save_checkpoint, []
 
-    def writing(path, rows):
-        write(path, rows)
-        if len(rows) == epoch:
+    def saving(*args):
+        save(*args)
+        written.append(args)
+        if len(written) == epoch:
             raise KeyboardInterrupt
 
-    return writing
+    return saving
 
 
 def test_a_run_cut_short_resumes_to_the_uninterrupted_result(tmp_path, capsys, monkeypatch):
@@ -234,7 +246,7 @@ def test_a_run_cut_short_resumes_to_the_uninterrupted_result(tmp_path, capsys, m
     parsed = problem_config.read_config(config)
 
     def stop_after_the_second_epoch(line: str) -> None:  # said after each epoch's checkpoint
-        if line.startswith("epoch 2:"):
+        if line.startswith("epoch 1:"):
             raise KeyboardInterrupt
 
     problem_run.check_training_folder(cut, parsed, resume=False)
@@ -267,19 +279,16 @@ def test_a_run_cut_short_resumes_to_the_uninterrupted_result(tmp_path, capsys, m
     )
     assert archive_source(cut) == archive_source(whole)
 
-    def without_seconds(run) -> list[list[str]]:
-        rows = (run / "metrics.csv").read_text().splitlines()
-        return [row.split(",")[:1] + row.split(",")[2:] for row in rows]
-
-    assert without_seconds(cut) == without_seconds(whole) and len(without_seconds(cut)) == 5
+    without_seconds = metrics_without_timings
+    assert without_seconds(cut) == without_seconds(whole) and len(without_seconds(cut)) == 4
     trained = tmp_path / "trained"
     with monkeypatch.context() as patched:  # Ctrl-C in the second epoch: one line, exit 130
-        patched.setattr(problem_run, "_write_metrics", interrupt_in_epoch(2))
+        patched.setattr(problem_run, "save_checkpoint", interrupt_in_epoch(2))
         assert cli.main(["train", str(config), "--out", str(trained), "--quiet"]) == 130
     error = capsys.readouterr().err
     assert "interrupted" in error and error.count("\n") == 1 and "Traceback" not in error
     assert cli.main(["train", str(config), "--out", str(trained), "--quiet", "--resume"]) == 0
-    assert "trained 4 epochs" in capsys.readouterr().out
+    assert "trained 3 epochs" in capsys.readouterr().out
     assert (trained / "policy.json").is_file() and not (trained / "evaluation.json").exists()
     policy = (trained / "policy.json").read_bytes()
     assert cli.main(["run", str(config), "--out", str(trained), "--resume", *budget]) == 0

@@ -9,7 +9,7 @@ import json
 import pytest
 
 from advonline import cli, problem_config, problem_run
-from tests.reports import by_algorithm, certified, exact
+from tests.reports import by_algorithm, certified, exact, metrics_without_timings
 
 SIMULTANEOUS = """
 [problem]
@@ -44,11 +44,6 @@ candidates = 1
 BUDGET = ["--search-steps", "8", "--random-instances", "8", "--quiet"]
 
 
-def rows_without_seconds(run) -> list[list[str]]:
-    rows = (run / "metrics.csv").read_text().splitlines()
-    return [row.split(",")[:1] + row.split(",")[2:] for row in rows]
-
-
 def test_the_simultaneous_loop_trains_an_interface_problem_and_resumes(tmp_path, capsys):
     config = tmp_path / "owt.toml"
     config.write_text(SIMULTANEOUS)
@@ -66,11 +61,12 @@ def test_the_simultaneous_loop_trains_an_interface_problem_and_resumes(tmp_path,
         "search_steps",
         "candidates",
     }
-    rows = rows_without_seconds(whole)
-    assert len(rows) == 1 + 3 and [row[0] for row in rows[1:]] == ["1", "2", "3"]
+    rows = metrics_without_timings(whole)
+    assert [row["epoch"] for row in rows] == ["1", "2", "3"]
+    assert [row["step"] for row in rows] == ["60", "120", "180"]
     # the delivered figure never rises, and it is the lowest certificate measured
-    certificates = [float(row[3]) for row in rows[1:]]
-    guarantees = [float(row[4]) for row in rows[1:]]
+    certificates = [float(row["upper_bound"]) for row in rows]
+    guarantees = [float(row["guarantee"]) for row in rows]
     assert guarantees == sorted(guarantees, reverse=True)
     assert guarantees[-1] == pytest.approx(min(certificates), rel=1e-6)
     assert certified(learned) == pytest.approx(min(certificates), rel=1e-4)
@@ -87,7 +83,7 @@ def test_the_simultaneous_loop_trains_an_interface_problem_and_resumes(tmp_path,
         problem_run.train_job(parsed, config, cut, stop_after_the_first_epoch)
     capsys.readouterr()
     assert cli.main(["run", str(config), "--out", str(cut), "--resume", *BUDGET]) == 0
-    assert rows_without_seconds(cut) == rows
+    assert metrics_without_timings(cut) == rows
     resumed = json.loads((cut / "evaluation.json").read_text())
     assert resumed["results"] == report["results"]
     assert cli.main(["archive", str(cut)]) == 2
