@@ -697,13 +697,18 @@ def run_main_job(args: argparse.Namespace) -> int:
     print(
         f"trained {result.run.steps} steps in {result.run.wall_seconds:.0f} s; run folder {folder}"
     )
-    if (phases := result.report.get("phase_seconds")) is not None:
-        spent = ", ".join(f"{k.removeprefix('seconds_')} {v:.0f} s" for k, v in phases.items())
-        print(f"where the time went: {spent} (compiling happens inside the phases)")
+    _print_phases(result.report)
     print(f"measured ratios: {folder}/{pipeline.EVALUATION_NAME}")
     print("exported policies: " + ", ".join(str(path) for path in result.policies))
     print(f"figures: {folder}/figures/ ({len(result.figures)} files, PNG and PDF)")
     return 0
+
+
+def _print_phases(report: dict) -> None:
+    """Where a run's training time went, from its report (nothing where it does not say)."""
+    if (phases := report.get("phase_seconds")) is not None:
+        spent = ", ".join(f"{k.removeprefix('seconds_')} {v:.0f} s" for k, v in phases.items())
+        print(f"where the time went: {spent} (compiling happens inside the phases)")
 
 
 def _problem_job(args: argparse.Namespace, config: problem_config.ProblemRunConfig) -> int:
@@ -736,6 +741,7 @@ def _problem_job(args: argparse.Namespace, config: problem_config.ProblemRunConf
         )
     print(evaluation.table(report))
     print(f"trained in {report['training']['seconds']:.0f} s; run folder {folder}")
+    _print_phases(report)
     print(f"exported policy: {folder / problem_run.POLICY_NAME}")
     return 0
 

@@ -243,9 +243,18 @@ def main_job(
         **({"adversary": tables["adversary"]} if config.adversary is not None else {}),
         "seconds": trained.seconds,
     }
-    report = evaluation.report(problem, setting, budget, results, LEARNED, names, training=training)
-    atomic_write(folder / EVALUATION_NAME, (json.dumps(report, indent=1) + "\n").encode())
     rows = plots.read_metrics(folder / METRICS_NAME, METRIC_FIELDS)
+    report = evaluation.report(
+        problem,
+        setting,
+        budget,
+        results,
+        LEARNED,
+        names,
+        training=training,
+        phase_seconds=profile.totals(rows),
+    )
+    atomic_write(folder / EVALUATION_NAME, (json.dumps(report, indent=1) + "\n").encode())
     report["figures"] = [str(path) for path in figures(rows, report, folder / "figures")]
     return report
 
