@@ -99,17 +99,7 @@ def load(folder: str | Path) -> tuple[Any, RunConfig, float]:
         game = config.build_game()
         template = _template(game, config)
         template = template.replace(key=jax.random.key_data(template.key))
-        stored = game.upgrade_stored(record["state"])
-        if "best_algorithm" not in stored:  # written before game.keep_best existed
-            stored["best_algorithm"] = stored["algorithm"]
-            stored["best_score"] = template.best_score
-        if config.game.loop == "oracle" and "best_weights" not in stored:  # before mixtures
-            blank = serialization.to_state_dict(template)
-            stored["best_members"], stored["best_weights"] = (
-                blank["best_members"],
-                blank["best_weights"],
-            )
-        state = serialization.from_state_dict(template, stored)
+        state = serialization.from_state_dict(template, record["state"])
         check_shapes(template, state)
         wall = float(meta["wall_seconds"])
     except CheckpointError:

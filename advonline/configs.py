@@ -19,7 +19,6 @@ from typing import Any
 from advonline.folders import read_text
 
 LOOPS = ("simultaneous", "oracle")
-OPTIMA = ("device", "highs")  # where the K >= 2 training step solves OPT
 
 
 class ConfigError(ValueError):
@@ -36,34 +35,23 @@ class GameConfig:
     replay_size: int = 256  # past hard instances the algorithm keeps training against
     replay_per_step: int = 8  # hardest instances of each adversary batch added to the replay
     temperature: float = 0.02  # softmin over payoffs: the adversary's weights on its instances
-    known_families: bool = False  # mix the known hard families into training (the fallback)
-    replay_fresh: bool = True  # replay what each exploitability (fresh) adversary found
-    adopt_fresh: bool = False  # a fresh adversary that beats the training one replaces it
     keep_best: bool = False  # deliver the measured iterate with the best score (advonline/train.py)
-    family_members: int = 64  # stopping densities of the mixed-in families
     seed: int = 0
-    # "simultaneous": one live adversary network against the algorithm, step by step;
-    # "oracle": the oracle loop (advonline/oracle_loop.py; the [oracle] table)
+    # "simultaneous": one live adversary network against the algorithm, step by step (K >= 2:
+    # each batch's OPT from the JAX dual LP inside the step, divisible buyers only; see
+    # problems/posted_price/sampled_game.py); "oracle": the oracle loop
+    # (advonline/oracle_loop.py; the [oracle] table)
     loop: str = "simultaneous"
-    # K >= 2, simultaneous loop: "highs": each batch's OPT from SciPy's HiGHS (exact) between
-    # jitted pieces; "device": from the JAX dual LP inside one jitted step (divisible only; a
-    # primal-feasible value, so no ratio is inflated, but on the near-tied instances an
-    # adversary writes it can fall short of OPT by a few per cent; see
-    # problems/posted_price/optimum.py).
-    # Indivisible K >= 2 always uses HiGHS's MILP.
-    optimum: str = "highs"
     # devices the batches are sharded over (advonline/parallel.py): 0 = every device JAX sees;
     # a run may resume on another count (its figures agree up to float rounding)
     devices: int = 0
 
     def check(self) -> list[str]:
-        problems = positive("game", self, "steps", "algorithm_steps", "family_members")
+        problems = positive("game", self, "steps", "algorithm_steps")
         if self.devices < 0:
             problems.append("game.devices must be >= 0 (0: every device)")
         if self.loop not in LOOPS:
             problems.append(f"game.loop must be one of {', '.join(LOOPS)}")
-        if self.optimum not in OPTIMA:
-            problems.append(f"game.optimum must be one of {', '.join(OPTIMA)}")
         if self.adversary_steps < 0:
             problems.append("game.adversary_steps must be >= 0")
         problems += positive_float("game", self, "temperature")
@@ -253,10 +241,6 @@ def from_dict(data: dict, origin: str = "config") -> RunConfig:
     if config.game.loop == "oracle":
         if config.game.steps % config.oracle.epoch_steps:
             problems.append("game.steps must be a multiple of oracle.epoch_steps")
-        if config.game.known_families:
-            problems.append(
-                'game.loop = "oracle" fills its archive by search alone (no known_families)'
-            )
     elif config.game.keep_best and config.log.exploit_every == 0:
         problems.append("game.keep_best needs log.exploit_every > 0 (it keeps a measured iterate)")
     if problems:

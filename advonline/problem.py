@@ -113,9 +113,7 @@ class Training(NamedTuple):
     - ``game(run_config, mesh=None)``: the game the core's loops play
       (:mod:`advonline.train`, :mod:`advonline.oracle_loop`): a hashable object whose methods
       answer what they ask (fresh parameters and states, payoffs, updates, oracles, the
-      certificate, the delivered policies, policy files and figures, and
-      ``upgrade_stored(state_dict) -> state_dict``, which brings a checkpoint's state written
-      in an earlier layout of its own to the current one);
+      certificate, the delivered policies, policy files and figures);
     - ``commands``: its archive listing (for posted pricing :mod:`posted_price.commands`):
       ``archive_title(setting)``, ``ARCHIVE_COLUMNS`` and ``archive_cells(row)``.
     """

@@ -88,12 +88,6 @@ class Epoch(NamedTuple):
     training_seconds: float  # the epoch's training, compiling included
 
 
-def no_known_instances(game):
-    """The step's mixed-in known instances: none (held-out families are checks only)."""
-    tokens = jnp.zeros((0, game.instance_length), jnp.int32)
-    return game.decode(tokens, jnp.float32), jnp.zeros(0, jnp.float32)
-
-
 def replay_ratios(game, params, state: GameState) -> np.ndarray:
     """``OPT / E[ALG]`` of ``params`` on every replay slot ``[N]`` (-inf where empty)."""
     replay = state.replay
@@ -126,11 +120,10 @@ def measure(game, budget, seed: int, epoch: int, state: GameState) -> tuple[Game
 def run_epochs(game, oracle, seed: int, state: GameState, epochs: int) -> Iterator[Epoch]:
     """Train from ``state`` until ``epochs`` epochs are done, yielding each measured epoch
     (a resumed run goes on from its state's step)."""
-    known, known_optimum = no_known_instances(game)
     for epoch in range(int(state.step) // oracle.epoch_steps + 1, epochs + 1):
         started = time.perf_counter()
         while int(state.step) < epoch * oracle.epoch_steps:
-            state, _ = simultaneous.game_step(game, state, known, known_optimum)
+            state, _ = simultaneous.game_step(game, state)
         jax.block_until_ready(state.algorithm)  # asynchronous dispatch: time the work
         seconds = time.perf_counter() - started
         state, record = measure(game, oracle.budget(), seed, epoch, state)

@@ -8,10 +8,9 @@ updates of the algorithm (both counts from the ``[game]`` table), each with Opta
 
 **Keeping the adversary honest.** The adversary's instances go into a replay of past hard
 instances (the ``replay_per_step`` hardest of each batch; an :class:`~advonline.archive.Archive`
-used first in, first out). The algorithm trains against the union of the latest batch, the
-replay and (only when the config says ``known_families``, the fallback) known hard instances,
-weighted by a softmin of their payoffs at ``temperature``: the adversary's best mixed strategy
-over everything it has found, smoothed.
+used first in, first out). The algorithm trains against the union of the latest batch and the
+replay, weighted by a softmin of their payoffs at ``temperature``: the adversary's best mixed
+strategy over everything it has found, smoothed.
 
 What the step asks of the game (a hashable object, ``jit``'s static argument; posted pricing's
 is :class:`~posted_price.game.Game`):
@@ -67,11 +66,11 @@ class StepMetrics(NamedTuple):
 
 
 class TrainingPool(NamedTuple):
-    """What the algorithm trains against in one step: the adversary's batch, the replay (with
-    that batch's hardest added) and the mixed-in known instances."""
+    """What the algorithm trains against in one step: the adversary's batch and the replay
+    (with that batch's hardest added)."""
 
     replay: Archive  # the replay after adding the batch's hardest instances
-    instances: object  # batch + replay + known instances, [P]
+    instances: object  # batch + replay, [P]
     optimum: jax.Array  # [P]
     valid: jax.Array  # [P] bool: False for empty replay slots
 
@@ -119,9 +118,7 @@ def replay_instances(game, state: GameState, types: jax.Array, ratio: jax.Array)
     return state.replace(replay=add_hardest(state.replay, types, optimum, 1.0 / ratio, count))
 
 
-def training_pool(
-    game, replay: Archive, written: Written, optimum, payoff, known, known_optimum
-) -> TrainingPool:
+def training_pool(game, replay: Archive, written: Written, optimum, payoff) -> TrainingPool:
     """The pool of one step, the batch's ``replay_per_step`` hardest (by ``payoff``) replayed;
     the replay holds tokens, decoded here in the batch's dtype."""
     count = game.loop_config.replay_per_step
@@ -131,12 +128,10 @@ def training_pool(
     return TrainingPool(
         replay=replay,
         instances=jax.tree.map(
-            lambda *leaves: jnp.concatenate(leaves), written.instances, replayed, known
+            lambda *leaves: jnp.concatenate(leaves), written.instances, replayed
         ),
-        optimum=jnp.concatenate([optimum, replay.optimum, known_optimum]),
-        valid=jnp.concatenate(
-            [jnp.ones_like(optimum, bool), replay.filled, jnp.ones_like(known_optimum, bool)]
-        ),
+        optimum=jnp.concatenate([optimum, replay.optimum]),
+        valid=jnp.concatenate([jnp.ones_like(optimum, bool), replay.filled]),
     )
 
 
@@ -150,9 +145,8 @@ def step_metrics(payoff: jax.Array, pool_payoff: jax.Array, valid: jax.Array) ->
 
 
 @functools.partial(jax.jit, static_argnums=0)
-def game_step(game, state: GameState, known, known_optimum) -> tuple[GameState, StepMetrics]:
-    """One step: the adversary's updates, then the algorithm's (module docstring); ``known``
-    ``[F]`` are the mixed-in known hard instances with their OPT (``F = 0`` without them)."""
+def game_step(game, state: GameState) -> tuple[GameState, StepMetrics]:
+    """One step: the adversary's updates, then the algorithm's (module docstring)."""
     loop, adversary_config = game.loop_config, game.adversary_config
     adversary_opt = adversary_optimizer(adversary_config)
     algorithm_opt = game.algorithm_optimizer()
@@ -179,9 +173,7 @@ def game_step(game, state: GameState, known, known_optimum) -> tuple[GameState, 
             )
             updates, adversary_state = adversary_opt.update(grads, adversary_state, adversary)
             adversary = optax.apply_updates(adversary, updates)
-    replay, pool, pool_optimum, valid = training_pool(
-        game, state.replay, written, optimum, payoff, known, known_optimum
-    )
+    replay, pool, pool_optimum, valid = training_pool(game, state.replay, written, optimum, payoff)
     pool, pool_optimum, valid = game.shard((pool, pool_optimum, valid))
     algorithm, algorithm_state = state.algorithm, state.algorithm_opt
     weigh = functools.partial(softmin_weights, valid=valid, temperature=loop.temperature)

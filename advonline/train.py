@@ -13,11 +13,8 @@ Exploitability (method.md §3): every ``log.exploit_every`` steps a fresh advers
 scratch against the frozen pricing network for ``log.exploit_steps`` steps; the row records
 the worst ratio it reached (``fresh_ratio``), the training adversary's worst ratio in the same
 step (``adversary_ratio``) and their difference (``exploitability``). Its PRNG key is derived
-from the seed and the step, not taken from the game state. With ``game.replay_fresh`` the
-worst instances the fresh adversary wrote join the replay (a replay of past adversaries), so
-the run depends on ``log.exploit_every``; with ``game.adopt_fresh`` a fresh adversary that
-beats the training adversary replaces it (a restart of the adversary from a stronger point).
-With ``game.keep_best`` each measurement also scores the iterate, and the state keeps the
+from the seed and the step, not taken from the game state, and what it finds does not change
+the run. With ``game.keep_best`` each measurement also scores the iterate, and the state keeps the
 pricing parameters with the lowest score, which the run delivers
 (:func:`advonline.simultaneous.delivered_params`): the game's iterates swing, and the last one
 is not always the best. The score is the DP upper bound on the iterate's CR where the certificate
@@ -84,17 +81,10 @@ def exploitability_key(config: RunConfig, step: int) -> jax.Array:
 
 def check_processes(config: RunConfig) -> None:
     """Refuse, in a multi-process run, what runs on the host between jitted programs with
-    each process's own data: the oracle loop (its archive and meta-solver) and the K >= 2
-    step with HiGHS (``game.optimum = "device"`` keeps that step on the devices)."""
-    if jax.process_count() == 1:
-        return
-    if config.game.loop == "oracle":
+    each process's own data: the oracle loop (its archive and meta-solver)."""
+    if jax.process_count() > 1 and config.game.loop == "oracle":
         raise TrainError(
             "several processes train the simultaneous loop only (not game.loop = oracle)"
-        )
-    if not config.build_game().runs_on_device:
-        raise TrainError(
-            'several processes train K >= 2 with game.optimum = "device" (divisible) only'
         )
 
 
@@ -225,14 +215,13 @@ def _train(
     game = config.build_game(mesh)
     if config.game.loop == "oracle":
         return _train_oracle_loop(game, config, folder, state, wall_before, report)
-    families, families_optimum = parallel.replicate(game.family_pool(), mesh)
     step_once = game.step_function()
     metrics_path = folder / METRICS_NAME
     log = config.log
     started = time.perf_counter()
     window_start, window_steps = started, 0
     while (step := int(state.step)) < config.game.steps:
-        state, metrics = step_once(game, state, families, families_optimum)
+        state, metrics = step_once(game, state)
         done = step + 1
         window_steps += 1
         last = done == config.game.steps
@@ -308,8 +297,8 @@ def train_epochs(
 
 
 def _row(game, config: RunConfig, state, metrics, done: int, wall: float) -> tuple[dict, Any]:
-    """The metrics row of step ``done``; measuring exploitability may also replay what the
-    fresh adversary found (``game.replay_fresh``), hence the new state."""
+    """The metrics row of step ``done``, and the state (with ``game.keep_best``, the measured
+    iterate kept when it scores best)."""
     row = dict.fromkeys(METRIC_FIELDS, "")  # every column; "" where not measured
     row.update(
         step=done,
@@ -328,8 +317,4 @@ def _row(game, config: RunConfig, state, metrics, done: int, wall: float) -> tup
             state = keep_best(state, fresh if bound is None else bound)
         row["fresh_ratio"] = fresh
         row["exploitability"] = fresh - row["adversary_ratio"] if math.isfinite(fresh) else fresh
-        if config.game.replay_fresh:
-            state = game.replay_found(state, found)
-        if config.game.adopt_fresh and fresh > row["adversary_ratio"]:
-            state = game.adopt(state, found)
     return row, state

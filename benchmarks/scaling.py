@@ -1,5 +1,6 @@
 """Training speed on 1, 2 and 4 devices (the batches sharded over them, advonline/parallel.py),
-side by side in one run, and the K >= 2 step with OPT from HiGHS and from the JAX dual LP.
+side by side in one run, for one resource and for two (the K >= 2 step, OPT from the JAX
+dual LP).
 
 Run: python benchmarks/scaling.py [--steps N] [--devices 1 2 4]
 
@@ -12,11 +13,10 @@ the real devices (the first 1, 2 and 4 of them).
 
 For each config and device count it prints steps per second and instances per second: the
 instances the adversary writes plus those the pricing network trains against (the pool:
-the batch, the replay and any mixed-in families), per step.
+the batch and the replay), per step.
 """
 
 import argparse
-import dataclasses
 import os
 import statistics
 import subprocess
@@ -47,26 +47,25 @@ def time_training_steps(config, devices: int, steps: int) -> tuple[list[float], 
     import jax
 
     from advonline import parallel
-    from advonline.problems.posted_price.game import Game, known_family_pool
+    from advonline.problems.posted_price.game import Game
     from advonline.problems.posted_price.sampled_game import sampled_game_step
     from advonline.simultaneous import game_step, init_state
 
     mesh = parallel.batch_mesh(devices)
     game = Game.build(config, mesh)
     state = parallel.replicate(init_state(game, jax.random.key(config.game.seed)), mesh)
-    families = parallel.replicate(known_family_pool(game), mesh)
     step = game_step if config.setting.resources == 1 else sampled_game_step
     for _ in range(2):
-        state, metrics = step(game, state, *families)
+        state, metrics = step(game, state)
     jax.block_until_ready((state, metrics))
     times = []
     for _ in range(steps):
         start = time.perf_counter()
-        state, metrics = step(game, state, *families)
+        state, metrics = step(game, state)
         jax.block_until_ready((state, metrics))
         times.append(time.perf_counter() - start)
     written = config.adversary.batch * max(config.game.adversary_steps, 1)
-    pool = config.adversary.batch + config.game.replay_size + families[1].shape[0]
+    pool = config.adversary.batch + config.game.replay_size
     return times, written + pool * config.game.algorithm_steps
 
 
@@ -87,29 +86,19 @@ def main() -> None:
         f"XLA_FLAGS={os.environ.get('XLA_FLAGS', '')!r}; {os.cpu_count()} CPU cores"
     )
     counts = [count for count in args.devices if count <= len(available)]
-    k2 = configs.load("experiments/configs/k2-u10-families-simultaneous.toml")
-    on_device = dataclasses.replace(k2, game=dataclasses.replace(k2.game, optimum="device"))
     cases = {
         "k1-u10 (K = 1)": configs.load("experiments/configs/k1-u10-simultaneous.toml"),
-        "k2-u10, OPT from HiGHS": k2,
-        "k2-u10, OPT on the device": on_device,
+        "k2-u10 (K = 2)": configs.load("experiments/configs/k2-u10-simultaneous.toml"),
     }
     print(f"{'config':28} {'devices':>7} {'ms/step':>9} {'steps/s':>8} {'instances/s':>12}")
-    medians = {}
     for name, config in cases.items():
         for count in counts:
             times, instances = time_training_steps(config, count, args.steps)
             median = statistics.median(times)
-            medians[name, count] = median
             print(
                 f"{name:28} {count:7d} {median * 1e3:9.1f} {1 / median:8.2f} "
                 f"{instances / median:12.0f}"
             )
-    before, after = medians["k2-u10, OPT from HiGHS", 1], medians["k2-u10, OPT on the device", 1]
-    print(
-        f"K >= 2 step on 1 device, same config (k2-u10): {before * 1e3:.0f} ms with HiGHS between "
-        f"jitted pieces, {after * 1e3:.0f} ms with the on-device optimum ({before / after:.2f}x)"
-    )
 
 
 if __name__ == "__main__":

@@ -105,9 +105,8 @@ def main() -> None:
     setting = game.setting
     device = jax.devices()[0]
     state = init_state(game, jax.random.key(0))
-    # the pool one algorithm update trains on: adversary batch + replay + mixed-in families
+    # the pool one algorithm update trains on: adversary batch + replay
     pool = config.adversary.batch + config.game.replay_size
-    pool += config.game.family_members if config.game.known_families else 0
     table = price_table(setting, game.policy(state.algorithm), jnp.float32)
     written = game.adversary.write(
         state.adversary, setting, jax.random.key(1), pool, jnp.float32, table

@@ -3,13 +3,12 @@ measures it beside the classic baselines with the same sources and budget.
 
 For U/L in {5, 10, 100}, trains with the simultaneous loop (the paper's method, which does not
 converge: docs/method.md) experiments/configs/k1-u{H}-simultaneous.toml (from scratch: no known
-hard family in training) and k1-u{H}-families-simultaneous.toml (the staircase family mixed in),
-then measures `learned` (the randomised policy), `learned-deterministic` (its median-price
-read-out) and every baseline (`threshold`, `exponential`, `greedy`, `fixed`) with the default
-budget (exact DP bound, fresh adversary, families, random instances; for the randomised policy
-the DP's upper bound on its oblivious CR beside it). Also reports the read-out's largest
-relative gap to the threshold price phi(y) over the utilisation grid (first round) and the
-training wall time.
+hard family in training), then measures `learned` (the randomised policy), `learned-deterministic`
+(its median-price read-out) and every baseline (`threshold`, `exponential`,
+`greedy`, `fixed`) with the default budget (exact DP bound, fresh adversary, families, random
+instances; for the randomised policy the DP's upper bound on its oblivious CR beside it). Also
+reports the read-out's largest relative gap to the threshold price phi(y) over the utilisation
+grid (first round) and the training wall time.
 
 Run: python experiments/learned_k1.py [--out results] [--only k1-u10-simultaneous]
 Writes OUT/learned_k1.{md,csv}, OUT/learned_k1.{png,pdf} (grouped bars),
@@ -39,7 +38,7 @@ from advonline.problems.posted_price.model import price_table
 from advonline.problems.posted_price.problem import PROBLEM as POSTED
 from advonline.train import METRICS_NAME
 
-NAMES = [f"k1-u{h}{variant}-simultaneous" for h in (5, 10, 100) for variant in ("", "-families")]
+NAMES = [f"k1-u{h}-simultaneous" for h in (5, 10, 100)]
 
 
 def readout_gap(config, params) -> float:
@@ -75,7 +74,7 @@ def main() -> None:
         plots.exploitability_figure(name, rows_logged, described, out)
         row = {
             "config": name,
-            "training": "families mixed in" if config.game.known_families else "from scratch",
+            "training": "from scratch",
             "setting": title,
             "train_seconds": round(wall, 1),
             "one_plus_ln_theta": round(POSTED.reference(setting)[1], 4),

@@ -2,11 +2,9 @@
 demands), the learned policy is measured against them with the same evaluator and budget.
 
 Trains with the simultaneous loop (the paper's method, which does not converge: docs/method.md)
-experiments/configs/k2-u10-families-simultaneous.toml (K = 2) and
-k3-u10-families-simultaneous.toml (K = 3), each with the known hard families mixed into
-training, k2-u10-simultaneous.toml and k3-u10-simultaneous.toml (the same from scratch) and
-k1-u10-d025-simultaneous.toml (K = 1, demands up to a quarter of capacity,
-indivisible, from scratch); the table's "training" column says which is which. It measures
+experiments/configs/k2-u10-simultaneous.toml (K = 2), k3-u10-simultaneous.toml (K = 3) and
+k1-u10-d025-simultaneous.toml (K = 1, demands up to a quarter of capacity, indivisible), each
+from scratch. It measures
 `learned` (the randomised policy), `learned-deterministic` (its median-price read-out) and
 every baseline with the evaluator's default budget. For K >= 2 there is no exact certificate
 (`exact` is n/a): the sources are the fresh adversary, the two-demand hard families and the
@@ -33,17 +31,9 @@ from advonline.baselines.posted_price import BASELINES
 from advonline.evaluation import Budget
 from advonline.huge_pages import relaunch_with_huge_pages
 
-NAMES = [
-    "k2-u10-families-simultaneous",
-    "k2-u10-simultaneous",
-    "k3-u10-families-simultaneous",
-    "k3-u10-simultaneous",
-    "k1-u10-d025-simultaneous",
-]
+NAMES = ["k2-u10-simultaneous", "k3-u10-simultaneous", "k1-u10-d025-simultaneous"]
 AIMS = {
-    "k2-u10-families-simultaneous": (0.85, BASELINES),
     "k2-u10-simultaneous": (0.85, BASELINES),
-    "k3-u10-families-simultaneous": (0.85, BASELINES),
     "k3-u10-simultaneous": (0.85, BASELINES),
     "k1-u10-d025-simultaneous": (0.90, ("threshold",)),
 }
@@ -75,7 +65,7 @@ def main() -> None:
         best_ratio = measured[best].competitive_ratio
         row = {
             "config": name,
-            "training": "families mixed in" if config.game.known_families else "from scratch",
+            "training": "from scratch",
             "setting": setting_text(config.setting),
             "train_seconds": round(wall, 1),
             "best_baseline": best,

@@ -3,8 +3,8 @@ steps and less wall time than the standard update (REINFORCE on sampled prices, 
 baseline), on the same objective and budget, in both training loops.
 
 - Simultaneous loop: both runs train the pricing network of
-  experiments/configs/ablation-k1-u10-simultaneous.toml (a frozen adversary and the staircase
-  family: the same fixed pool of instances for both) from the same seed, differing only in
+  experiments/configs/ablation-k1-u10-simultaneous.toml (a frozen adversary: the same fixed
+  objective for both) from the same seed, differing only in
   ``algorithm.update``. The objective is the worst ratio OPT / E[ALG] over the pool
   (``pool_ratio`` in metrics.csv, exact E[ALG]).
 - Oracle loop: both runs train experiments/configs/k1-u10-oracle.toml from scratch (game

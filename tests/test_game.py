@@ -7,13 +7,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from flax import serialization
 
 from advonline import configs, problem_config
 from advonline.archive import empty_archive, push_first_out
 from advonline.problems.posted_price.game import (
     Game,
-    known_family_pool,
     per_round_gradient,
     reinforce_gradient,
 )
@@ -128,37 +126,10 @@ def test_the_replay_is_the_archive_first_in_first_out(size):
     assert sorted(np.asarray(store.types)[:, 0].tolist()) == newest.tolist()
 
 
-def test_a_replay_stored_as_a_ring_buffer_is_upgraded_to_the_same_archive():
-    """A checkpoint written when the replay was a ring buffer of written-out instances (with a
-    cursor) reads back as the archive holding the same buyer types, optimum and order."""
-    game = Game.build(configs.from_dict(TINY))
-    state = init_state(game, jax.random.key(0))
-    families = known_family_pool(game)
-    for _ in range(5):  # 10 instances into 8 slots: the replay has wrapped
-        state, _ = game_step(game, state, *families)
-    replay = state.replay
-    instances = game.adversary.instances(replay.types, jnp.float32)
-    old_layout = serialization.to_state_dict(state)
-    old_layout["replay"] = {
-        "instances": {"values": np.asarray(instances.values), "demands": instances.demands},
-        "optimum": np.asarray(replay.optimum),
-        "filled": np.asarray(replay.filled),
-        "cursor": np.int32(10 % 8),  # where the ring would write next: the oldest
-    }
-    upgraded = game.upgrade_stored(old_layout)["replay"]
-    np.testing.assert_array_equal(upgraded["types"], replay.types)
-    np.testing.assert_array_equal(upgraded["optimum"], replay.optimum)
-    np.testing.assert_array_equal(upgraded["filled"], replay.filled)
-    np.testing.assert_array_equal(np.argsort(upgraded["found_at"]), np.argsort(replay.found_at))
-    restored = serialization.from_state_dict(state, {**old_layout, "replay": upgraded})
-    assert jax.tree.structure(restored) == jax.tree.structure(state)
-
-
 def test_game_step_keeps_shapes_and_fills_the_replay():
     game = Game.build(configs.from_dict(TINY))
     state = init_state(game, jax.random.key(0))
-    families = known_family_pool(game)
-    new_state, metrics = game_step(game, state, *families)
+    new_state, metrics = game_step(game, state)
     assert int(new_state.step) == 1
     assert int(new_state.replay.filled.sum()) == TINY["game"]["replay_per_step"]
     assert jax.tree.structure(new_state) == jax.tree.structure(state)
@@ -191,7 +162,8 @@ def test_every_shipped_config_is_valid():
         ({"game": {"steps": 0}}, "game.steps must be >= 1"),
         ({"algorithm": {"update": "adam"}}, "algorithm.update must be one of"),
         ({"setting": {"low": 3.0, "high": 2.0}}, "must exceed L"),
-        ({"game": {"known_families": 1}}, "expected true or false"),
+        ({"game": {"keep_best": 1}}, "expected true or false"),
+        ({"game": {"known_families": True}}, "unknown key 'known_families'"),
     ],
 )
 def test_bad_configs_are_refused_with_the_key_named(data, message):

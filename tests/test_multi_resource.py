@@ -14,7 +14,7 @@ from advonline.baselines.posted_price import make_baseline
 from advonline.baselines.posted_price.exponential import exponential_price
 from advonline.networks import AlgorithmNetwork
 from advonline.problems.posted_price.families import family_demand_pairs, make_family, write_out
-from advonline.problems.posted_price.game import Game, known_family_pool, per_round_gradient
+from advonline.problems.posted_price.game import Game, per_round_gradient
 from advonline.problems.posted_price.model import (
     Instance,
     PriceDistribution,
@@ -136,27 +136,6 @@ def test_a_shared_pricing_network_prices_resources_alike():
     uneven["algorithm"] = {"shared_resources": True}
     with pytest.raises(configs.ConfigError, match="shared_resources needs every capacity equal"):
         configs.from_dict(uneven)
-
-
-def test_mixed_in_families_cover_every_demand_pair_of_the_evaluator():
-    data = {
-        "setting": {"resources": 2, "capacities": [1.0, 1.0], "rounds": 12, "max_demand": 0.5},
-        "algorithm": {"price_atoms": 4, "hidden": 8, "layers": 1, "rollout_rounds": 2},
-        "game": {"known_families": True, "family_members": 3},
-    }
-    data["setting"]["demand_levels"] = 2
-    game = Game.build(configs.from_dict(data))
-    instances, optimum = known_family_pool(game)
-    rising, final = family_demand_pairs(game.setting, jnp.float32)
-    assert instances.values.shape == (3 * rising.shape[0], 12)
-    firsts = {tuple(np.asarray(d).tolist()) for d in instances.demands[:, 0]}
-    lasts = {tuple(np.asarray(d).tolist()) for d in instances.demands[:, -1]}
-    assert firsts == lasts == {tuple(np.asarray(d).tolist()) for d in rising}
-    densities = np.asarray(instances.densities[:, -1])
-    assert np.isclose(densities.min(), 1.0) and np.isclose(densities.max(), 10.0)
-    assert np.all(np.asarray(optimum) > 0)
-    data["game"]["known_families"] = False
-    assert known_family_pool(Game.build(configs.from_dict(data)))[0].values.shape[0] == 0
 
 
 def test_rollout_gradient_is_unbiased_for_the_exact_gradient():

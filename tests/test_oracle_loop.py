@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
@@ -252,12 +253,11 @@ def test_training_never_touches_the_evaluators_families(tmp_path, monkeypatch):
         monkeypatch.setattr(family, "__call__", spy(family.__name__))
     train(configs.load(_config(tmp_path, 2)), tmp_path / "run")
     assert calls == []
-    # the spy is live: the labelled fallback that mixes the families in does call them
-    data = configs.load(_config(tmp_path, 2)).to_dict()
-    data["game"].update(loop="simultaneous", known_families=True)
+    # the spy is live: a call through the module, as training would make one, is caught
+    setting = configs.load(_config(tmp_path, 2)).setting
     with pytest.raises(AssertionError, match="family generator"):
-        train(configs.from_dict(data), tmp_path / "fallback")
-    assert calls
+        families.stopping_densities(setting, 3, jnp.float32)
+    assert calls == ["stopping_densities"]
 
 
 def test_the_evaluators_keys_differ_from_every_training_key():
@@ -282,10 +282,7 @@ def test_the_oracle_loop_refuses_what_it_does_not_support(tmp_path):
     data["game"]["steps"] = 5
     with pytest.raises(configs.ConfigError, match="multiple of oracle.epoch_steps"):
         configs.from_dict(data)
-    data["game"].update(steps=12, known_families=True)
-    with pytest.raises(configs.ConfigError, match="known_families"):
-        configs.from_dict(data)
-    data["game"]["known_families"] = False
+    data["game"]["steps"] = 12
     data["oracle"]["probe_every"] = -1
     with pytest.raises(configs.ConfigError, match="oracle.probe_every must be >= 0"):
         configs.from_dict(data)

@@ -12,7 +12,7 @@ from advonline.baselines.posted_price import make_baseline
 from advonline.problems.posted_price.adversary import best_response, build_adversary, scaled_state
 from advonline.problems.posted_price.certify import certify_dp
 from advonline.problems.posted_price.config import AdversaryConfig
-from advonline.problems.posted_price.game import Game, known_family_pool
+from advonline.problems.posted_price.game import Game
 from advonline.problems.posted_price.model import (
     Buyer,
     PriceDistribution,
@@ -133,7 +133,7 @@ def test_a_fresh_state_adversary_finds_the_ramp_against_the_threshold():
 def test_a_game_step_with_the_state_adversary_trains_both_players():
     game = Game.build(configs.from_dict(SMALL))
     state = init_state(game, jax.random.key(0))
-    new_state, metrics = game_step(game, state, *known_family_pool(game))
+    new_state, metrics = game_step(game, state)
     assert float(metrics.adversary_ratio) >= 1
     for before, after in (
         (state.adversary, new_state.adversary),

@@ -90,9 +90,9 @@ def check_run(config: RunConfig) -> list[str]:
         problems.append(
             'adversary.conditioning = "state" with several resources needs game.loop = "oracle"'
         )
+    if several and not config.setting.divisible:
+        problems.append("several resources need divisible buyers (OPT from the JAX dual LP)")
     if config.game.loop == "oracle" and several:
-        if not config.setting.divisible:
-            problems.append('game.loop = "oracle" with several resources needs divisible buyers')
         if config.adversary.conditioning != "state":
             problems.append(
                 'game.loop = "oracle" with several resources needs adversary.conditioning = "state"'

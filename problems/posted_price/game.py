@@ -18,9 +18,6 @@ K >= 2 values the actions by rollouts (:mod:`posted_price.sampled_game`).
 **Standard update** (ablation; ``"reinforce"``): sampled runs of the one simulator, the score
 function of the sampled prices, the mean return of the other runs on the same instance as
 baseline.
-
-**Known hard instances** (only with ``game.known_families``, the fallback): the staircase
-family, mixed into every step's training pool (:func:`known_family_pool`).
 """
 
 from __future__ import annotations
@@ -33,20 +30,18 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
-from flax import serialization
 from jax.sharding import Mesh
 
 from advonline import ratio, simultaneous
-from advonline.archive import empty_archive, on_padded_rows
+from advonline.archive import on_padded_rows
 from advonline.configs import GameConfig, RunConfig
 from advonline.mixture import SnapshotMixture, snapshot_mixture
 from advonline.networks import AlgorithmNetwork
 from advonline.parallel import shard_batch
-from advonline.problems.posted_price import families, figures, policy_writer
+from advonline.problems.posted_price import figures, policy_writer
 from advonline.problems.posted_price.adversary import (
     AdversaryModel,
     BestResponse,
-    adversary_optimizer,
     build_adversary,
     fresh_best_response,
     payoffs_given_sales,
@@ -133,30 +128,15 @@ class Game:
         """Fresh parameters (uniform prices), optimiser states and an empty replay."""
         return simultaneous.init_state(self, key)
 
-    @property
-    def runs_on_device(self) -> bool:
-        """Whether a training step runs inside ``jit`` alone (no solver between jit calls):
-        always for K = 1; for K >= 2 with the JAX dual LP (divisible buyers)."""
-        if self.setting.resources == 1:
-            return True
-        from advonline.problems.posted_price.sampled_game import on_device
-
-        return on_device(self)
-
     def step_function(self) -> Callable:
-        """``(game, state, families, families_optimum) -> (state, StepMetrics)``: one step of
-        the simultaneous loop; exact values for K = 1 (:func:`advonline.simultaneous.game_step`),
+        """``(game, state) -> (state, StepMetrics)``: one step of the simultaneous loop; exact
+        values for K = 1 (:func:`advonline.simultaneous.game_step`),
         rollouts for K >= 2 (:func:`~posted_price.sampled_game.sampled_game_step`)."""
         if self.setting.resources == 1:
             return simultaneous.game_step
         from advonline.problems.posted_price.sampled_game import sampled_game_step
 
         return sampled_game_step
-
-    def family_pool(self):
-        """The known hard instances mixed into training, with their optima
-        (:func:`known_family_pool`; empty unless ``game.known_families``)."""
-        return known_family_pool(self)
 
     def fresh_adversary(self, params: dict, key: jax.Array) -> BestResponse:
         """A fresh adversary trained from scratch against ``params``: its worst ratio and the
@@ -171,44 +151,6 @@ class Game:
             key,
             self.algorithm_config.payoff_runs,
         )
-
-    def upgrade_stored(self, stored: dict) -> dict:
-        """A checkpoint's state dict in the current layout. A replay stored as a ring buffer
-        of written-out instances (``values``, ``demands``, ``cursor``) becomes the
-        first-in-first-out archive of their buyer types, oldest first from the cursor, so
-        training goes on exactly as it would have. Outside ``jit``."""
-        replay = stored.get("replay")
-        if not isinstance(replay, dict) or "cursor" not in replay:
-            return stored
-        stored_instances = replay["instances"]
-        written_out = Instance(
-            jnp.asarray(stored_instances["values"]), jnp.asarray(stored_instances["demands"])
-        )
-        types = np.asarray(self.adversary.buyer_types.types_of(written_out, jnp.float32))
-        size, rounds = types.shape
-        blank = serialization.to_state_dict(empty_archive(size, rounds))
-        order = (int(replay["cursor"]) + np.arange(size)) % size  # oldest first
-        found_at = np.zeros(size, np.int32)
-        found_at[order] = np.arange(size)
-        filled = np.asarray(replay["filled"])
-        upgraded = {
-            **blank,
-            "types": np.where(filled[:, None], types, 0).astype(np.int32),
-            "optimum": np.asarray(replay["optimum"], np.float32),
-            "filled": filled,
-            "found_at": np.where(filled, found_at, 0).astype(np.int32),
-        }
-        return {**stored, "replay": upgraded}
-
-    def replay_found(self, state, found: BestResponse):
-        """``state`` with what a fresh adversary found joining the replay."""
-        types, ratios = found.types_by_step, found.ratio_by_step
-        return simultaneous.replay_instances(self, state, types, ratios)
-
-    def adopt(self, state, found: BestResponse):
-        """``state`` with the fresh adversary ``found`` as the training adversary."""
-        optimizer = adversary_optimizer(self.adversary_config)
-        return state.replace(adversary=found.params, adversary_opt=optimizer.init(found.params))
 
     def delivered_params(self, state) -> dict:
         """The pricing parameters a run delivers
@@ -438,31 +380,6 @@ class Game:
         """The randomised algorithm that plays member ``m`` of the stacked ``members`` with
         probability ``weights[m]``, drawn once per input."""
         return snapshot_mixture(members, weights, self.policy)
-
-
-def blank_instances(setting: Setting, count: int) -> Instance:
-    """``count`` instances in which nobody comes (zeros), to fill or to leave empty."""
-    return Instance(
-        values=jnp.zeros((count, setting.rounds)),
-        demands=jnp.zeros((count, setting.rounds, setting.resources)),
-    )
-
-
-def known_family_pool(game: Game) -> tuple[Instance, jax.Array]:
-    """The staircase family at ``family_members`` stopping densities for every (rising, final)
-    demand pair of the evaluator's families (fallback mixing), with its optima; empty unless
-    ``game.known_families`` is set. One demand level (K = 1): one pair, so ``family_members``
-    instances."""
-    setting, members = game.setting, game.loop_config.family_members
-    if not game.loop_config.known_families:
-        return blank_instances(setting, 0), jnp.zeros(0)
-    rising, final = families.family_demand_pairs(setting, jnp.float32)  # [P, K] each
-    pairs = rising.shape[0]
-    stops = jnp.tile(families.stopping_densities(setting, members, jnp.float32), pairs)
-    rising, final = repeat_each((rising, final), members)
-    family = families.make_family("staircase", setting, stops, rising, final)
-    instances = families.write_out(setting, family, members * pairs)
-    return instances, offline_optimum(setting, instances)
 
 
 def accepted_atoms(game: Game, instances: Instance) -> jax.Array:

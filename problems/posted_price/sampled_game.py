@@ -20,16 +20,13 @@ for independent draws; with the shared quantile the other resources' prices depe
 drawn atom, so it is an approximation (the K >= 2 results were trained with it).
 
 **Payoffs** (the adversary's REINFORCE signal, the softmin weights of the pool, the metrics)
-are means of ``payoff_runs`` sampled runs. **OPT** comes by default (``game.optimum =
-"highs"``) from SciPy's HiGHS (one block-diagonal LP or MILP per batch, exact) *outside*
-``jit``, between three jitted pieces (the adversary writes; the adversary updates; the
-algorithm updates). With ``"device"`` (divisible buyers) it comes from the JAX dual LP
-(:func:`~posted_price.optimum.device_optimum`) and the whole step is one jitted program with no
-host round trip. That value is primal-feasible, so a ratio built on it is never inflated, but
-on the near-tied instances an adversary writes the dual method can stall short of OPT
-(``tests/test_optimum.py`` measures how often and how far). The replay stores each
-instance's OPT, so an instance is solved once however often the algorithm trains against
-it.
+are means of ``payoff_runs`` sampled runs. **OPT** of each written batch comes from the JAX
+dual LP (:func:`~posted_price.optimum.device_optimum`, divisible buyers), so the whole step is
+one jitted program with no host round trip. That value is primal-feasible, so a ratio built
+on it is never inflated, but on the near-tied instances an adversary writes the dual method
+can stall short of OPT (``tests/test_optimum.py`` measures how often and how far). The replay
+stores each instance's OPT, so an instance is solved once however often the algorithm trains
+against it.
 """
 
 from __future__ import annotations
@@ -45,7 +42,7 @@ from advonline.adversary import Written, adversary_update, write_batch
 from advonline.problems.posted_price.adversary import sampled_payoffs
 from advonline.problems.posted_price.game import Game, reinforce_gradient
 from advonline.problems.posted_price.model import Buyer, Instance, purchase, rollout
-from advonline.problems.posted_price.optimum import device_optimum, offline_optimum
+from advonline.problems.posted_price.optimum import device_optimum
 from advonline.ratio import softmin_weights
 from advonline.simultaneous import GameState, StepMetrics, step_metrics, training_pool
 
@@ -131,40 +128,18 @@ def pool_payoffs(game: Game, params: dict, instances: Instance, optimum, key) ->
 _pool_payoffs = jax.jit(pool_payoffs, static_argnums=0)
 
 
-def sampled_game_step(
-    game: Game, state: GameState, families: Instance, families_optimum: jax.Array
-) -> tuple[GameState, StepMetrics]:
-    """One step of the K >= 2 game: ``n_adv`` adversary updates, then ``n_alg`` algorithm
-    updates (:func:`_algorithm_updates`). Each batch's OPT comes from HiGHS, outside ``jit``,
-    between jitted pieces; with ``game.optimum = "device"`` (divisible) the whole step is one
-    jitted program, each batch's OPT from the JAX dual LP."""
-    if on_device(game):
-        return _device_game_step(game, state, families, families_optimum)
-    return _game_step(game, state, families, families_optimum, offline_optimum)
+@functools.partial(jax.jit, static_argnums=0)
+def sampled_game_step(game: Game, state: GameState) -> tuple[GameState, StepMetrics]:
+    """One step of the K >= 2 game, one jitted program: ``n_adv`` adversary updates, each
+    batch's OPT from the JAX dual LP, then ``n_alg`` algorithm updates
+    (:func:`_algorithm_updates`)."""
+    state, written, optimum, payoff, key = _adversary_updates(game, state)
+    return _algorithm_updates(game, state, written, optimum, payoff, key)
 
 
-def on_device(game: Game) -> bool:
-    """Whether the step solves OPT inside ``jit`` (the JAX dual LP needs divisible buyers)."""
-    return game.loop_config.optimum == "device" and game.setting.divisible
-
-
-def _game_step(
-    game: Game, state: GameState, families: Instance, families_optimum: jax.Array, solve
-) -> tuple[GameState, StepMetrics]:
-    """The adversary's updates (each batch's OPT from ``solve``), then the algorithm's."""
-    state, written, optimum, payoff, key = _adversary_updates(game, state, solve)
-    return _algorithm_updates(
-        game, state, written, optimum, payoff, families, families_optimum, key
-    )
-
-
-# the whole step in one program: OPT from the JAX dual LP
-_device_game_step = jax.jit(functools.partial(_game_step, solve=device_optimum), static_argnums=0)
-
-
-def _adversary_updates(game: Game, state: GameState, solve):
-    """``n_adv`` adversary updates, each batch's OPT from ``solve(setting, instances)``; the
-    state after them, the last batch, its OPT and payoffs, and the algorithm's key."""
+def _adversary_updates(game: Game, state: GameState):
+    """``n_adv`` adversary updates, each batch's OPT from the JAX dual LP; the state after
+    them, the last batch, its OPT and payoffs, and the algorithm's key."""
     setting, batch = game.setting, game.adversary_config.batch
     updates_made = game.loop_config.adversary_steps
     key, key_algorithm, *keys = jax.random.split(state.key, 2 + max(updates_made, 1))
@@ -174,7 +149,7 @@ def _adversary_updates(game: Game, state: GameState, solve):
         written = game.shard(
             write_batch(game.adversary, adversary, setting, key_write, batch, jnp.float32)
         )
-        optimum = solve(setting, written.instances)
+        optimum = device_optimum(setting, written.instances)
         payoff = _pool_payoffs(game, state.algorithm, written.instances, optimum, key_runs)
         if index < updates_made:  # none when the adversary is frozen
             adversary, adversary_state = adversary_update(
@@ -191,16 +166,12 @@ def _algorithm_updates(
     written: Written,
     optimum: jax.Array,
     payoff: jax.Array,
-    families: Instance,
-    families_optimum: jax.Array,
     key: jax.Array,
 ) -> tuple[GameState, StepMetrics]:
     """Replay the batch's hardest instances, then ``n_alg`` updates of the pricing network on
-    the pool (batch, replay, families) weighted by a softmin of its payoffs."""
+    the pool (batch and replay) weighted by a softmin of its payoffs."""
     loop = game.loop_config
-    replay, pool, pool_optimum, valid = training_pool(
-        game, state.replay, written, optimum, payoff, families, families_optimum
-    )
+    replay, pool, pool_optimum, valid = training_pool(game, state.replay, written, optimum, payoff)
     pool, pool_optimum, valid = game.shard((pool, pool_optimum, valid))
     optimizer = game.algorithm_optimizer()
     algorithm, algorithm_state = state.algorithm, state.algorithm_opt
