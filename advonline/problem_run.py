@@ -75,19 +75,17 @@ def train(config: ProblemRunConfig, folder: Path, report=None) -> Trained:
         clock = profile.PhaseClock()
         steps = loop.epochs * oracle.epoch_steps
         epochs = run_epochs(game, oracle, loop.temperature, state, steps, clock)
-    walls = [wall_before]
 
     def save(state, wall: float) -> None:
         save_checkpoint(folder, state, config, wall)
-        walls.append(wall)
 
-    last = train_epochs(epochs, oracle.epoch_steps, folder, save, wall_before, report, clock)
-    state = state if last is None else last  # None: the checkpoint was the last epoch's
+    args = (epochs, oracle.epoch_steps, folder, save, state, wall_before, report, clock)
+    state, wall = train_epochs(*args)
     if loop.simultaneous:
         worst = simultaneous_loop.delivered_worst(game, state)
     else:
         worst = worst_delivered(game, state)
-    return Trained(state.best_algorithm, worst, walls[-1])
+    return Trained(state.best_algorithm, worst, wall)
 
 
 def save_checkpoint(folder: Path, state, config: ProblemRunConfig, wall_seconds: float) -> None:

@@ -256,7 +256,8 @@ def _train_oracle_loop(
     def save(state, wall: float) -> None:
         checkpoint.save(folder, state, config, wall)
 
-    return train_epochs(epochs, oracle.epoch_steps, folder, save, wall_before, report, clock)
+    args = (epochs, oracle.epoch_steps, folder, save, state, wall_before, report, clock)
+    return train_epochs(*args)[0]
 
 
 def train_epochs(
@@ -264,17 +265,20 @@ def train_epochs(
     epoch_steps: int,
     folder: Path,
     save: Callable[[Any, float], None],
+    state: Any,
     wall_before: float,
     report: Callable[[dict], None] | None,
     clock: profile.PhaseClock | None = None,
-):
+) -> tuple[Any, float]:
     """The one per-epoch driver of every loop and problem: for each measured epoch that
     ``epochs`` yields (``state``, ``record``, ``measured_at``, ``training_seconds``), one
     metrics row (:data:`METRIC_FIELDS`, the loop's ``clock`` phases among them) and then
-    ``save(state, wall_seconds)``, the checkpoint. Returns the last state."""
+    ``save(state, wall_seconds)``, the checkpoint. Returns the last state and the training's
+    wall seconds (``state`` and ``wall_before``, the checkpoint's, when nothing was left to
+    train)."""
     metrics_path = folder / METRICS_NAME
     started = time.perf_counter()
-    state = None
+    wall = wall_before
     for epoch in epochs:
         state, seconds = epoch.state, epoch.training_seconds
         row = dict.fromkeys(METRIC_FIELDS, "")
@@ -290,10 +294,11 @@ def train_epochs(
         # the row first: a kill between the two leaves a row after the checkpoint, which a
         # resume drops and writes again (the other order would lose the row)
         _write_rows(metrics_path, [row])
-        save(state, wall_before + time.perf_counter() - started)
+        wall = wall_before + time.perf_counter() - started
+        save(state, wall)
         if report is not None:
             report(row)
-    return state
+    return state, wall
 
 
 def _row(game, config: RunConfig, state, metrics, done: int, wall: float) -> tuple[dict, Any]:

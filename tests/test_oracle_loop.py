@@ -5,6 +5,7 @@ touches the evaluator's hard families or its keys."""
 import csv
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -80,6 +81,18 @@ def straight_run(tmp_path_factory):
     config_path = _config(folder.parent, 8)
     train(configs.load(config_path), folder)
     return folder, config_path
+
+
+def test_resuming_a_finished_run_changes_nothing(straight_run, tmp_path, capsys):
+    folder, config_path = straight_run
+    copy = tmp_path / "finished"
+    shutil.copytree(folder, copy)
+    args = ["train", str(config_path), "--out", str(copy), "--resume", "--quiet"]
+    assert cli.main(args) == 0
+    assert "trained 8 steps" in capsys.readouterr().out
+    assert _rows(copy) == _rows(folder)
+    kept = checkpoint.checkpoint_path(copy).read_bytes()
+    assert kept == checkpoint.checkpoint_path(folder).read_bytes()
 
 
 def test_every_row_says_where_its_epoch_spent_its_time(straight_run):
