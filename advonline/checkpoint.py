@@ -24,9 +24,8 @@ import jax
 from flax import serialization
 
 from advonline import __version__, checksums, parallel
-from advonline.configs import RunConfig, from_dict
+from advonline.configs import from_tables
 from advonline.folders import atomic_link, atomic_write
-from advonline.oracle_loop import init_oracle_state
 
 CHECKPOINT_NAME = "checkpoint.msgpack"
 PREVIOUS_NAME = "checkpoint.previous.msgpack"
@@ -44,16 +43,17 @@ def previous_path(folder: str | Path) -> Path:
     return Path(folder) / PREVIOUS_NAME
 
 
-def save(folder: str | Path, state, config: RunConfig, wall_seconds: float) -> None:
-    """Write the checkpoint of ``state`` (atomically). In a multi-process run every process
-    calls this (the state is gathered from all of them) and process 0 writes."""
+def save(folder: str | Path, state, config, wall_seconds: float) -> None:
+    """Write the checkpoint of ``state``, the run's state under ``config`` (any problem's run
+    config), atomically. In a multi-process run every process calls this (the state is
+    gathered from all of them) and process 0 writes."""
     state = parallel.to_host(state.replace(key=jax.random.key_data(state.key)))
     if not parallel.writes_files():
         return
     record = {
         "state": serialization.to_state_dict(state),
         "meta": {
-            "config": json.dumps(config.to_dict()),
+            "config": json.dumps(config.to_tables()),
             "wall_seconds": wall_seconds,
             "version": __version__,
         },
@@ -89,15 +89,15 @@ def read_record(folder: str | Path) -> tuple[dict, bool]:
         raise CheckpointError(f"{path} is not a readable advonline checkpoint ({error})") from None
 
 
-def load(folder: str | Path) -> tuple[Any, RunConfig, float]:
-    """The game state, config and wall time of the checkpoint in ``folder``."""
+def load(folder: str | Path) -> tuple[Any, Any, float]:
+    """The loop's state, the run config (any problem's) and the training's wall time of the
+    checkpoint in ``folder``."""
     path = checkpoint_path(folder)
     record, verified = read_record(folder)
     try:
         meta = record["meta"]
-        config = from_dict(json.loads(meta["config"]), f"config stored in {path}")
-        game = config.build_game()
-        template = _template(game, config)
+        config = from_tables(json.loads(meta["config"]), f"config stored in {path}")
+        template = config.initial_state(config.build_game(), jax.random.key(0))
         template = template.replace(key=jax.random.key_data(template.key))
         state = serialization.from_state_dict(template, record["state"])
         check_shapes(template, state)
@@ -122,13 +122,6 @@ def _offer_previous(folder: str | Path) -> str:
         f"; the previous checkpoint {previous} is intact (one save earlier): move the "
         f"corrupted file aside and rename that one to {CHECKPOINT_NAME} to go on from it"
     )
-
-
-def _template(game, config: RunConfig):
-    """A state of the right structure and shapes for ``config`` (either loop)."""
-    if config.game.loop == "oracle":
-        return init_oracle_state(game, config.oracle, jax.random.key(0))
-    return game.init_state(jax.random.key(0))
 
 
 def check_shapes(template, state) -> None:

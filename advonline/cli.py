@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import dataclasses
 import functools
 import json
 import sys
@@ -23,21 +22,17 @@ from advonline import (
     compilation_cache,
     configs,
     evaluation,
-    export,
     folders,
     parallel,
     pipeline,
     preflight,
-    problem_config,
-    problem_run,
 )
 from advonline import problems as registry
-from advonline.checkpoint import CheckpointError, checkpoint_path
+from advonline.checkpoint import CheckpointError
 from advonline.checksums import UnverifiedFile
 from advonline.configs import ConfigError
 from advonline.errors import InputError
 from advonline.export import ExportError, check_target
-from advonline.export import write as write_policy
 from advonline.folders import FolderError, check_path
 from advonline.parallel import DevicesError
 from advonline.pipeline import RunError
@@ -214,14 +209,17 @@ def _devices_flag(
     parser.add_argument("--devices", type=int, metavar="N", help=about)
 
 
-def _run_config(args: argparse.Namespace) -> configs.RunConfig:
-    """The config file with ``--devices`` applied."""
-    run_config = configs.load(args.config)
+def _run_config(args: argparse.Namespace, tables: dict | None = None):
+    """The run config of the config file (any problem's; its ``tables`` where already read)
+    with ``--devices`` applied."""
+    if tables is None:
+        tables = configs.read_toml(args.config)
+    run_config = configs.from_tables(tables, args.config)
     if args.devices is not None:
         if args.devices < 0:
             raise UsageError(f"--devices must be >= 0 (0: all), got {args.devices}")
         run_config = run_config.on_devices(args.devices)
-    parallel.batch_mesh(run_config.game.devices)  # refuse a count JAX cannot give, now
+    parallel.batch_mesh(run_config.devices)  # refuse a count JAX cannot give, now
     return run_config
 
 
@@ -358,10 +356,9 @@ def run_evaluate(args: argparse.Namespace) -> int:
     if args.setting and (args.checkpoint or args.policy):
         flag = "--checkpoint" if args.checkpoint else "--policy"
         raise UsageError(f"--setting conflicts with {flag}, which evaluates on its own setting")
-    if args.checkpoint and not problem_run.is_interface_folder(args.checkpoint):
+    if args.checkpoint:
         return _evaluate_checkpoint(args, budget)
-    # a run of a problem on the interface alone is measured by the policy file it delivered
-    path = Path(args.checkpoint) / problem_run.POLICY_NAME if args.checkpoint else args.policy
+    path = args.policy
     policies, learned, extra = {}, None, {}
     if path:
         problem, setting, learned, policy = pipeline.read_policy_file(path, args.problem)
@@ -390,26 +387,12 @@ def run_evaluate(args: argparse.Namespace) -> int:
     return 0
 
 
-def _interface_runs(folders_given: list[str]) -> bool:
-    """Whether the run folders are runs of problems on the interface alone (``advonline run``
-    or ``train``); a mix with runs of the full game is refused."""
-    interface = [problem_run.is_interface_folder(f) for f in folders_given]
-    if any(interface) and not all(interface):
-        for folder, alone in zip(folders_given, interface, strict=True):
-            if not alone and not checkpoint_path(folder).exists():
-                raise UsageError(f"{folder} holds no run (no checkpoint, no evaluation.json)")
-        raise UsageError(
-            "runs of problems on the interface alone and training runs are plotted separately"
-        )
-    return all(interface)
-
-
 def _evaluate_checkpoint(args: argparse.Namespace, budget: evaluation.Budget) -> int:
     """``evaluate --checkpoint DIR``: the run's delivered policies (with its own archive as a
     source) beside the ``--algorithm`` baselines, stored as the run's ``evaluation.json`` for
     ``plot`` to reuse (not while another process holds the folder)."""
     run = pipeline.open_run(args.checkpoint)
-    problem = registry.get(run.config.problem)
+    problem = run.problem
     if args.problem is not None and args.problem != problem.name:
         raise UsageError(f"{args.checkpoint} is a run of {problem.name}, not {args.problem}")
     names = _baseline_names(args.algorithm or [], problem)
@@ -431,12 +414,21 @@ def _baseline_names(names: list[str], problem) -> tuple[str, ...]:
     for name in names:
         if name not in problem.baselines:
             known = ", ".join(problem.baselines)
-            raise UsageError(f"unknown algorithm {name!r}; known: {known}")
+            raise UsageError(f"unknown algorithm {name!r} for {problem.name}; known: {known}")
     return tuple(dict.fromkeys(names))
 
 
 def _given(value, default):
     return default if value is None else value
+
+
+#: The metrics columns the progress bar shows where a row has them, and their labels.
+PROGRESS_COLUMNS = {
+    "pool_ratio": "ratio",
+    "restricted_ratio": "restricted",
+    "guarantee": "bound",
+    "exploitability": "exploit",
+}
 
 
 def _progress(steps: int, quiet: bool):
@@ -446,13 +438,9 @@ def _progress(steps: int, quiet: bool):
 
     def report(row: dict) -> None:
         bar.update(row["step"] - bar.n)  # a resumed run starts where its checkpoint was
-        if row["pool_ratio"] != "":
-            shown["ratio"] = f"{row['pool_ratio']:.3f}"
-        if row["guarantee"] != "":  # the oracle loop: the restricted game and the guarantee
-            shown["restricted"] = f"{row['restricted_ratio']:.3f}"
-            shown["bound"] = f"{row['guarantee']:.3f}"
-        if row["exploitability"] != "":
-            shown["exploit"] = f"{row['exploitability']:.3f}"
+        for column, label in PROGRESS_COLUMNS.items():
+            if row[column] != "":  # what the loop measured at this row
+                shown[label] = f"{row[column]:.3f}"
         if row["steps_per_second"] != "":  # "" after the oracle loop's last measurement
             shown["steps/s"] = f"{row['steps_per_second']:.1f}"
         bar.set_postfix(shown)
@@ -460,10 +448,10 @@ def _progress(steps: int, quiet: bool):
     return bar, report
 
 
-def _device_line(command: str, config: str, folder, run_config: configs.RunConfig) -> None:
+def _device_line(command: str, config: str, folder, run_config) -> None:
     if not parallel.writes_files():
         return
-    devices = parallel.batch_mesh(run_config.game.devices).devices
+    devices = parallel.batch_mesh(run_config.devices).devices
     processes = f" in {jax.process_count()} processes" if jax.process_count() > 1 else ""
     print(
         f"advonline {command}: {config} on {devices.size} x {devices.flat[0].platform} "
@@ -477,58 +465,26 @@ def run_train(args: argparse.Namespace) -> int:
     in DIR. With several processes (``--processes`` or the environment) every process runs
     this, and process 0 alone prints the bar and writes DIR."""
     tables = configs.read_toml(args.config)
-    if configs.problem_of(tables, args.config).training is None:  # the interface alone
-        return _problem_train(args, problem_config.from_dict(tables, args.config))
     parallel.start_processes(args.coordinator, args.processes, args.process_id)  # before JAX runs
-    run_config = _run_config(args)
+    run_config = _run_config(args, tables)
     check_processes(run_config)
     if parallel.writes_files():
         check_folder(args.out, args.resume)
         check_resumable(args.out, run_config)  # before the banner and the progress bar
-    largest, available = preflight.check(run_config.training().training_needs(run_config))
+    largest, available = preflight.check(run_config.training_needs())
     if args.check:
         return _checked(args.config, args.out, largest, available)
     with contextlib.ExitStack() as writing:
         if parallel.writes_files():  # a second writer is refused before anything is printed
             writing.enter_context(folders.FolderLock(args.out))
-        _device_line("train", args.config, args.out, run_config)
-        bar, report = _progress(run_config.game.steps, args.quiet or not parallel.writes_files())
+        if not args.quiet:
+            _device_line("train", args.config, args.out, run_config)
+        bar, report = _progress(run_config.total_steps, args.quiet or not parallel.writes_files())
         state = train(run_config, args.out, resume=args.resume, report=report)
         bar.close()
     if parallel.writes_files():
         print(f"trained {int(state.step)} steps; checkpoint and metrics.csv in {args.out}")
     return 0
-
-
-def _problem_train(args: argparse.Namespace, config: problem_config.ProblemRunConfig) -> int:
-    """``advonline train`` for a problem on the interface alone: its loop with a checkpoint
-    and ``metrics.csv`` after every epoch, then the delivered policy's file."""
-    for flag in ("coordinator", "processes", "process_id"):
-        if getattr(args, flag) is not None:
-            name = "--" + flag.replace("_", "-")
-            raise UsageError(f"{name}: {config.problem.name} trains in one process")
-    config = _interface_on_devices(config, args.devices)
-    folder = problem_run.check_training_folder(args.out, config, args.resume)
-    largest, available = preflight.check(config.training_needs())
-    if args.check:
-        return _checked(args.config, folder, largest, available)
-    say = (lambda line: None) if args.quiet else functools.partial(print, file=sys.stderr)
-    with folders.FolderLock(folder):
-        problem_run.train_job(config, args.config, folder, say)
-    print(
-        f"trained {config.loop.epochs} epochs; checkpoint, metrics.csv and "
-        f"{problem_run.POLICY_NAME} in {folder}"
-    )
-    return 0
-
-
-def _interface_on_devices(config: problem_config.ProblemRunConfig, devices: int | None):
-    """``config`` sharded over ``--devices`` (when given); a count JAX cannot give is refused
-    now, before any work."""
-    if devices is not None:
-        config = dataclasses.replace(config, loop=dataclasses.replace(config.loop, devices=devices))
-    parallel.batch_mesh(config.loop.devices)
-    return config
 
 
 def _checked(config: str, folder, largest: preflight.Need, available: float) -> int:
@@ -543,15 +499,6 @@ def _checked(config: str, folder, largest: preflight.Need, available: float) -> 
 def run_export(args: argparse.Namespace) -> int:
     """``advonline export --checkpoint DIR --out POLICY.json``: the policy file, measured."""
     check_target(args.out)
-    if _interface_runs([args.checkpoint]):
-        if args.read_out or args.table:
-            raise UsageError("--read-out and --table apply to training runs")
-        folder = Path(args.checkpoint)
-        write_policy(args.out, export.read(folder / problem_run.POLICY_NAME))
-        measured = (folder / problem_run.EVALUATION_NAME).is_file()
-        how = "as measured in its evaluation.json" if measured else "trained, not measured yet"
-        print(f"wrote {args.out} (the policy of {folder}, {how})")
-        return 0
     run = pipeline.open_run(args.checkpoint)
     algorithm = "learned-deterministic" if args.read_out else "learned"
     budget = None if args.no_measure else evaluation.Budget()
@@ -570,10 +517,7 @@ def run_export(args: argparse.Namespace) -> int:
 def run_plot(args: argparse.Namespace) -> int:
     """``advonline plot RUN_DIR... --out DIR``: every figure, PNG and PDF."""
     say = functools.partial(print, file=sys.stderr)
-    if _interface_runs(args.runs):
-        written = problem_run.plot_runs(args.runs, args.out)
-    else:
-        written = pipeline.plot_runs(args.runs, args.out, say=say)
+    written = pipeline.plot_runs(args.runs, args.out, say=say)
     print("\n".join(str(path) for path in written if path.suffix == ".png"))
     print(f"({len(written)} files: each figure as PNG and PDF in {args.out})")
     return 0
@@ -586,40 +530,33 @@ def run_archive(args: argparse.Namespace) -> int:
         raise UsageError(f"--top must be >= 0, got {args.top}")
     if args.traces is not None and check_path(args.traces, "--traces").exists():
         raise UsageError(f"--traces {args.traces} already exists; name a new folder")
-    if _interface_runs([args.run_dir]):
-        return _interface_archive(args)
     run = pipeline.open_run(args.run_dir)
-    if run.config.game.loop != "oracle":
+    if run.config.training_loop != "oracle":
         raise UsageError(
             f"{args.run_dir} was trained with game.loop = "
-            f"{run.config.game.loop!r}; only the oracle loop keeps an archive"
+            f"{run.config.training_loop!r}; only the oracle loop keeps an archive"
         )
     game = run.config.build_game()
+    if args.traces is not None and not hasattr(game, "traces"):
+        raise UsageError(
+            f"--traces: an archive of {run.problem.name} holds token sequences; use --json"
+        )
     rows = archive_view.archive_rows(game, run.state)
     if args.traces is not None:
         written = archive_view.write_traces(game, run.state, args.traces)
         print(f"wrote {len(written)} traces to {args.traces}", file=sys.stderr)
-    commands = run.config.training().commands
-    title = commands.archive_title(run.setting)
     epochs = int(run.state.epoch)
-    return _print_archive(
-        args, rows, epochs, title, commands.ARCHIVE_COLUMNS, commands.archive_cells
-    )
-
-
-def _print_archive(args, rows: list[dict], epochs: int, title: str, columns, cells_of) -> int:
-    """The archive's listing (or ``--json``): ``columns`` and ``cells_of(row)`` are the
-    problem's own cells of an instance."""
     if args.json:
         print(json.dumps({"run": str(Path(args.run_dir)), "epochs": epochs, "instances": rows}))
         return 0
     shown = rows if args.top == 0 else rows[: args.top]
+    title = game.setting_title(run.setting.describe())
     print(
         f"archive of {Path(args.run_dir)}: {len(rows)} instances after {epochs} epochs "
         f"({title}); ratios OPT / E[ALG], exact"
     )
     header = ("slot", "epoch", "found by", "weight", "OPT", "vs current", "vs delivered")
-    print("  ".join(f"{name:>12}" for name in (*header, *columns)))
+    print("  ".join(f"{name:>12}" for name in (*header, *game.archive_columns)))
     for row in shown:
         cells = (
             row["slot"],
@@ -629,7 +566,7 @@ def _print_archive(args, rows: list[dict], epochs: int, title: str, columns, cel
             f"{row['optimum']:.4g}",
             format_ratio(row["ratio_current"]),
             format_ratio(row["ratio_delivered"]),
-            *cells_of(row),
+            *game.archive_cells(row),
         )
         print("  ".join(f"{cell!s:>12}" for cell in cells))
     if len(shown) < len(rows):
@@ -637,61 +574,35 @@ def _print_archive(args, rows: list[dict], epochs: int, title: str, columns, cel
     return 0
 
 
-def _interface_archive(args: argparse.Namespace) -> int:
-    """``advonline archive RUN_DIR`` for a run of a problem on the interface alone: its final
-    archive, from the checkpoint, as token sequences."""
-    if not checkpoint_path(args.run_dir).exists():
-        raise UsageError(f"{args.run_dir} holds no checkpoint, so no archive")
-    if args.traces is not None:
-        raise UsageError("--traces: an archive of this problem holds token sequences; use --json")
-    config, state, _ = problem_run.load_checkpoint(args.run_dir)
-    if config.loop.simultaneous:
-        raise UsageError(
-            f'{args.run_dir} was trained with game.loop = "simultaneous"; only the oracle loop '
-            "keeps an archive"
-        )
-    game = config.game()
-    rows = archive_view.archive_rows(game, state)
-    return _print_archive(
-        args,
-        rows,
-        int(state.epoch),
-        evaluation.setting_line(config.setting.describe()),
-        (),
-        lambda row: (),
-    )
-
-
 def run_main_job(args: argparse.Namespace) -> int:
     """``advonline run CONFIG``: train, measure beside the baselines, export, plot, summarise."""
-    tables = configs.read_toml(args.config)
-    if configs.problem_of(tables, args.config).training is None:  # the interface alone
-        return _problem_job(args, problem_config.from_dict(tables, args.config))
     run_config = _run_config(args)
-    training = run_config.training()
     budget = _budget(args)
-    problem = registry.get(run_config.problem)
+    problem = run_config.problem
     baselines = _baseline_names(args.algorithm or list(problem.baselines), problem)
     if args.resume and not args.out:
         raise UsageError("--resume continues the run in --out: name its folder")
     folder = args.out or pipeline.default_run_folder(args.config)
     check_folder(folder, resume=args.resume)
     check_resumable(folder, run_config)  # before the banner and the progress bar
+    if args.resume:
+        pipeline.check_kept_policies(folder, problem)
     largest, available = preflight.check(
         [
-            *training.training_needs(run_config),
+            *run_config.training_needs(),
             *preflight.evaluation_needs(problem, run_config.setting, budget),
         ]
     )
     if args.check:
         return _checked(args.config, folder, largest, available)
     with folders.FolderLock(folder):  # one writer from training to the last figure
-        _device_line("run", args.config, folder, run_config)
-        bar, report = _progress(run_config.game.steps, args.quiet)
-        say = functools.partial(print, file=sys.stderr)
+        say = (lambda line: None) if args.quiet else functools.partial(print, file=sys.stderr)
+        if not args.quiet:
+            _device_line("run", args.config, folder, run_config)
+        bar, report = _progress(run_config.total_steps, args.quiet)
         train(run_config, folder, resume=args.resume, report=report)
         bar.close()
-        mesh = parallel.batch_mesh(run_config.game.devices)
+        mesh = parallel.batch_mesh(run_config.devices)
         result = pipeline.finish_run(folder, budget, say, baselines, mesh, args.resume)
     print(evaluation.table(result.report))
     print(
@@ -709,41 +620,6 @@ def _print_phases(report: dict) -> None:
     if (phases := report.get("phase_seconds")) is not None:
         spent = ", ".join(f"{k.removeprefix('seconds_')} {v:.0f} s" for k, v in phases.items())
         print(f"where the time went: {spent} (compiling happens inside the phases)")
-
-
-def _problem_job(args: argparse.Namespace, config: problem_config.ProblemRunConfig) -> int:
-    """``advonline run`` for a problem that provides the whole problem interface."""
-    if args.resume and not args.out:
-        raise UsageError("--resume continues the run in --out: name its folder")
-    config = _interface_on_devices(config, args.devices)
-    for name in args.algorithm or []:
-        if name not in config.problem.baselines:
-            known = ", ".join(config.problem.baselines)
-            raise UsageError(
-                f"unknown algorithm {name!r} for {config.problem.name}; known: {known}"
-            )
-    folder = Path(args.out) if args.out else pipeline.default_run_folder(args.config)
-    problem_run.check_training_folder(folder, config, args.resume)
-    budget = _budget(args)
-    largest, available = preflight.check(
-        [
-            *config.training_needs(),
-            *preflight.evaluation_needs(config.problem, config.setting, budget),
-        ]
-    )
-    if args.check:
-        return _checked(args.config, folder, largest, available)
-    say = (lambda line: None) if args.quiet else functools.partial(print, file=sys.stderr)
-    names = tuple(args.algorithm) if args.algorithm else None
-    with folders.FolderLock(folder):
-        report = problem_run.main_job(
-            config, args.config, folder, budget, say, names, resume=args.resume
-        )
-    print(evaluation.table(report))
-    print(f"trained in {report['training']['seconds']:.0f} s; run folder {folder}")
-    _print_phases(report)
-    print(f"exported policy: {folder / problem_run.POLICY_NAME}")
-    return 0
 
 
 if __name__ == "__main__":

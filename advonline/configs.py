@@ -16,6 +16,8 @@ import typing
 from pathlib import Path
 from typing import Any
 
+import jax
+
 from advonline.folders import read_text
 
 LOOPS = ("simultaneous", "oracle")
@@ -172,9 +174,15 @@ class LogConfig:
 class RunConfig:
     """Everything one training run needs: the problem's own sections (``setting``,
     ``algorithm``, ``adversary``: the classes its :attr:`~advonline.problem.Training.sections`
-    name) and the core's (``game``, ``oracle``, ``log``). Build one with :func:`from_dict`."""
+    name) and the core's (``game``, ``oracle``, ``log``). Build one with :func:`from_dict`.
 
-    problem: str  # the registry's name of the problem
+    It answers the questions every run config answers (what the run driver, the checkpoint
+    and the commands ask; :class:`advonline.problem_config.ProblemRunConfig` answers the same):
+    ``problem``, ``setting``, ``seed``, ``devices``, ``training_loop``, ``total_steps``,
+    ``temperature``, ``update``, ``per_step``, :meth:`to_tables`, :meth:`build_game`,
+    :meth:`initial_state`, :meth:`training_needs`, :meth:`on_devices` and :meth:`same_run`."""
+
+    problem: Any  # the registry's Problem (hashed by identity)
     setting: Any
     algorithm: Any
     adversary: Any
@@ -182,36 +190,72 @@ class RunConfig:
     oracle: OracleConfig = OracleConfig()
     log: LogConfig = LogConfig()
 
-    def to_dict(self) -> dict:
-        """Plain data (TOML/JSON-ready); :func:`from_dict` reads it back. The ``[problem]``
-        table is written for any problem but the registry's default."""
-        from advonline import problems as registry
+    @property
+    def seed(self) -> int:
+        return self.game.seed
 
+    @property
+    def devices(self) -> int:
+        return self.game.devices
+
+    @property
+    def training_loop(self) -> str:
+        """``"oracle"`` or ``"simultaneous"``."""
+        return self.game.loop
+
+    @property
+    def total_steps(self) -> int:
+        """The algorithm's updates the run makes in all."""
+        return self.game.steps
+
+    @property
+    def temperature(self) -> float:
+        return self.game.temperature
+
+    @property
+    def update(self) -> str:
+        """How the algorithm's gradient is computed (the figures compare updates)."""
+        return self.algorithm.update
+
+    @property
+    def per_step(self) -> bool:
+        """Whether the run is driven step by step (the simultaneous loop with ``[log]``'s
+        schedule) rather than epoch by epoch."""
+        return self.game.loop == "simultaneous"
+
+    def to_tables(self) -> dict:
+        """Plain data (TOML/JSON-ready); :func:`from_tables` reads it back."""
         sections = [f.name for f in dataclasses.fields(self) if f.name != "problem"]
         data = {name: dataclasses.asdict(getattr(self, name)) for name in sections}
-        return (
-            data
-            if self.problem == registry.DEFAULT
-            else {"problem": {"name": self.problem}, **data}
-        )
+        return {"problem": {"name": self.problem.name}, **data}
 
     def training(self):
         """The problem's :class:`~advonline.problem.Training` (what the full game asks of it)."""
-        from advonline import problems as registry
-
-        return registry.get(self.problem).training
+        return self.problem.training
 
     def build_game(self, mesh=None):
         """The game this run plays (the problem's), its batches sharded over ``mesh``."""
         return self.training().game(self, mesh)
 
+    def initial_state(self, game, key: jax.Array):
+        """The state a run of this config starts from (either loop)."""
+        if self.game.loop == "oracle":
+            from advonline.oracle_loop import init_oracle_state
+
+            return init_oracle_state(game, self.oracle, key)
+        return game.init_state(key)
+
+    def training_needs(self) -> list:
+        """The largest arrays of training (:mod:`advonline.preflight`)."""
+        return self.training().training_needs(self)
+
     def on_devices(self, count: int) -> RunConfig:
         """This config with ``game.devices = count`` (the ``--devices`` flag)."""
         return dataclasses.replace(self, game=dataclasses.replace(self.game, devices=count))
 
-    def same_run(self, other: RunConfig) -> bool:
+    def same_run(self, other) -> bool:
         """Whether ``other`` describes the same run: equal but perhaps for the device count."""
-        return self.on_devices(0) == other.on_devices(0)
+        return isinstance(other, RunConfig) and self.on_devices(0) == other.on_devices(0)
 
 
 #: The core's own sections of a run config.
@@ -235,7 +279,7 @@ def from_dict(data: dict, origin: str = "config") -> RunConfig:
     built = {}
     for section, cls in sections.items():
         built[section] = build_section(cls, data.get(section, {}), f"{origin} [{section}]")
-    config = RunConfig(problem.name, **built)
+    config = RunConfig(problem, **built)
     problems = [p for name, part in built.items() if name != "setting" for p in part.check()]
     problems += problem.training.check_run(config)
     if config.game.loop == "oracle":
@@ -264,9 +308,20 @@ def problem_of(data: dict, origin: str = "config"):
         raise ConfigError(f"{origin}: {error.args[0]}") from None
 
 
-def load(path: str | Path) -> RunConfig:
-    """Read and validate a TOML config file."""
-    return from_dict(read_toml(path), str(path))
+def from_tables(data: dict, origin: str = "config"):
+    """The run config of any problem that plain data describes: a :class:`RunConfig` for a
+    problem that trains with the full game, else the interface's
+    (:class:`advonline.problem_config.ProblemRunConfig`). ConfigError names what is wrong."""
+    if problem_of(data, origin).training is None:
+        from advonline.problem_config import from_dict as interface_config
+
+        return interface_config(data, origin)
+    return from_dict(data, origin)
+
+
+def load(path: str | Path):
+    """Read and validate a TOML config file, of any problem (:func:`from_tables`)."""
+    return from_tables(read_toml(path), str(path))
 
 
 def read_toml(path: str | Path) -> dict:

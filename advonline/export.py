@@ -13,7 +13,6 @@ from pathlib import Path
 import numpy as np
 
 from advonline import __version__, checksums, folders
-from advonline.configs import RunConfig
 from advonline.errors import InputError
 from advonline.folders import atomic_write, check_path
 
@@ -55,16 +54,17 @@ def stamp() -> dict:
 
 
 def provenance(
-    algorithm: str, run_config: RunConfig, steps: int, checkpoint: str, measured: dict | None
+    algorithm: str, run_config, steps: int, checkpoint: str, measured: dict | None
 ) -> dict:
-    """Where a policy came from: the config it was trained with, how long, and what it measured."""
+    """Where a policy came from: the run config it was trained with (any problem's), how
+    long, and what it measured."""
     return {
         "algorithm": algorithm,
         **stamp(),
         "checkpoint": checkpoint,
-        "seed": run_config.game.seed,
+        "seed": run_config.seed,
         "training_steps": steps,
-        "config": run_config.to_dict(),
+        "config": run_config.to_tables(),
         "measured": measured,
     }
 

@@ -1,5 +1,5 @@
-"""What happens to a finished training run: measure it beside the baselines, export its policy,
-and the main job that chains training, measuring, exporting and plotting (``advonline run``).
+"""What happens to a finished training run, of any problem: measure it beside the baselines,
+export its policy, draw its figures, and the main job's second half (``advonline run``).
 
 I/O and the evaluator's SciPy solvers live here, outside every jitted function.
 """
@@ -21,7 +21,6 @@ from jax.sharding import Mesh
 from advonline import checkpoint, export, folders, plots, profile
 from advonline import problems as registry
 from advonline.archive_view import worst_delivered
-from advonline.configs import RunConfig
 from advonline.errors import InputError
 from advonline.evaluation import (
     ARCHIVE_SOURCE,
@@ -34,14 +33,15 @@ from advonline.evaluation import (
 )
 from advonline.mixture import SnapshotMixture
 from advonline.oracle_loop import delivered_mixture
+from advonline.problem_simultaneous import replay_ratios
 from advonline.train import METRIC_FIELDS, METRICS_NAME
 
-#: The metrics column a run's convergence figure draws, by training loop, and its axis label:
-#: the oracle loop's guarantee is the best DP bound so far (K = 1) or the lowest worst case
-#: its searches measured (K >= 2).
+#: The metrics column a run's convergence figure draws and its axis label: the guarantee of
+#: the loops measured per epoch (the best certificate so far, or the lowest worst case their
+#: searches measured), the training pool's worst ratio of the loop logged step by step.
 CONVERGENCE_CURVES = {
-    "oracle": ("guarantee", "guarantee (best so far)"),
-    "simultaneous": ("pool_ratio", "worst ratio in the training pool"),
+    False: ("guarantee", "guarantee (best so far)"),
+    True: ("pool_ratio", "worst ratio in the training pool"),
 }
 EVALUATION_NAME = "evaluation.json"  # the run's measured ratios beside the baselines
 POLICY_NAMES = {"learned": "policy.json", "learned-deterministic": "policy-readout.json"}
@@ -53,20 +53,25 @@ class RunError(ValueError):
 
 @dataclasses.dataclass(frozen=True)
 class TrainedRun:
-    """A run folder's checkpoint: the state, the config it was trained with, its wall time."""
+    """A run folder's checkpoint: the state, the run config it was trained with (any
+    problem's), its wall time."""
 
     folder: Path
     state: Any  # the loop's state (what the checkpoint holds)
-    config: RunConfig
+    config: Any
     wall_seconds: float
 
     @property
     def setting(self):
         return self.config.setting
 
+    @property
+    def problem(self):
+        return self.config.problem
+
     def baselines(self) -> dict:
         """The problem's classic algorithms, ``{name: make(setting)}``."""
-        return dict(registry.get(self.config.problem).baselines)
+        return dict(self.problem.baselines)
 
     @property
     def steps(self) -> int:
@@ -83,22 +88,22 @@ class TrainedRun:
         return delivered_policies(self.config.build_game(), self.state)
 
     def archive_source(self) -> SourceRatio | None:
-        """The run's own archive (an oracle-loop run), re-scored exactly against what it
-        delivers: the worst ratio found there, or None for a run without an archive."""
-        if self.config.game.loop != "oracle":
+        """The instances the run kept (an oracle-loop run's archive, a simultaneous run's
+        replay), re-scored exactly against what it delivers: the worst ratio found there, or
+        None for a run that keeps none."""
+        game = self.config.build_game()
+        if self.config.training_loop == "oracle":
+            worst = worst_delivered(game, self.state)
+        elif int(self.state.replay.filled.sum()) == 0:
             return None
-        worst = worst_delivered(self.config.build_game(), self.state)
+        else:
+            ratios = replay_ratios(game, game.delivered_params(self.state), self.state)
+            worst = float(ratios.max())
         return SourceRatio(worst, "the run's archive, re-scored exactly against the policy")
 
     def mixture(self) -> SnapshotMixture | None:
         """The delivered mixture of snapshots, if the run delivers one (K >= 2)."""
         return delivered_mixture(self.config.build_game(), self.state)
-
-    def shown_rounds(self) -> list[int]:
-        """The rounds a figure shows: first, middle and last (one if the network ignores it)."""
-        if not self.config.algorithm.round_input:
-            return [0]
-        return sorted({0, self.setting.rounds // 2, self.setting.rounds - 1})
 
 
 def delivered_policies(game, state) -> dict:
@@ -134,7 +139,7 @@ def evaluate_run(
     (``learned``) of an oracle-loop run also has its own archive as a source: a worst case is
     a claim about every input, so an archived instance the evaluator's search did not match
     still counts."""
-    problem = registry.get(run.config.problem)
+    problem = run.problem
     baselines = tuple(problem.baselines) if baselines is None else baselines
     policies = {**run.policies(), **baseline_policies(problem, run.setting, baselines)}
     results = [
@@ -154,6 +159,7 @@ def evaluate_run(
         learned="learned",
         baselines=baselines,
         checkpoint=str(run.folder),
+        config=run.config.to_tables(),
         training_steps=run.steps,
         training_seconds=run.wall_seconds,
         phase_seconds=phase_seconds(run),
@@ -289,14 +295,13 @@ def export_run(
     ``budget``, a fresh measurement of the exported file itself; with neither it is null.
     ``out`` must not exist.
     """
-    if table and run.setting.resources != 1:
-        raise RunError(
-            f"{run.folder}: table policy files (version 1) cover one resource; this run has "
-            f"K = {run.setting.resources} (export the network, version 2, without --table)"
-        )
+    game, params = run.delivered()
+    if algorithm not in run.policies():
+        raise RunError(f"{run.folder}: a run of {run.problem.name} delivers no {algorithm} policy")
+    if table and not hasattr(game, "table_document"):
+        raise RunError(f"{run.folder}: --table: {run.problem.name} writes no table policy files")
     out = export.check_target(out)
     source = export.provenance(algorithm, run.config, run.steps, str(run.folder), None)
-    game, params = run.delivered()
     if table:
         document = game.table_document(run.policies()[algorithm], source)
     elif (mixture := run.mixture()) is not None and algorithm == "learned":
@@ -309,7 +314,7 @@ def export_run(
         budget = budget or Budget()
         summary = measured_summary(measured, budget, "the checkpoint's policy")
     elif budget is not None:
-        problem = registry.get(run.config.problem)
+        problem = run.problem
         setting, loaded = problem.restore(document)
         measured = measure(problem, setting, algorithm, loaded, budget)
         summary = measured_summary(measured, budget, "the exported file")
@@ -318,6 +323,14 @@ def export_run(
     document["provenance"]["measured"] = summary
     export.write(out, document)
     return out, measured
+
+
+def check_kept_policies(folder: str | Path, problem) -> None:
+    """Refuse, before any work, a resumed run whose kept policy files do not load (a resume
+    keeps them as they are): InputError names the file."""
+    for name in POLICY_NAMES.values():
+        if (path := Path(folder) / name).exists():
+            problem.restore(export.read(path))
 
 
 def default_run_folder(config_path: str | Path) -> Path:
@@ -359,8 +372,10 @@ def finish_run(
     exported = []
     for algorithm, name in POLICY_NAMES.items():
         target = run.folder / name
+        if algorithm not in by_name:  # a policy this problem does not deliver
+            continue
         if resume and target.exists():
-            registry.get(run.config.problem).restore(export.read(target))  # refused if damaged
+            run.problem.restore(export.read(target))  # refused if damaged
             exported.append(target)
         else:
             exported.append(export_run(run, target, algorithm, budget, by_name[algorithm])[0])
@@ -411,17 +426,14 @@ def _draw(runs: list[TrainedRun], metrics: list, out: Path, budget, say) -> list
         reference = None if known is None else (known["label"], known["ratio"])
         written += plots.ratio_figure(name, rows, evaluation, out, title, reference)
         written += plots.exploitability_figure(name, rows, title, out)
-        written += game.policy_figures(name, run.policies(), run.shown_rounds(), out)
-        label = (
-            f"{name}\nK={run.setting.resources}, U/L={run.setting.theta:g}, T={run.setting.rounds}"
-        )
+        written += game.policy_figures(name, run.policies(), out)
         results = evaluation["results"]
-        bars.append((label, {r["algorithm"]: r["competitive_ratio"] for r in results}))
+        bars.append((f"{name}\n{title}", {r["algorithm"]: r["competitive_ratio"] for r in results}))
         bounds.append({r["algorithm"]: r["upper_bound"] for r in results})
-        convergence.setdefault(run.config.game.loop, {})[
-            f"{name} ({run.config.algorithm.update})"
-        ] = rows
-        updates.add(run.config.algorithm.update)
+        loop = run.config.training_loop
+        curves = convergence.setdefault((loop, run.config.per_step), {})
+        curves[f"{name} ({run.config.update})"] = rows
+        updates.add(run.config.update)
         budgets.add(Budget(**evaluation["budget"]).summary())
     budget_text = budgets.pop() if len(budgets) == 1 else "budgets differ between runs"
     written += plots.bars_figure(
@@ -436,8 +448,8 @@ def _draw(runs: list[TrainedRun], metrics: list, out: Path, budget, say) -> list
         if updates == {"per-round", "reinforce"}
         else f"Training convergence ({', '.join(sorted(updates))} update)"
     )
-    for loop, runs_of_loop in convergence.items():
-        column, label = CONVERGENCE_CURVES[loop]
+    for (loop, per_step), runs_of_loop in convergence.items():
+        column, label = CONVERGENCE_CURVES[per_step]
         stem = "convergence" if len(convergence) == 1 else f"convergence-{loop}"
         written += plots.convergence_figure(
             runs_of_loop, out, stem, f"{title}, {loop} loop", column=column, label=label

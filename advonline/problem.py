@@ -113,16 +113,13 @@ class Training(NamedTuple):
     - ``game(run_config, mesh=None)``: the game the core's loops play
       (:mod:`advonline.train`, :mod:`advonline.oracle_loop`): a hashable object whose methods
       answer what they ask (fresh parameters and states, payoffs, updates, oracles, the
-      certificate, the delivered policies, policy files and figures);
-    - ``commands``: its archive listing (for posted pricing :mod:`posted_price.commands`):
-      ``archive_title(setting)``, ``ARCHIVE_COLUMNS`` and ``archive_cells(row)``.
+      certificate, the delivered policies, policy files, figures and the archive's listing).
     """
 
     sections: Mapping[str, type]
     check_run: Callable
     training_needs: Callable
     game: Callable
-    commands: Any
 
 
 @dataclasses.dataclass(frozen=True, eq=False)

@@ -1,8 +1,9 @@
 """The config of a run of a problem of the interface (``advonline run`` and ``train``; the
-runs themselves: advonline/problem_run.py): the problem, its setting and policy head, the
-``[game]`` table (the loop, its seed, epochs and devices), the ``[oracle]`` table and, for the
-simultaneous loop or an oracle with adversary networks, the ``[adversary]`` table. Keys a run's
-loop does not read are refused in one line (ConfigError)."""
+runs themselves: advonline/train.py and advonline/pipeline.py, as every problem's): the
+problem, its setting and policy head, the ``[game]`` table (the loop, its seed, epochs and
+devices), the ``[oracle]`` table and, for the simultaneous loop or an oracle with adversary
+networks, the ``[adversary]`` table. Keys a run's loop does not read are refused in one line
+(ConfigError)."""
 
 from __future__ import annotations
 
@@ -73,12 +74,45 @@ class LoopConfig:
 
 @dataclasses.dataclass(frozen=True)
 class ProblemRunConfig:
+    """A run of a problem of the interface: it answers what every run config answers
+    (:class:`advonline.configs.RunConfig` lists the questions)."""
+
     problem: Problem
     setting: object
     head: dict
     loop: LoopConfig
     oracle: OracleConfig
     adversary: simultaneous_loop.AdversaryTable | None = None  # the simultaneous loop's
+
+    @property
+    def seed(self) -> int:
+        return self.loop.seed
+
+    @property
+    def devices(self) -> int:
+        return self.loop.devices
+
+    @property
+    def training_loop(self) -> str:
+        return self.loop.loop
+
+    @property
+    def total_steps(self) -> int:
+        return self.loop.epochs * self.oracle.epoch_steps
+
+    @property
+    def temperature(self) -> float:
+        return self.loop.temperature
+
+    @property
+    def update(self) -> str:
+        return "gradient"  # the exact gradient of the payoffs
+
+    per_step = False  # epoch by epoch, either loop
+
+    def on_devices(self, count: int) -> ProblemRunConfig:
+        """This config sharded over ``count`` devices (the ``--devices`` flag)."""
+        return dataclasses.replace(self, loop=dataclasses.replace(self.loop, devices=count))
 
     def to_tables(self) -> dict:
         """The config as the tables :func:`from_dict` reads back to an equal config (what a
@@ -102,7 +136,7 @@ class ProblemRunConfig:
             tables["adversary"] = adversary
         return tables
 
-    def game(self, mesh=None) -> ProblemGame:
+    def build_game(self, mesh=None) -> ProblemGame:
         """The game of this run, its batches sharded over ``mesh``."""
         loop = self.loop
         args = (self.problem, self.setting, self.head, loop.learning_rate, mesh)
@@ -126,11 +160,9 @@ class ProblemRunConfig:
         proposals = max(probe.chains * probe.candidates, oracle.archive_size)
         return token_needs(self.problem.encoding(self.setting), batch, proposals)
 
-    def same_run(self, other: ProblemRunConfig) -> bool:
+    def same_run(self, other) -> bool:
         """Whether ``other`` trains the same run (the devices it is sharded over aside)."""
-        return dataclasses.replace(other, loop=dataclasses.replace(other.loop, devices=0)) == (
-            dataclasses.replace(self, loop=dataclasses.replace(self.loop, devices=0))
-        )
+        return isinstance(other, ProblemRunConfig) and other.on_devices(0) == self.on_devices(0)
 
 
 def from_dict(data: dict, origin: str) -> ProblemRunConfig:

@@ -243,6 +243,42 @@ class ProblemGame:
         """The input that attains the certificate ``[1, T]`` (None without one)."""
         return self.certify(params, ratio, key)[1]
 
+    # What a finished run asks of the game (advonline/pipeline.py): what it delivers, its
+    # policy file, its figures and its archive's listing.
+
+    @staticmethod
+    def delivered_params(state):
+        """The parameters a run delivers: the measured network with the best figure (both
+        loops keep it in the state)."""
+        return state.best_algorithm
+
+    def learned(self, params) -> dict:
+        """``{"learned": the policy of params}`` (a policy of the interface has no separate
+        deterministic read-out)."""
+        return {"learned": self.policy(params)}
+
+    def network_document(self, params, deterministic: bool, provenance: dict) -> dict:
+        """The problem's policy file of the network ``params``, with its ``provenance``."""
+        return {**self.problem.export(self.setting, self.policy(params)), "provenance": provenance}
+
+    @staticmethod
+    def setting_title(described: dict) -> str:
+        """A described setting on one line, for figure titles."""
+        from advonline.evaluation import setting_line
+
+        return setting_line(described)
+
+    @staticmethod
+    def policy_figures(name: str, policies: dict, out) -> list:
+        """The learned policy's own figures: none (the problem draws none)."""
+        return []
+
+    archive_columns = ()  # the listing shows the archive's ratios only
+
+    @staticmethod
+    def archive_cells(row: dict) -> tuple:
+        return ()
+
 
 @functools.partial(jax.jit, static_argnums=0)
 def _optimum(game: ProblemGame, types: jax.Array) -> jax.Array:

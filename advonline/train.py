@@ -40,8 +40,9 @@ from typing import Any
 import jax
 
 from advonline import checkpoint, environment, folders, parallel, profile
+from advonline import problem_simultaneous as simultaneous_loop
 from advonline.configs import RunConfig
-from advonline.oracle_loop import OracleState, init_oracle_state, keep_best, record_row, run_epochs
+from advonline.oracle_loop import OracleState, keep_best, record_row, run_epochs
 
 METRIC_FIELDS = (
     "step",
@@ -79,12 +80,14 @@ def exploitability_key(config: RunConfig, step: int) -> jax.Array:
     return jax.random.fold_in(jax.random.key(config.game.seed + 1), step)
 
 
-def check_processes(config: RunConfig) -> None:
+def check_processes(config) -> None:
     """Refuse, in a multi-process run, what runs on the host between jitted programs with
-    each process's own data: the oracle loop (its archive and meta-solver)."""
-    if jax.process_count() > 1 and config.game.loop == "oracle":
+    each process's own data: every loop measured epoch by epoch (the oracle loop's archive
+    and meta-solver, the per-epoch simultaneous loop's search)."""
+    if jax.process_count() > 1 and not config.per_step:
         raise TrainError(
-            "several processes train the simultaneous loop only (not game.loop = oracle)"
+            "several processes train posted pricing's simultaneous loop only (step by step; "
+            "not game.loop = oracle, and not a problem trained epoch by epoch)"
         )
 
 
@@ -103,22 +106,14 @@ def check_folder(folder: str | Path, resume: bool) -> None:
         )
 
 
-def initial_state(config: RunConfig, key: jax.Array):
-    """The state a run of ``config`` starts from (either loop)."""
-    game = config.build_game()
-    if config.game.loop == "oracle":
-        return init_oracle_state(game, config.oracle, key)
-    return game.init_state(key)
-
-
-def check_resumable(folder: str | Path, config: RunConfig) -> None:
+def check_resumable(folder: str | Path, config) -> None:
     """Refuse, before any work, to resume the run in ``folder`` with another config."""
     if checkpoint.checkpoint_path(folder).exists():
         _, stored, _ = checkpoint.load(folder)
         _check_same_run(folder, stored, config)
 
 
-def _check_same_run(folder, stored: RunConfig, config: RunConfig) -> None:
+def _check_same_run(folder, stored, config) -> None:
     if not stored.same_run(config):
         raise TrainError(
             f"the config differs from the one {folder} was trained with; "
@@ -126,7 +121,7 @@ def _check_same_run(folder, stored: RunConfig, config: RunConfig) -> None:
         )
 
 
-def prepare_folder(folder: Path, config: RunConfig, resume: bool) -> tuple[Any, float]:
+def prepare_folder(folder: Path, config, resume: bool) -> tuple[Any, float]:
     """The state to start from: fresh, or the folder's checkpoint with ``resume``."""
     check_folder(folder, resume)
     if checkpoint.checkpoint_path(folder).exists():  # resume (check_folder saw to that)
@@ -136,14 +131,14 @@ def prepare_folder(folder: Path, config: RunConfig, resume: bool) -> tuple[Any, 
     about = {
         "made_by": "advonline train",
         "setting": config.setting.describe(),
-        "seed": config.game.seed,
+        "seed": config.seed,
         "environment": environment.describe(),  # the versions and device it trained with
     }
     folders.claim(folder, "run", about)
     folders.atomic_write(
-        folder / "config.json", (json.dumps(config.to_dict(), indent=2) + "\n").encode()
+        folder / "config.json", (json.dumps(config.to_tables(), indent=2) + "\n").encode()
     )
-    return initial_state(config, jax.random.key(config.game.seed)), 0.0
+    return config.initial_state(config.build_game(), jax.random.key(config.seed)), 0.0
 
 
 def trim_metrics(path: Path, state: Any) -> None:
@@ -181,14 +176,15 @@ def _write_rows(path: Path, rows: list[dict]) -> None:
 
 
 def train(
-    config: RunConfig,
+    config,
     folder: str | Path,
     resume: bool = False,
     report: Callable[[dict], None] | None = None,
 ) -> Any:
-    """Train to ``config.game.steps``; returns the final state (also in the checkpoint).
+    """Train the run ``config`` describes (any problem's run config) to its last step;
+    returns the final state (also in the checkpoint). ``report(row)`` hears every metrics row.
 
-    The batches are sharded over ``config.game.devices`` devices (advonline/parallel.py). In a
+    The batches are sharded over ``config.devices`` devices (advonline/parallel.py). In a
     multi-process run every process calls this; process 0 alone reads and writes ``folder``,
     holding its lock (:class:`~advonline.folders.FolderLock`) throughout, and sends the state
     it starts from to the others."""
@@ -200,21 +196,20 @@ def train(
         return _train(config, folder, resume, report)
 
 
-def _train(
-    config: RunConfig, folder: Path, resume: bool, report: Callable[[dict], None] | None
-) -> Any:
-    mesh = parallel.batch_mesh(config.game.devices)
+def _train(config, folder: Path, resume: bool, report: Callable[[dict], None] | None) -> Any:
+    mesh = parallel.batch_mesh(config.devices)
     check_processes(config)
     if parallel.writes_files():
         state, wall_before = prepare_folder(folder, config, resume)
         trim_metrics(folder / METRICS_NAME, state)
     else:
-        state, wall_before = initial_state(config, jax.random.key(config.game.seed)), 0.0
+        key = jax.random.key(config.seed)
+        state, wall_before = config.initial_state(config.build_game(), key), 0.0
     state, wall_before = parallel.from_writer((state, wall_before))
     state = parallel.replicate(state, mesh)
     game = config.build_game(mesh)
-    if config.game.loop == "oracle":
-        return _train_oracle_loop(game, config, folder, state, wall_before, report)
+    if not config.per_step:
+        return _train_by_epochs(game, config, folder, state, wall_before, report)
     step_once = game.step_function()
     metrics_path = folder / METRICS_NAME
     log = config.log
@@ -240,18 +235,19 @@ def _train(
     return state
 
 
-def _train_oracle_loop(
-    game,
-    config: RunConfig,
-    folder: Path,
-    state: OracleState,
-    wall_before: float,
-    report: Callable[[dict], None] | None,
-) -> OracleState:
-    """The oracle loop (advonline/oracle_loop.py): measure, then train, once per epoch."""
-    clock = profile.PhaseClock()
-    oracle, temperature, steps = config.oracle, config.game.temperature, config.game.steps
-    epochs = run_epochs(game, oracle, temperature, state, steps, clock)
+def _train_by_epochs(
+    game, config, folder: Path, state, wall_before: float, report: Callable[[dict], None] | None
+):
+    """The loops measured once per epoch: the oracle loop (advonline/oracle_loop.py:
+    measure, then train) and the per-epoch simultaneous loop
+    (advonline/problem_simultaneous.py: train, then measure)."""
+    oracle, clock = config.oracle, None
+    if config.training_loop == "oracle":
+        clock = profile.PhaseClock()
+        epochs = run_epochs(game, oracle, config.temperature, state, config.total_steps, clock)
+    else:
+        count = config.total_steps // oracle.epoch_steps
+        epochs = simultaneous_loop.run_epochs(game, oracle, config.seed, state, count)
 
     def save(state, wall: float) -> None:
         checkpoint.save(folder, state, config, wall)

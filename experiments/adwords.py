@@ -49,7 +49,7 @@ def block(name: str, reports: list[dict]) -> str:
         for algorithm in (row["algorithm"] for row in reports[0]["results"])
         if algorithm != "learned"
     )
-    seconds = [report["training"]["seconds"] for report in reports]
+    seconds = [report["training_seconds"] for report in reports]
     bound = reports[0]["lower_bound"]["ratio"]
     gained = [
         mine / result(report, "learned")["sources"]["archive"] - 1

@@ -4,14 +4,13 @@ baselines with one budget, and write tables (CSV and Markdown cells)."""
 from __future__ import annotations
 
 import csv
-import dataclasses
 import json
 import shutil
 import statistics
 import time
 from pathlib import Path
 
-from advonline import checkpoint, configs, problem_config, problem_run
+from advonline import checkpoint, configs, pipeline
 from advonline.baselines.posted_price import BASELINES, make_baseline
 from advonline.evaluation import Budget, Measurement, measure
 from advonline.pipeline import delivered_policies
@@ -46,14 +45,15 @@ def train_afresh(config: configs.RunConfig, folder: Path) -> float:
     return time.perf_counter() - start
 
 
-def load_config(name: str, seed: int | None = None) -> configs.RunConfig:
-    """``experiments/configs/<name>.toml``, with ``game.seed`` replaced by ``seed`` if given."""
+def load_config(name: str, seed: int | None = None):
+    """``experiments/configs/<name>.toml`` (any problem's), with ``game.seed`` replaced by
+    ``seed`` if given."""
     config = configs.load(CONFIGS / f"{name}.toml")
     if seed is None:
         return config
-    data = config.to_dict()
+    data = config.to_tables()
     data["game"]["seed"] = seed
-    return configs.from_dict(data, f"{name}.toml with game.seed = {seed}")
+    return configs.from_tables(data, f"{name}.toml with game.seed = {seed}")
 
 
 def measure_trained(
@@ -121,23 +121,15 @@ def certified(row: dict) -> float | None:
 
 
 def run_seeds(name: str, seeds: int, out: Path, budget: Budget | None = None) -> list[dict]:
-    """The report of each seed's run of a problem on the interface (``advonline run``'s
-    main job with ``budget``, default the evaluator's; a run folder per seed under ``out``;
-    kept ones reused)."""
-    config = problem_config.read_config(CONFIGS / f"{name}.toml")
+    """The report of each seed's run (``advonline run``'s main job with ``budget``, default
+    the evaluator's; a run folder per seed under ``out``; kept ones reused)."""
     reports = []
     for seed in range(seeds):
         folder = out / f"{name}-seed{seed}"
-        stored = folder / problem_run.EVALUATION_NAME
+        stored = folder / pipeline.EVALUATION_NAME
         if not stored.is_file():  # a run cut short goes on from its checkpoint
-            seeded = dataclasses.replace(config, loop=dataclasses.replace(config.loop, seed=seed))
-            problem_run.main_job(
-                seeded,
-                CONFIGS / f"{name}.toml",
-                folder,
-                budget or Budget(),
-                say=lambda line: None,
-                resume=checkpoint.checkpoint_path(folder).exists(),
-            )
+            resume = checkpoint.checkpoint_path(folder).exists()
+            train(load_config(name, seed), folder, resume=resume)
+            pipeline.finish_run(folder, budget or Budget(), lambda line: None, resume=resume)
         reports.append(json.loads(stored.read_text()))
     return reports

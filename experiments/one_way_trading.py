@@ -36,7 +36,7 @@ def block(name: str, reports: list[dict]) -> str:
     bound = first["lower_bound"]["ratio"]
     reference = first["reference"]["ratio"]
     learned = [certified(result(report, "learned")) for report in reports]
-    seconds = [report["training"]["seconds"] for report in reports]
+    seconds = [report["training_seconds"] for report in reports]
     baselines = ", ".join(
         f"{row['algorithm']} {certified(row):.4f}"
         for row in first["results"]

@@ -68,7 +68,7 @@ def ablate(loop: str, out: Path) -> str:
     base = configs.load(CONFIGS / f"{name}.toml")
     runs = {}
     for update in UPDATES:
-        data = base.to_dict()
+        data = base.to_tables()
         data["algorithm"]["update"] = update
         config = configs.from_dict(data, f"{name}.toml with update={update}")
         folder = out / "update_ablation" / f"{loop}-{update}"

@@ -2,10 +2,12 @@
 entry point runs as a subprocess in tests/test_parallel.py and tests/test_train.py)."""
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
 
+from advonline import cli
 from advonline.cli import main
 from advonline.problems.posted_price.optimum import lp_optimum, milp_optimum
 
@@ -175,3 +177,12 @@ def test_evaluate_reaches_every_problem_through_the_one_evaluator(capsys, monkey
     assert seen == [("posted-price", "greedy", 8), ("one-way-trading", "threshold", 8)]
     assert [set(report) for report in reports] == [set(reports[0])] * 2
     assert reports[1]["setting"]["problem"] == "one-way-trading"
+
+
+def test_every_command_takes_every_problem_by_one_path():
+    """The command line never asks which kind of problem a run belongs to: it reads configs
+    with the one reader and opens runs with the one opener, whatever the problem."""
+    source = Path(cli.__file__).read_text()
+    for world_test in ("training is None", "problem_config", "problem_run", "is_interface"):
+        assert world_test not in source, world_test
+    assert "configs.from_tables(" in source and "pipeline.open_run(" in source

@@ -291,7 +291,7 @@ def test_the_evaluators_keys_differ_from_every_training_key():
 
 
 def test_the_oracle_loop_refuses_what_it_does_not_support(tmp_path):
-    data = configs.load(_config(tmp_path, 12)).to_dict()
+    data = configs.load(_config(tmp_path, 12)).to_tables()
     data["game"]["steps"] = 5
     with pytest.raises(configs.ConfigError, match="multiple of oracle.epoch_steps"):
         configs.from_dict(data)
@@ -309,7 +309,7 @@ def test_reinforce_is_the_oracle_loops_ablation_update(straight_run):
     state, _, _ = checkpoint.load(folder)
     trained = {}
     for update in ("per-round", "reinforce"):
-        data = configs.load(config_path).to_dict()
+        data = configs.load(config_path).to_tables()
         data["algorithm"]["update"] = update
         config = configs.from_dict(data, f"tiny oracle loop with {update}")
         game = Game.build(config)

@@ -102,7 +102,7 @@ def test_adversary_networks_join_the_oracle_with_honest_ratios():
     text = ADWORDS.replace("search_steps = 8", networks_budget)
     config = problem_config.from_dict(tomllib.loads(text + "\n[adversary]\nhidden = 16\n"), "test")
     assert config.adversary is not None and config.adversary.hidden == 16
-    game = config.game()
+    game = config.build_game()
     params = game.init_params(jax.random.key(0))
     budget = config.oracle.budget()
     networks = game.network_responses(params, budget, jax.random.key(1))

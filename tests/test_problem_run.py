@@ -9,9 +9,9 @@ import shutil
 
 import pytest
 
-from advonline import checksums, cli, problem_config, problem_run
+from advonline import checkpoint, checksums, cli, configs
 from advonline.problems.one_way_trading.policy_file import load
-from advonline.train import METRIC_FIELDS
+from advonline.train import METRIC_FIELDS, train
 from tests.reports import by_algorithm, certified, exact, metrics_without_timings
 
 TINY = """
@@ -114,8 +114,7 @@ def test_check_algorithm_and_devices_flags(tmp_path, capsys):
     assert cli.main(["train", str(config), "--out", str(checked), "--check"]) == 0
     assert "valid" in capsys.readouterr().out and not checked.exists()
     assert cli.main(["train", str(config), "--out", str(checked), "--processes", "2"]) == 2
-    assert "--processes: one-way-trading trains in one process" in capsys.readouterr().err
-    assert not checked.exists()
+    assert capsys.readouterr().err.count("\n") == 1 and not checked.exists()
     out = tmp_path / "run"
     budget = ["--search-steps", "8", "--random-instances", "8"]
     quick = TINY.replace("epochs = 6", "epochs = 1")
@@ -129,8 +128,9 @@ def test_check_algorithm_and_devices_flags(tmp_path, capsys):
 
 def test_every_command_takes_a_run_of_the_interface(tmp_path, capsys):
     """evaluate, export, plot and archive on one-way trading: the run's policy file measured
-    again on its own setting gives the run's figure; export copies it, never over a file;
-    plot redraws the figures; archive lists the final archive's token sequences."""
+    again on its own setting gives the run's figure; export writes the delivered curve
+    again, never over a file; plot redraws the figures; archive lists the final archive's
+    token sequences."""
     config = tmp_path / "owt.toml"
     config.write_text(TINY.replace("epochs = 6", "epochs = 1"))
     run = tmp_path / "run"
@@ -140,11 +140,13 @@ def test_every_command_takes_a_run_of_the_interface(tmp_path, capsys):
     capsys.readouterr()
     evaluate = ["evaluate", "--problem", "one-way-trading", *budget, "--json"]
     assert cli.main([*evaluate, "--policy", str(run / "policy.json")]) == 0
-    again = by_algorithm(json.loads(capsys.readouterr().out))
-    assert certified(again["policy file"]) == pytest.approx(certified(measured), rel=1e-9)
-    assert set(again) == {"policy file"}  # baselines beside a policy only where named
+    again = by_algorithm(json.loads(capsys.readouterr().out))  # named by its provenance
+    assert certified(again["learned"]) == pytest.approx(certified(measured), rel=1e-9)
+    assert set(again) == {"learned"}  # baselines beside a policy only where named
     assert cli.main([*evaluate, "--checkpoint", str(run), "--algorithm", "reservation"]) == 0
-    assert set(by_algorithm(json.loads(capsys.readouterr().out))) == {"policy file", "reservation"}
+    again = by_algorithm(json.loads(capsys.readouterr().out))
+    assert set(again) == {"learned", "reservation"}
+    assert certified(again["learned"]) == pytest.approx(certified(measured), rel=1e-9)
     # without a policy: the baselines on a setting given on the command line
     assert cli.main([*evaluate, "--setting", "high=100", "--setting", "levels=17"]) == 0
     report = json.loads(capsys.readouterr().out)
@@ -169,8 +171,15 @@ def test_every_command_takes_a_run_of_the_interface(tmp_path, capsys):
         assert cli.main(refused) == 2
         assert message in capsys.readouterr().err
     copy = tmp_path / "copy.json"
-    assert cli.main(["export", "--checkpoint", str(run), "--out", str(copy)]) == 0
-    assert json.loads(copy.read_text()) == json.loads((run / "policy.json").read_text())
+    export = ["export", "--checkpoint", str(run), "--no-measure"]
+    for refused, message in [  # what one-way trading does not deliver
+        ("--read-out", "delivers no learned-deterministic policy"),
+        ("--table", "writes no table policy files"),
+    ]:
+        assert cli.main([*export, "--out", str(copy), refused]) == 2
+        assert message in capsys.readouterr().err and not copy.exists()
+    assert cli.main([*export, "--out", str(copy)]) == 0
+    assert curve_of(copy) == curve_of(run / "policy.json")
     edited = tmp_path / "edited.json"  # the copy with one fraction changed by hand
     document = json.loads(copy.read_text())
     document["fractions"][0] += 1e-9
@@ -203,8 +212,8 @@ def test_every_command_takes_a_run_of_the_interface(tmp_path, capsys):
     assert "exists" in capsys.readouterr().err and copy.read_bytes() == before
     figures = tmp_path / "figures"
     assert cli.main(["plot", str(run), "--out", str(figures)]) == 0
-    assert (figures / "run" / "convergence.png").is_file()
-    assert (figures / "run" / "learned-vs-baselines.pdf").is_file()
+    assert (figures / "convergence.png").is_file()
+    assert (figures / "learned-vs-baselines.pdf").is_file()
     capsys.readouterr()
     assert cli.main(["archive", str(run), "--top", "2"]) == 0
     listing = capsys.readouterr().out.splitlines()
@@ -217,6 +226,12 @@ def test_every_command_takes_a_run_of_the_interface(tmp_path, capsys):
     assert worst == pytest.approx(archive_source(run), rel=1e-6)
 
 
+def curve_of(path) -> tuple[list, list]:
+    """The rates and fractions of a one-way trading policy file."""
+    document = json.loads(path.read_text())
+    return document["rates"], document["fractions"]
+
+
 def archive_source(run) -> float:
     """The delivered policy's ratio on its run's final archive, as its report holds it."""
     report = json.loads((run / "evaluation.json").read_text())
@@ -225,7 +240,7 @@ def archive_source(run) -> float:
 
 def interrupt_in_epoch(epoch: int):
     """A stand-in for writing the checkpoint that presses Ctrl-C once ``epoch`` are written."""
-    save, written = problem_run.save_checkpoint, []
+    save, written = checkpoint.save, []
 
     def saving(*args):
         save(*args)
@@ -240,29 +255,26 @@ def test_a_run_cut_short_resumes_to_the_uninterrupted_result(tmp_path, capsys, m
     """Every epoch ends with a checkpoint: a run stopped right after its second one and
     resumed with ``run --resume`` ends with the same metrics and figures as a run in one go.
     A folder that holds a run is refused without --resume, and a resume with another config;
-    a folder trained but not measured cannot be plotted yet, and ``train`` then ``run
-    --resume`` measures it."""
+    ``train`` then ``run --resume`` measures a run and writes its policy file."""
     config = tmp_path / "owt.toml"
     config.write_text(TINY.replace("epochs = 6", "epochs = 3"))
     budget = ["--search-steps", "8", "--random-instances", "8", "--quiet"]
     whole = tmp_path / "whole"
     assert cli.main(["run", str(config), "--out", str(whole), *budget]) == 0
     cut = tmp_path / "cut"
-    parsed = problem_config.read_config(config)
+    parsed = configs.load(config)
 
-    def stop_after_the_second_epoch(line: str) -> None:  # said after each epoch's checkpoint
-        if line.startswith("epoch 1:"):
+    def stop_after_the_second_epoch(row: dict) -> None:  # told after each epoch's checkpoint
+        if row["epoch"] == 1:
             raise KeyboardInterrupt
 
-    problem_run.check_training_folder(cut, parsed, resume=False)
     with pytest.raises(KeyboardInterrupt):
-        problem_run.train_job(parsed, config, cut, stop_after_the_second_epoch)
+        train(parsed, cut, report=stop_after_the_second_epoch)
     assert len((cut / "metrics.csv").read_text().splitlines()) == 1 + 2
     capsys.readouterr()
     for refused, message in [
         (["run", str(config), "--out", str(cut), *budget], "pass --resume to continue it"),
         (["train", str(config), "--out", str(cut)], "pass --resume to continue it"),
-        (["plot", str(cut), "--out", str(tmp_path / "f")], "trained but not measured yet"),
         (["train", str(tmp_path / "new.toml"), "--out", str(cut), "--resume"], "differs"),
     ]:
         (tmp_path / "new.toml").write_text(TINY.replace("epochs = 6", "epochs = 4"))
@@ -288,18 +300,19 @@ def test_a_run_cut_short_resumes_to_the_uninterrupted_result(tmp_path, capsys, m
     assert without_seconds(cut) == without_seconds(whole) and len(without_seconds(cut)) == 4
     trained = tmp_path / "trained"
     with monkeypatch.context() as patched:  # Ctrl-C in the second epoch: one line, exit 130
-        patched.setattr(problem_run, "save_checkpoint", interrupt_in_epoch(2))
+        patched.setattr(checkpoint, "save", interrupt_in_epoch(2))
         assert cli.main(["train", str(config), "--out", str(trained), "--quiet"]) == 130
     error = capsys.readouterr().err
     assert "interrupted" in error and error.count("\n") == 1 and "Traceback" not in error
     assert cli.main(["train", str(config), "--out", str(trained), "--quiet", "--resume"]) == 0
-    assert "trained 3 epochs" in capsys.readouterr().out
-    assert (trained / "policy.json").is_file() and not (trained / "evaluation.json").exists()
-    policy = (trained / "policy.json").read_bytes()
+    assert "trained 300 steps" in capsys.readouterr().out
+    assert not (trained / "policy.json").exists() and not (trained / "evaluation.json").exists()
     assert cli.main(["run", str(config), "--out", str(trained), "--resume", *budget]) == 0
     assert without_seconds(trained) == without_seconds(whole)
+    policy = (trained / "policy.json").read_bytes()
+    assert cli.main(["run", str(config), "--out", str(trained), "--resume", *budget]) == 0
     assert (trained / "policy.json").read_bytes() == policy  # kept, never written over
-    assert json.loads(policy) == json.loads((whole / "policy.json").read_text())
+    assert curve_of(trained / "policy.json") == curve_of(whole / "policy.json")
 
 
 SKI_RENTAL = """

@@ -8,7 +8,8 @@ import json
 
 import pytest
 
-from advonline import cli, problem_config, problem_run
+from advonline import cli, configs
+from advonline.train import train
 from tests.reports import by_algorithm, certified, exact, metrics_without_timings
 
 SIMULTANEOUS = """
@@ -54,8 +55,8 @@ def test_the_simultaneous_loop_trains_an_interface_problem_and_resumes(tmp_path,
     # the delivered curve is certified exactly, and 180 steps against a live adversary
     # already bring it within 10% of the setting's optimum (the uniform start: 3.8)
     assert exact(learned) and bound <= certified(learned) <= 1.1 * bound
-    assert report["training"]["loop"] == "simultaneous"
-    assert set(report["training"]["oracle"]) == {
+    assert report["config"]["game"]["loop"] == "simultaneous"
+    assert set(report["config"]["oracle"]) == {
         "epoch_steps",
         "chains",
         "search_steps",
@@ -72,15 +73,14 @@ def test_the_simultaneous_loop_trains_an_interface_problem_and_resumes(tmp_path,
     assert certified(learned) == pytest.approx(min(certificates), rel=1e-4)
     # cut short after its first epoch's checkpoint, then resumed: the same run
     cut = tmp_path / "cut"
-    parsed = problem_config.read_config(config)
+    parsed = configs.load(config)
 
-    def stop_after_the_first_epoch(line: str) -> None:
-        if line.startswith("epoch 1:"):
+    def stop_after_the_first_epoch(row: dict) -> None:
+        if row["epoch"] == 1:
             raise KeyboardInterrupt
 
-    problem_run.check_training_folder(cut, parsed, resume=False)
     with pytest.raises(KeyboardInterrupt):
-        problem_run.train_job(parsed, config, cut, stop_after_the_first_epoch)
+        train(parsed, cut, report=stop_after_the_first_epoch)
     capsys.readouterr()
     assert cli.main(["run", str(config), "--out", str(cut), "--resume", *BUDGET]) == 0
     assert metrics_without_timings(cut) == rows

@@ -32,7 +32,7 @@ def threshold_ratio():
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_delivered_certificate_beats_threshold(tmp_path, threshold_ratio, seed):
-    data = configs.load(QUICKSTART).to_dict()
+    data = configs.load(QUICKSTART).to_tables()
     data["game"]["seed"] = seed
     train(configs.from_dict(data, f"quickstart.toml with game.seed = {seed}"), tmp_path / "run")
     run = open_run(tmp_path / "run")

@@ -158,7 +158,8 @@ def test_evaluate_checkpoint_measures_learned_beside_baselines(tmp_path, capsys)
     names = [r["algorithm"] for r in report["results"]]
     assert names == ["learned", "learned-deterministic", "threshold"]
     for result in report["results"]:
-        assert set(result["sources"]) == {"exact", "adversary", "families", "random"}
+        kept = {"archive"} if result["algorithm"] == "learned" else set()  # the run's replay
+        assert set(result["sources"]) == {"exact", "adversary", "families", "random", *kept}
         assert result["competitive_ratio"] == max(
             v for v in result["sources"].values() if v is not None
         )
@@ -179,7 +180,7 @@ def test_keep_best_delivers_the_iterate_with_the_lowest_bound(tmp_path):
     that step."""
 
     def kept_config(steps: int) -> configs.RunConfig:
-        data = configs.load(_config(tmp_path, steps)).to_dict()
+        data = configs.load(_config(tmp_path, steps)).to_tables()
         data["game"]["keep_best"] = True
         data["log"]["exploit_every"] = 1
         data["algorithm"]["learning_rate"] = 0.1  # large enough that the bound swings
@@ -203,7 +204,7 @@ def test_keep_best_delivers_the_iterate_with_the_lowest_bound(tmp_path):
     ):
         np.testing.assert_array_equal(got, want)
     with pytest.raises(configs.ConfigError, match="keep_best needs log.exploit_every"):
-        data = kept_config(steps).to_dict()
+        data = kept_config(steps).to_tables()
         data["log"]["exploit_every"] = 0
         configs.from_dict(data)
 

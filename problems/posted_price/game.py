@@ -35,6 +35,7 @@ from jax.sharding import Mesh
 from advonline import ratio, simultaneous
 from advonline.archive import on_padded_rows
 from advonline.configs import GameConfig, RunConfig
+from advonline.export import ExportError
 from advonline.mixture import SnapshotMixture, snapshot_mixture
 from advonline.networks import AlgorithmNetwork
 from advonline.parallel import shard_batch
@@ -332,7 +333,13 @@ class Game:
         return policy_writer.mixture_document(self.setting, mixture, provenance)
 
     def table_document(self, policy, provenance: dict) -> dict:
-        """The policy file of ``policy`` tabulated on the simulator's grid (K = 1)."""
+        """The policy file of ``policy`` tabulated on the simulator's grid (K = 1; ExportError
+        for more resources)."""
+        if self.setting.resources != 1:
+            raise ExportError(
+                f"table policy files (version 1) cover one resource; this run has K = "
+                f"{self.setting.resources} (export the network, version 2, without --table)"
+            )
         round_dependent = self.algorithm_config.round_input
         return policy_writer.policy_document(self.setting, policy, round_dependent, provenance)
 
@@ -341,9 +348,23 @@ class Game:
         """A described setting (``Setting.describe()``) on one line, for figure titles."""
         return figures.setting_title(described)
 
-    def policy_figures(self, name: str, policies: dict, rounds: list[int], out) -> list:
-        """The learned policy's own figures (price curve or heatmap) into ``out``."""
+    def policy_figures(self, name: str, policies: dict, out) -> list:
+        """The learned policy's own figures (price curve or heatmap) into ``out``, at the
+        first, middle and last round (one round where the network ignores it)."""
+        rounds = [0]
+        if self.algorithm_config.round_input:
+            rounds = sorted({0, self.setting.rounds // 2, self.setting.rounds - 1})
         return figures.policy_figures(name, self.setting, policies, rounds, out)
+
+    #: The columns the archive's listing adds for each instance (from :meth:`summaries`).
+    archive_columns = ("buyers", "densities")
+
+    @staticmethod
+    def archive_cells(row: dict) -> tuple:
+        """An archived instance's own cells in the listing, from its summary."""
+        if row["buyers"] == 0:
+            return row["buyers"], "-"
+        return row["buyers"], f"{row['lowest_density']:.3g}-{row['highest_density']:.3g}"
 
     def summaries(self, types) -> list[dict]:
         """Per instance ``types`` ``[N, T]``, what a person reads first: how many buyers come

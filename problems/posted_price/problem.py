@@ -1,8 +1,8 @@
 """Posted pricing as an advonline problem (advonline/problem.py): its ``PROBLEM``.
 
 Posted pricing trains with the full game: its :class:`~advonline.problem.Training` bundle
-gives the core its config sections, memory estimates, game (:mod:`posted_price.game`) and
-archive listing (:mod:`posted_price.commands`), and the run pipeline
+gives the core its config sections, memory estimates and game (:mod:`posted_price.game`),
+and the run pipeline
 (``advonline/pipeline.py``) trains, exports and plots through them. The evaluator measures
 it with its own sources (:func:`posted_price.evaluate.sources`: the DP certificate, the
 state-conditioned fresh adversary, the families per demand pair) and runs the baselines on a
@@ -26,7 +26,6 @@ from advonline.networks import AlgorithmNetwork
 from advonline.problem import Certificate, LowerBound, PolicyHead, Problem, Training
 from advonline.problems.posted_price import (
     certify,
-    commands,
     config,
     evaluate,
     lower_bound,
@@ -161,6 +160,5 @@ PROBLEM = Problem(
         check_run=config.check_run,
         training_needs=memory.training_needs,
         game=Game.build,  # (run_config, mesh)
-        commands=commands,
     ),
 )
