@@ -1,9 +1,9 @@
 """Training configurations: data in ``experiments/configs/*.toml``, validated here.
 
-A config has seven tables, each optional: ``[problem]`` (its ``name``; the registry's
+A config has six tables, each optional: ``[problem]`` (its ``name``; the registry's
 default problem without it), the problem's own ``[setting]``, ``[algorithm]`` and
-``[adversary]`` (:attr:`advonline.problem.Training.sections`), and the core's ``[game]``,
-``[oracle]`` (the oracle loop) and ``[log]`` (defaults below). Unknown tables or keys, wrong
+``[adversary]`` (:attr:`advonline.problem.Training.sections`), and the core's ``[game]`` and
+``[oracle]`` (the epochs and their measurements; defaults below). Unknown tables or keys, wrong
 types and invalid values are refused with one :class:`ConfigError` line naming the key.
 """
 
@@ -31,18 +31,18 @@ class ConfigError(ValueError):
 class GameConfig:
     """Alternating updates, replay of past instances, and what is mixed into training."""
 
-    steps: int = 400
+    steps: int = 360  # a multiple of oracle.epoch_steps
     algorithm_steps: int = 1  # n_alg updates per step
     adversary_steps: int = 1  # n_adv updates per step (0: a frozen adversary, for ablations)
     replay_size: int = 256  # past hard instances the algorithm keeps training against
     replay_per_step: int = 8  # hardest instances of each adversary batch added to the replay
     temperature: float = 0.02  # softmin over payoffs: the adversary's weights on its instances
-    keep_best: bool = False  # deliver the measured iterate with the best score (advonline/train.py)
     seed: int = 0
-    # "simultaneous": one live adversary network against the algorithm, step by step (K >= 2:
-    # each batch's OPT from the JAX dual LP inside the step, divisible buyers only; see
+    # "simultaneous": one live adversary network against the algorithm, step by step,
+    # measured every oracle.epoch_steps (advonline/problem_simultaneous.py; K >= 2: each
+    # batch's OPT from the JAX dual LP inside the step, divisible buyers only; see
     # problems/posted_price/sampled_game.py); "oracle": the oracle loop
-    # (advonline/oracle_loop.py; the [oracle] table)
+    # (advonline/oracle_loop.py). Both read the [oracle] table
     loop: str = "simultaneous"
     # devices the batches are sharded over (advonline/parallel.py): 0 = every device JAX sees;
     # a run may resume on another count (its figures agree up to float rounding)
@@ -86,9 +86,11 @@ class OracleBudget:
 
 @dataclasses.dataclass(frozen=True)
 class OracleConfig:
-    """The oracle loop (``game.loop = "oracle"``): an epoch adds the oracles' hard instances to
-    the archive, solves the restricted game and trains the algorithm against its mixture for
-    ``epoch_steps`` updates (``game.steps`` in all)."""
+    """The epochs of either loop (``game.steps`` updates in all, ``epoch_steps`` per epoch) and
+    what measures them. In the oracle loop (``game.loop = "oracle"``) an epoch adds the
+    oracles' hard instances to the archive, solves the restricted game and trains the
+    algorithm against its mixture; in the simultaneous loop the oracles' budget measures the
+    network after each epoch's steps (advonline/problem_simultaneous.py)."""
 
     epoch_steps: int = 30  # per-round updates of the algorithm per epoch
     archive_size: int = 256  # instances kept (the least useful is evicted)
@@ -155,31 +157,15 @@ class OracleConfig:
 
 
 @dataclasses.dataclass(frozen=True)
-class LogConfig:
-    """How often to log metrics, measure exploitability and write checkpoints (in steps)."""
-
-    every: int = 10
-    exploit_every: int = 100  # 0 turns the exploitability measurement off
-    exploit_steps: int = 100  # budget of the fresh best-response adversary
-    checkpoint_every: int = 50
-
-    def check(self) -> list[str]:
-        problems = positive("log", self, "every", "exploit_steps", "checkpoint_every")
-        if self.exploit_every < 0:
-            problems.append("log.exploit_every must be >= 0")
-        return problems
-
-
-@dataclasses.dataclass(frozen=True)
 class RunConfig:
     """Everything one training run needs: the problem's own sections (``setting``,
     ``algorithm``, ``adversary``: the classes its :attr:`~advonline.problem.Training.sections`
-    name) and the core's (``game``, ``oracle``, ``log``). Build one with :func:`from_dict`.
+    name) and the core's (``game``, ``oracle``). Build one with :func:`from_dict`.
 
     It answers the questions every run config answers (what the run driver, the checkpoint
     and the commands ask; :class:`advonline.problem_config.ProblemRunConfig` answers the same):
     ``problem``, ``setting``, ``seed``, ``devices``, ``training_loop``, ``total_steps``,
-    ``temperature``, ``update``, ``per_step``, :meth:`to_tables`, :meth:`build_game`,
+    ``temperature``, ``update``, :meth:`to_tables`, :meth:`build_game`,
     :meth:`initial_state`, :meth:`training_needs`, :meth:`on_devices` and :meth:`same_run`."""
 
     problem: Any  # the registry's Problem (hashed by identity)
@@ -188,7 +174,6 @@ class RunConfig:
     adversary: Any
     game: GameConfig = GameConfig()
     oracle: OracleConfig = OracleConfig()
-    log: LogConfig = LogConfig()
 
     @property
     def seed(self) -> int:
@@ -216,12 +201,6 @@ class RunConfig:
     def update(self) -> str:
         """How the algorithm's gradient is computed (the figures compare updates)."""
         return self.algorithm.update
-
-    @property
-    def per_step(self) -> bool:
-        """Whether the run is driven step by step (the simultaneous loop with ``[log]``'s
-        schedule) rather than epoch by epoch."""
-        return self.game.loop == "simultaneous"
 
     def to_tables(self) -> dict:
         """Plain data (TOML/JSON-ready); :func:`from_tables` reads it back."""
@@ -259,7 +238,7 @@ class RunConfig:
 
 
 #: The core's own sections of a run config.
-CORE_SECTIONS = {"game": GameConfig, "oracle": OracleConfig, "log": LogConfig}
+CORE_SECTIONS = {"game": GameConfig, "oracle": OracleConfig}
 
 
 def from_dict(data: dict, origin: str = "config") -> RunConfig:
@@ -282,11 +261,8 @@ def from_dict(data: dict, origin: str = "config") -> RunConfig:
     config = RunConfig(problem, **built)
     problems = [p for name, part in built.items() if name != "setting" for p in part.check()]
     problems += problem.training.check_run(config)
-    if config.game.loop == "oracle":
-        if config.game.steps % config.oracle.epoch_steps:
-            problems.append("game.steps must be a multiple of oracle.epoch_steps")
-    elif config.game.keep_best and config.log.exploit_every == 0:
-        problems.append("game.keep_best needs log.exploit_every > 0 (it keeps a measured iterate)")
+    if config.game.steps % config.oracle.epoch_steps:
+        problems.append("game.steps must be a multiple of oracle.epoch_steps")
     if problems:
         raise ConfigError(f"{origin}: {'; '.join(problems)}")
     return config

@@ -36,13 +36,9 @@ from advonline.oracle_loop import delivered_mixture
 from advonline.problem_simultaneous import replay_ratios
 from advonline.train import METRIC_FIELDS, METRICS_NAME
 
-#: The metrics column a run's convergence figure draws and its axis label: the guarantee of
-#: the loops measured per epoch (the best certificate so far, or the lowest worst case their
-#: searches measured), the training pool's worst ratio of the loop logged step by step.
-CONVERGENCE_CURVES = {
-    False: ("guarantee", "guarantee (best so far)"),
-    True: ("pool_ratio", "worst ratio in the training pool"),
-}
+#: The metrics column a run's convergence figure draws and its axis label: the guarantee (the
+#: best certificate so far, or the lowest worst case the measurements found).
+CONVERGENCE_CURVE = ("guarantee", "guarantee (best so far)")
 EVALUATION_NAME = "evaluation.json"  # the run's measured ratios beside the baselines
 POLICY_NAMES = {"learned": "policy.json", "learned-deterministic": "policy-readout.json"}
 
@@ -431,7 +427,7 @@ def _draw(runs: list[TrainedRun], metrics: list, out: Path, budget, say) -> list
         bars.append((f"{name}\n{title}", {r["algorithm"]: r["competitive_ratio"] for r in results}))
         bounds.append({r["algorithm"]: r["upper_bound"] for r in results})
         loop = run.config.training_loop
-        curves = convergence.setdefault((loop, run.config.per_step), {})
+        curves = convergence.setdefault(loop, {})
         curves[f"{name} ({run.config.update})"] = rows
         updates.add(run.config.update)
         budgets.add(Budget(**evaluation["budget"]).summary())
@@ -448,8 +444,8 @@ def _draw(runs: list[TrainedRun], metrics: list, out: Path, budget, say) -> list
         if updates == {"per-round", "reinforce"}
         else f"Training convergence ({', '.join(sorted(updates))} update)"
     )
-    for (loop, per_step), runs_of_loop in convergence.items():
-        column, label = CONVERGENCE_CURVES[per_step]
+    column, label = CONVERGENCE_CURVE
+    for loop, runs_of_loop in convergence.items():
         stem = "convergence" if len(convergence) == 1 else f"convergence-{loop}"
         written += plots.convergence_figure(
             runs_of_loop, out, stem, f"{title}, {loop} loop", column=column, label=label

@@ -73,7 +73,7 @@ def _ratio_scale(axis, values: list) -> None:
 #: Ratios logged during training, by loop: (column, line style, legend label).
 TRAINING_RATIOS = (
     ("pool_ratio", "-", "training: worst over the adversary's pool"),
-    ("fresh_ratio", "o-", "fresh best-response adversary"),
+    ("oracle_ratio", "o-", "each epoch's search against the network"),
     ("restricted_ratio", "s-", "restricted game's CR (snapshots x archive)"),
     ("probe_ratio", "o-", "probe: worst ratio a stronger search found"),
     ("mixture_ratio", "d-", "equilibrium mixture of snapshots: worst ratio found"),
@@ -129,18 +129,18 @@ def ratio_figure(
 
 
 def exploitability_figure(name: str, rows: list[dict], title: str, out: Path) -> list[Path]:
-    """The fresh adversary's ratio against the training adversary's, and their difference;
-    for the oracle loop, the probe's ratio against the restricted game's and the ratio gap.
-    ``title`` names the setting."""
+    """The simultaneous loop: each epoch's search's worst ratio against the training
+    adversary's, and their difference; the oracle loop: the probe's ratio against the
+    restricted game's and the ratio gap. ``title`` names the setting."""
     if any(r.get("restricted_ratio") is not None for r in rows):
         return _oracle_exploitability_figure(name, rows, title, out)
-    kept = [r for r in rows if r.get("fresh_ratio") is not None]
+    kept = [r for r in rows if r.get("oracle_ratio") is not None]
     steps = [r["step"] for r in kept]
     figure, axis = plt.subplots(figsize=(7, 4.2))
-    axis.plot(steps, [r["fresh_ratio"] for r in kept], "o-", label="fresh adversary's ratio")
+    axis.plot(steps, [r["oracle_ratio"] for r in kept], "o-", label="the epoch's search")
     axis.plot(steps, [r["adversary_ratio"] for r in kept], "s-", label="training adversary's ratio")
     axis.plot(
-        steps, [r["exploitability"] for r in kept], "^-", label="exploitability (fresh - training)"
+        steps, [r["exploitability"] for r in kept], "^-", label="exploitability (search - training)"
     )
     axis.axhline(0, color="grey", linewidth=0.8)
     axis.set_xlabel("training step")

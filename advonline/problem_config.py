@@ -108,8 +108,6 @@ class ProblemRunConfig:
     def update(self) -> str:
         return "gradient"  # the exact gradient of the payoffs
 
-    per_step = False  # epoch by epoch, either loop
-
     def on_devices(self, count: int) -> ProblemRunConfig:
         """This config sharded over ``count`` devices (the ``--devices`` flag)."""
         return dataclasses.replace(self, loop=dataclasses.replace(self.loop, devices=count))

@@ -47,6 +47,7 @@ from advonline.networks import AdversaryNetwork
 from advonline.parallel import shard_batch, spread
 from advonline.problem import Problem, payoffs_of
 from advonline.search import Found, join
+from advonline.simultaneous import game_step
 from advonline.sources import climb, fresh_networks
 
 
@@ -155,6 +156,11 @@ class ProblemGame:
         return direction
 
     # What the simultaneous step (advonline/simultaneous.py) asks of the game.
+
+    @staticmethod
+    def step_function():
+        """The simultaneous loop's step: :func:`advonline.simultaneous.game_step`."""
+        return game_step
 
     @functools.cached_property
     def adversary(self) -> TokenWriter:

@@ -56,7 +56,8 @@ class GameState:
     adversary_opt: optax.OptState
     replay: Archive  # past hard instances, first in first out (no snapshots)
     best_algorithm: dict  # the algorithm's parameters with the lowest selection score so far
-    best_score: jax.Array  # [] that score (advonline/train.py); inf before any measurement
+    best_score: jax.Array  # [] that score (advonline/problem_simultaneous.py); inf before any
+    # measurement
 
 
 class StepMetrics(NamedTuple):
@@ -95,11 +96,10 @@ def init_state(game, key: jax.Array) -> GameState:
 
 
 def delivered_params(game, state) -> dict:
-    """The parameters a run delivers (evaluated, exported, plotted): the last iterate, or with
-    ``game.keep_best`` (always in the oracle loop) the measured iterate with the lowest
-    selection score (advonline/train.py). The evaluator then measures it on its own."""
-    keeps_best = game.loop_config.keep_best or game.loop_config.loop == "oracle"
-    if keeps_best and bool(jnp.isfinite(state.best_score)):
+    """The parameters a run delivers (evaluated, exported, plotted): the measured iterate with
+    the lowest score (advonline/problem_simultaneous.py, advonline/oracle_loop.py), or the
+    last one before any measurement. The evaluator then measures it on its own."""
+    if bool(jnp.isfinite(state.best_score)):
         return state.best_algorithm
     return state.algorithm
 

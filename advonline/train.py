@@ -1,28 +1,20 @@
-"""``advonline train``: run the game, log metrics, write checkpoints, resume after a kill.
+"""``advonline train``: the one run driver of every problem and loop; metrics, checkpoints,
+resuming after a kill.
 
 Files in the run folder:
 
 - ``checkpoint.msgpack``: the latest state (:mod:`advonline.checkpoint`, atomic and
   checksummed), and ``checkpoint.previous.msgpack`` the one before;
 - ``config.json``: the validated config (for people; the checkpoint holds its own copy);
-- ``metrics.csv``: one row per logged step (:data:`METRIC_FIELDS`), each appended whole and
-  flushed before the checkpoint that follows it. On ``--resume`` rows after the checkpoint's
-  step, and a last row a kill cut short, are dropped, so the file describes exactly one run.
+- ``metrics.csv``: one row per measured epoch (:data:`METRIC_FIELDS`), each appended whole and
+  flushed before the checkpoint that follows it. On ``--resume`` rows after the checkpoint,
+  and a last row a kill cut short, are dropped, so the file describes exactly one run.
 
-Exploitability (method.md §3): every ``log.exploit_every`` steps a fresh adversary is trained from
-scratch against the frozen pricing network for ``log.exploit_steps`` steps; the row records
-the worst ratio it reached (``fresh_ratio``), the training adversary's worst ratio in the same
-step (``adversary_ratio``) and their difference (``exploitability``). Its PRNG key is derived
-from the seed and the step, not taken from the game state, and what it finds does not change
-the run. With ``game.keep_best`` each measurement also scores the iterate, and the state keeps the
-pricing parameters with the lowest score, which the run delivers
-(:func:`advonline.simultaneous.delivered_params`): the game's iterates swing, and the last one
-is not always the best. The score is the DP upper bound on the iterate's CR where the certificate
-exists (K = 1, ``upper_bound`` column; computed outside ``jit``, in float64), else the fresh
-ratio. The bound is a guarantee whichever iterate it selects; selecting by the fresh ratio
-alone kept, on k1-u5, an iterate with fresh ratio 1.64 but a bound of 23.7 (the last one's
-was 2.08).
-A resumed run still reproduces the run exactly.
+Both loops are measured once per epoch (``oracle.epoch_steps`` updates): the oracle loop
+(advonline/oracle_loop.py) before each epoch's training and after the last, the simultaneous
+loop (advonline/problem_simultaneous.py) after each epoch's steps. Each measurement keeps the
+network with the best figure so far (its certificate where the problem has one), which the
+run delivers. A resumed run reproduces the run exactly.
 """
 
 from __future__ import annotations
@@ -30,7 +22,6 @@ from __future__ import annotations
 import csv
 import io
 import json
-import math
 import os
 import time
 from collections.abc import Callable
@@ -41,8 +32,7 @@ import jax
 
 from advonline import checkpoint, environment, folders, parallel, profile
 from advonline import problem_simultaneous as simultaneous_loop
-from advonline.configs import RunConfig
-from advonline.oracle_loop import OracleState, keep_best, record_row, run_epochs
+from advonline.oracle_loop import OracleState, record_row, run_epochs
 
 METRIC_FIELDS = (
     "step",
@@ -51,7 +41,6 @@ METRIC_FIELDS = (
     "payoff",
     "adversary_ratio",
     "pool_ratio",
-    "fresh_ratio",
     "exploitability",
     "upper_bound",
     # the oracle loop's measurement of each epoch (advonline/oracle_loop.py)
@@ -76,18 +65,12 @@ class TrainError(ValueError):
     """A run that cannot start (folder in use, nothing to resume, config mismatch)."""
 
 
-def exploitability_key(config: RunConfig, step: int) -> jax.Array:
-    return jax.random.fold_in(jax.random.key(config.game.seed + 1), step)
-
-
 def check_processes(config) -> None:
     """Refuse, in a multi-process run, what runs on the host between jitted programs with
-    each process's own data: every loop measured epoch by epoch (the oracle loop's archive
-    and meta-solver, the per-epoch simultaneous loop's search)."""
-    if jax.process_count() > 1 and not config.per_step:
+    each process's own data: the oracle loop (its archive and meta-solver)."""
+    if jax.process_count() > 1 and config.training_loop == "oracle":
         raise TrainError(
-            "several processes train posted pricing's simultaneous loop only (step by step; "
-            "not game.loop = oracle, and not a problem trained epoch by epoch)"
+            "several processes train the simultaneous loop only (not game.loop = oracle)"
         )
 
 
@@ -208,39 +191,15 @@ def _train(config, folder: Path, resume: bool, report: Callable[[dict], None] | 
     state, wall_before = parallel.from_writer((state, wall_before))
     state = parallel.replicate(state, mesh)
     game = config.build_game(mesh)
-    if not config.per_step:
-        return _train_by_epochs(game, config, folder, state, wall_before, report)
-    step_once = game.step_function()
-    metrics_path = folder / METRICS_NAME
-    log = config.log
-    started = time.perf_counter()
-    window_start, window_steps = started, 0
-    while (step := int(state.step)) < config.game.steps:
-        state, metrics = step_once(game, state)
-        done = step + 1
-        window_steps += 1
-        last = done == config.game.steps
-        if done % log.every == 0 or last:
-            now = time.perf_counter()
-            row, state = _row(game, config, state, metrics, done, wall_before + now - started)
-            row["steps_per_second"] = window_steps / max(now - window_start, 1e-9)
-            if parallel.writes_files():
-                _write_rows(metrics_path, [row])
-            if report is not None:
-                report(row)
-            window_start, window_steps = time.perf_counter(), 0  # exploitability excluded
-        if done % log.checkpoint_every == 0 or last:
-            wall = wall_before + time.perf_counter() - started
-            checkpoint.save(folder, state, config, wall)
-    return state
+    return _train_by_epochs(game, config, folder, state, wall_before, report)
 
 
 def _train_by_epochs(
     game, config, folder: Path, state, wall_before: float, report: Callable[[dict], None] | None
 ):
-    """The loops measured once per epoch: the oracle loop (advonline/oracle_loop.py:
-    measure, then train) and the per-epoch simultaneous loop
-    (advonline/problem_simultaneous.py: train, then measure)."""
+    """Either loop, measured once per epoch: the oracle loop (advonline/oracle_loop.py:
+    measure, then train) or the simultaneous loop (advonline/problem_simultaneous.py: train,
+    then measure)."""
     oracle, clock = config.oracle, None
     if config.training_loop == "oracle":
         clock = profile.PhaseClock()
@@ -289,33 +248,10 @@ def train_epochs(
         )
         # the row first: a kill between the two leaves a row after the checkpoint, which a
         # resume drops and writes again (the other order would lose the row)
-        _write_rows(metrics_path, [row])
+        if parallel.writes_files():
+            _write_rows(metrics_path, [row])
         wall = wall_before + time.perf_counter() - started
         save(state, wall)
         if report is not None:
             report(row)
     return state, wall
-
-
-def _row(game, config: RunConfig, state, metrics, done: int, wall: float) -> tuple[dict, Any]:
-    """The metrics row of step ``done``, and the state (with ``game.keep_best``, the measured
-    iterate kept when it scores best)."""
-    row = dict.fromkeys(METRIC_FIELDS, "")  # every column; "" where not measured
-    row.update(
-        step=done,
-        wall_seconds=round(wall, 3),
-        payoff=float(metrics.payoff),
-        adversary_ratio=float(metrics.adversary_ratio),
-        pool_ratio=float(metrics.pool_ratio),
-    )
-    every = config.log.exploit_every
-    if every and (done % every == 0 or done == config.game.steps):
-        found = game.fresh_adversary(state.algorithm, exploitability_key(config, done))
-        fresh = float(found.worst_ratio)
-        if config.game.keep_best:
-            bound, _ = game.certify(state.algorithm)
-            row["upper_bound"] = "" if bound is None else bound
-            state = keep_best(state, fresh if bound is None else bound)
-        row["fresh_ratio"] = fresh
-        row["exploitability"] = fresh - row["adversary_ratio"] if math.isfinite(fresh) else fresh
-    return row, state

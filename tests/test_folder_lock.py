@@ -41,6 +41,16 @@ def held(tmp_path):
     holder.communicate()
 
 
+def test_a_folder_another_process_holds_cannot_be_locked(held):
+    """The lock itself, in the default run: a holder in another process excludes this one,
+    at once, and nothing is written into the folder."""
+    folder, holder = held
+    with pytest.raises(FolderError, match=f"in use by process {holder.pid}"):
+        with FolderLock(folder):
+            pass
+    assert sorted(path.name for path in folder.iterdir()) == [LOCK_NAME]
+
+
 @pytest.mark.parallel  # another process holds the folder meanwhile
 def test_a_second_writer_is_refused_at_once_naming_the_holder(held, tmp_path, capsys):
     folder, holder = held
@@ -123,9 +133,7 @@ def test_a_second_train_is_refused_and_the_first_ends_with_every_row_once(tmp_pa
     """The natural mistake: ``train --resume`` in a second terminal while the run goes on."""
     steps = 1500
     config = tmp_path / "tiny.toml"
-    config.write_text(
-        TINY_TOML.format(steps=steps).replace("checkpoint_every = 2", "checkpoint_every = 50")
-    )
+    config.write_text(TINY_TOML.format(steps=steps).replace("epoch_steps = 1", "epoch_steps = 50"))
     folder = tmp_path / "run"
     argv = ["train", str(config), "--out", str(folder), "--quiet"]
     first = subprocess.Popen([sys.executable, "-m", "advonline", *argv])
@@ -138,4 +146,4 @@ def test_a_second_train_is_refused_and_the_first_ends_with_every_row_once(tmp_pa
     assert first.wait() == 0
     with open(folder / "metrics.csv", newline="") as handle:
         logged = [int(row["step"]) for row in csv.DictReader(handle)]
-    assert logged == list(range(1, steps + 1))
+    assert logged == list(range(50, steps + 1, 50))

@@ -24,6 +24,7 @@ TINY = {
     "algorithm": {"price_atoms": 5, "hidden": 8, "layers": 1, "reinforce_samples": 4096},
     "adversary": {"density_levels": 5, "hidden": 8, "batch": 8},
     "game": {"steps": 3, "replay_size": 8, "replay_per_step": 2},
+    "oracle": {"epoch_steps": 1},
 }
 
 
@@ -162,7 +163,8 @@ def test_every_shipped_config_is_valid():
         ({"game": {"steps": 0}}, "game.steps must be >= 1"),
         ({"algorithm": {"update": "adam"}}, "algorithm.update must be one of"),
         ({"setting": {"low": 3.0, "high": 2.0}}, "must exceed L"),
-        ({"game": {"keep_best": 1}}, "expected true or false"),
+        ({"oracle": {"mixtures": 1}}, "expected true or false"),
+        ({"game": {"keep_best": True}}, "unknown key 'keep_best'"),
         ({"game": {"known_families": True}}, "unknown key 'known_families'"),
     ],
 )

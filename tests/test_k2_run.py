@@ -40,11 +40,14 @@ steps = 2
 replay_size = 4
 replay_per_step = 1
 
-[log]
-every = 1
-exploit_every = 2
-exploit_steps = 2
-checkpoint_every = 2
+[oracle]
+epoch_steps = 1
+restarts = 0
+adversary_steps = 2
+adversary_batch = 4
+chains = 2
+candidates = 4
+search_steps = 2
 """
 
 
@@ -68,7 +71,9 @@ def two_resource_run(tmp_path_factory) -> Path:
 def test_a_two_resource_run_is_measured_exported_and_drawn(two_resource_run):
     folder = two_resource_run
     rows = (folder / "metrics.csv").read_text().splitlines()
-    assert len(rows) == 3 and rows[-1].split(",")[6] != ""  # exploitability measured at step 2
+    header, *measured = [row.split(",") for row in rows]
+    assert len(measured) == 2  # one measurement after each step
+    assert all(row[header.index("exploitability")] != "" for row in measured)
     report = json.loads((folder / pipeline.EVALUATION_NAME).read_text())
     assert report["setting"]["resources"] == 2
     assert "optimal_ratio_small_demand_limit" not in report["setting"]

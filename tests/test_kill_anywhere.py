@@ -68,7 +68,7 @@ def torn_write(write):
     return write_with_fault
 
 if fault == "search":
-    for name in ("best_responses", "mixture_search", "fresh_adversary"):
+    for name in ("best_responses", "mixture_search"):
         setattr(Game, name, killed_part_way(getattr(Game, name)))
 elif fault == "checkpoint":
     checkpoint.atomic_write = torn_write(checkpoint.atomic_write)
@@ -84,9 +84,7 @@ TIMINGS = ("wall_seconds", "steps_per_second", *profile.COLUMNS)
 
 # Long enough in steps that eight kills during training, each after at most two searches or
 # checkpoints of its attempt, cannot finish it: the export kills then come after training.
-SIMULTANEOUS = TINY_TOML.format(steps=200).replace("exploit_every = 50", "exploit_every = 5")
-SIMULTANEOUS = SIMULTANEOUS.replace("checkpoint_every = 2", "checkpoint_every = 5")
-SIMULTANEOUS = SIMULTANEOUS.replace("[game]\n", "[game]\nkeep_best = true\n")
+SIMULTANEOUS = TINY_TOML.format(steps=200).replace("epoch_steps = 1", "epoch_steps = 5")
 
 
 def _toml(data: dict) -> str:

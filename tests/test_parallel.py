@@ -29,13 +29,12 @@ from tests.test_train import TINY_TOML
 pytestmark = pytest.mark.parallel
 
 
-def _tiny(template: str, steps: int, checkpoint_every: int) -> str:
-    """A tiny config of ``steps`` steps, checkpointed every ``checkpoint_every``, with no
-    exploitability measurement."""
-    log = template[template.index("[log]") :]
-    quiet = f"[log]\nevery = 1\nexploit_every = 0\ncheckpoint_every = {checkpoint_every}\n"
+def _tiny(template: str, steps: int, epoch_steps: int) -> str:
+    """A tiny config of ``steps`` steps, measured and checkpointed every ``epoch_steps``."""
     steps_line = next(line for line in template.splitlines() if line.startswith("steps = "))
-    return template.replace(log, quiet).replace(steps_line, f"steps = {steps}")
+    epoch_line = next(line for line in template.splitlines() if line.startswith("epoch_steps"))
+    text = template.replace(steps_line, f"steps = {steps}")
+    return text.replace(epoch_line, f"epoch_steps = {epoch_steps}")
 
 
 MEASURED = ("payoff", "adversary_ratio", "pool_ratio")
@@ -62,10 +61,10 @@ EVALUATE += ["--family-members", "8", "--random-instances", "8"]
 
 
 def test_one_and_four_devices_give_the_same_metrics(tmp_path):
-    """K = 1 and K = 2 (OPT from HiGHS), 5 steps each on 1 and on 4 devices; then the K = 1
-    run measured by the evaluator on 1 and on 4 devices."""
+    """K = 1 and K = 2 (OPT from the JAX dual LP), 5 epochs of one step each on 1 and on 4
+    devices; then the K = 1 run measured by the evaluator on 1 and on 4 devices."""
     for name, template in (("k1", TINY_TOML.format(steps=5)), ("k2", TINY_K2)):
-        (tmp_path / f"{name}.toml").write_text(_tiny(template, 5, 5))
+        (tmp_path / f"{name}.toml").write_text(_tiny(template, 5, 1))
     # one process with four host devices trains each run twice, on 1 and on 4 of them, and
     # measures the K = 1 run twice
     script = (
@@ -184,7 +183,8 @@ def test_two_processes_write_one_checkpoint_that_resumes(tmp_path):
     state, _, _ = checkpoint.load(folder)
     assert int(state.step) == steps
     steps_logged = [int(row["step"]) for row in _rows(folder)]
-    assert steps_logged == list(range(1, steps + 1))  # each step once: the kill's rows trimmed
+    # each epoch once: the kill's rows trimmed
+    assert steps_logged == list(range(10, steps + 1, 10))
 
 
 ORACLES_ON_DEVICES = """

@@ -29,6 +29,7 @@ SMALL = {
     "algorithm": {"price_atoms": 6, "hidden": 8, "layers": 1, "round_input": False},
     "adversary": {"density_levels": 6, "hidden": 16, "batch": 16, "conditioning": "state"},
     "game": {"steps": 2, "replay_size": 8, "replay_per_step": 2},
+    "oracle": {"epoch_steps": 1},
 }
 
 

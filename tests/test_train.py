@@ -45,11 +45,14 @@ replay_size = 8
 replay_per_step = 2
 seed = 3
 
-[log]
-every = 1
-exploit_every = 50
-exploit_steps = 2
-checkpoint_every = 2
+[oracle]
+epoch_steps = 1
+restarts = 1
+adversary_steps = 2
+adversary_batch = 8
+chains = 2
+candidates = 4
+search_steps = 2
 """
 
 
@@ -75,6 +78,7 @@ def _cli(*args: str) -> subprocess.CompletedProcess:
 def test_killed_run_resumes_to_the_same_parameters(tmp_path):
     steps = 400
     config_path = _config(tmp_path, steps)
+    config_path.write_text(config_path.read_text().replace("epoch_steps = 1", "epoch_steps = 10"))
     straight, killed = tmp_path / "straight", tmp_path / "killed"
     train(configs.load(config_path), straight)
 
@@ -83,7 +87,7 @@ def test_killed_run_resumes_to_the_same_parameters(tmp_path):
     metrics = killed / "metrics.csv"
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and process.poll() is None:
-        if metrics.exists() and len(metrics.read_text().splitlines()) > 10:
+        if metrics.exists() and len(metrics.read_text().splitlines()) > 4:
             os.kill(process.pid, signal.SIGKILL)
             break
         time.sleep(0.01)
@@ -174,39 +178,35 @@ def test_evaluate_checkpoint_measures_learned_beside_baselines(tmp_path, capsys)
     assert "conflicts with --checkpoint" in capsys.readouterr().err
 
 
-def test_keep_best_delivers_the_iterate_with_the_lowest_bound(tmp_path):
-    """With ``game.keep_best`` (K = 1) the run keeps, and delivers, the measured parameters
-    with the lowest DP upper bound: the same parameters as a run of the same seed stopped at
-    that step."""
+def test_the_run_delivers_the_measured_iterate_with_the_lowest_bound(tmp_path):
+    """The simultaneous loop (K = 1) certifies the network after every epoch and keeps, and
+    delivers, the measured parameters with the lowest DP upper bound: the same parameters
+    as a run of the same seed stopped at that step. A ``[log]`` table is refused."""
 
-    def kept_config(steps: int) -> configs.RunConfig:
+    def swinging_config(steps: int) -> configs.RunConfig:
         data = configs.load(_config(tmp_path, steps)).to_tables()
-        data["game"]["keep_best"] = True
-        data["log"]["exploit_every"] = 1
         data["algorithm"]["learning_rate"] = 0.1  # large enough that the bound swings
         return configs.from_dict(data)
 
-    steps = 10
-    state = train(kept_config(steps), tmp_path / "full")
+    steps = 12
+    state = train(swinging_config(steps), tmp_path / "full")
     with open(tmp_path / "full" / "metrics.csv", newline="") as handle:
         bounds = [float(row["upper_bound"]) for row in csv.DictReader(handle)]
     best_step = int(np.argmin(bounds)) + 1
     assert len(set(bounds)) > 1 and best_step < steps  # a real choice, not the last iterate
     assert float(state.best_score) == pytest.approx(min(bounds), rel=1e-6)
 
-    game = Game.build(kept_config(steps))
+    game = Game.build(swinging_config(steps))
     delivered = delivered_params(game, checkpoint.load(tmp_path / "full")[0])
-    train(kept_config(best_step), tmp_path / "stopped")  # its best is its last step
-    stopped = checkpoint.load(tmp_path / "stopped")[0]  # (a checkpoint written right after)
+    train(swinging_config(best_step), tmp_path / "stopped")  # its best is its last step
+    stopped = checkpoint.load(tmp_path / "stopped")[0]
     assert delivered_params(game, stopped) is stopped.best_algorithm
     for want, got in zip(
         jax.tree.leaves(stopped.algorithm), jax.tree.leaves(delivered), strict=True
     ):
         np.testing.assert_array_equal(got, want)
-    with pytest.raises(configs.ConfigError, match="keep_best needs log.exploit_every"):
-        data = kept_config(steps).to_tables()
-        data["log"]["exploit_every"] = 0
-        configs.from_dict(data)
+    with pytest.raises(configs.ConfigError, match=r"unknown section \[log\]"):
+        configs.from_dict({**swinging_config(steps).to_tables(), "log": {"every": 1}})
 
 
 def test_a_checkpoint_of_another_layout_is_refused_in_one_line(tmp_path):
@@ -227,16 +227,19 @@ class _Stopped(Exception):
     pass
 
 
-def test_a_resume_drops_rows_after_the_checkpoint_and_a_row_cut_short(tmp_path):
+def test_a_resume_drops_rows_after_the_checkpoint_and_a_row_cut_short(tmp_path, monkeypatch):
     config = configs.load(_config(tmp_path, 6))
     folder = tmp_path / "run"
+    save = checkpoint.save
 
-    def stop_at_step_three(row: dict) -> None:
-        if row["step"] == 3:
+    def stop_before_the_third_checkpoint(folder, state, *args) -> None:
+        if int(state.step) == 3:  # a kill after the row of step 3, before its checkpoint
             raise _Stopped
+        save(folder, state, *args)
 
-    with pytest.raises(_Stopped):
-        train(config, folder, report=stop_at_step_three)
+    with monkeypatch.context() as patched, pytest.raises(_Stopped):
+        patched.setattr(checkpoint, "save", stop_before_the_third_checkpoint)
+        train(config, folder)
     assert int(checkpoint.load(folder)[0].step) == 2  # rows 1-3 written, checkpoint at 2
     with open(folder / "metrics.csv", "a") as handle:
         handle.write("4,0.5")  # a kill in the middle of writing a row

@@ -90,6 +90,12 @@ def check_run(config: RunConfig) -> list[str]:
         problems.append(
             'adversary.conditioning = "state" with several resources needs game.loop = "oracle"'
         )
+    if several and config.game.loop != "oracle" and config.oracle.restarts:
+        problems.append(
+            'several resources with game.loop = "simultaneous" measure each epoch by local '
+            "search alone: set oracle.restarts = 0 (fresh adversary networks of several "
+            'resources need adversary.conditioning = "state", which the oracle loop alone takes)'
+        )
     if several and not config.setting.divisible:
         problems.append("several resources need divisible buyers (OPT from the JAX dual LP)")
     if config.game.loop == "oracle" and several:

@@ -42,9 +42,7 @@ from advonline.parallel import shard_batch
 from advonline.problems.posted_price import figures, policy_writer
 from advonline.problems.posted_price.adversary import (
     AdversaryModel,
-    BestResponse,
     build_adversary,
-    fresh_best_response,
     payoffs_given_sales,
 )
 from advonline.problems.posted_price.certify import certify_and_draw, worst_runs
@@ -82,7 +80,6 @@ class Game:
     loop_config: GameConfig  # [game]
     certificate_draws: int  # [oracle] certificate_instances: draws from the certificate's strategy
     mixtures: bool  # [oracle]: whether K >= 2 measures and delivers mixtures of snapshots
-    exploit_steps: int  # [log]: the fresh adversary's budget
     pricing: AlgorithmNetwork
     atoms: tuple[float, ...]
     adversary: AdversaryModel
@@ -105,7 +102,7 @@ class Game:
         adversary = build_adversary(setting, config.adversary)
         sections = (setting, algorithm, config.adversary, config.game)
         oracle = (config.oracle.certificate_instances, config.oracle.mixtures)
-        return Game(*sections, *oracle, config.log.exploit_steps, pricing, atoms, adversary, mesh)
+        return Game(*sections, *oracle, pricing, atoms, adversary, mesh)
 
     @property
     def instance_length(self) -> int:
@@ -138,20 +135,6 @@ class Game:
         from advonline.problems.posted_price.sampled_game import sampled_game_step
 
         return sampled_game_step
-
-    def fresh_adversary(self, params: dict, key: jax.Array) -> BestResponse:
-        """A fresh adversary trained from scratch against ``params``: its worst ratio and the
-        worst instance of each of its steps."""
-        return fresh_best_response(
-            self.setting,
-            self.adversary,
-            self.policy(params),
-            self.adversary_config,
-            self.exploit_steps,
-            jnp.float32,
-            key,
-            self.algorithm_config.payoff_runs,
-        )
 
     def delivered_params(self, state) -> dict:
         """The pricing parameters a run delivers
