@@ -278,8 +278,11 @@ def problem_of(data: dict, origin: str = "config"):
     table = data.get("problem", {})
     if not isinstance(table, dict) or set(table) - {"name"}:
         raise ConfigError(f"{origin} [problem]: expected a table with one key, name")
+    name = table.get("name", registry.DEFAULT)
+    if not isinstance(name, str):
+        raise ConfigError(f"{origin} [problem] name: expected a string, got {name!r}")
     try:
-        return registry.get(table.get("name", registry.DEFAULT))
+        return registry.get(name)
     except KeyError as error:
         raise ConfigError(f"{origin}: {error.args[0]}") from None
 

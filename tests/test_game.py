@@ -196,3 +196,9 @@ def test_fresh_adversary_reports_a_real_instance():
     assert worst == pytest.approx(optimum / welfare, rel=1e-9)
     assert worst == pytest.approx(by_step.max(), rel=1e-12)
     assert worst > 1.0
+
+
+@pytest.mark.parametrize("name", [[], 3, {"a": 1}, True])
+def test_a_problem_name_that_is_not_a_string_gets_one_line(name):
+    with pytest.raises(configs.ConfigError, match=r"\[problem\] name: expected a string"):
+        configs.from_tables({"problem": {"name": name}})
