@@ -39,7 +39,7 @@ class GameConfig:
     temperature: float = 0.02  # softmin over payoffs: the adversary's weights on its instances
     seed: int = 0
     # "simultaneous": one live adversary network against the algorithm, step by step,
-    # measured every oracle.epoch_steps (advonline/problem_simultaneous.py; K >= 2: each
+    # measured every oracle.epoch_steps (advonline/simultaneous_loop.py; K >= 2: each
     # batch's OPT from the JAX dual LP inside the step, divisible buyers only; see
     # problems/posted_price/sampled_game.py); "oracle": the oracle loop
     # (advonline/oracle_loop.py). Both read the [oracle] table
@@ -90,7 +90,7 @@ class OracleConfig:
     what measures them. In the oracle loop (``game.loop = "oracle"``) an epoch adds the
     oracles' hard instances to the archive, solves the restricted game and trains the
     algorithm against its mixture; in the simultaneous loop the oracles' budget measures the
-    network after each epoch's steps (advonline/problem_simultaneous.py)."""
+    network after each epoch's steps (advonline/simultaneous_loop.py)."""
 
     epoch_steps: int = 30  # per-round updates of the algorithm per epoch
     archive_size: int = 256  # instances kept (the least useful is evicted)

@@ -33,7 +33,7 @@ from advonline.evaluation import (
 )
 from advonline.mixture import SnapshotMixture
 from advonline.oracle_loop import delivered_mixture
-from advonline.problem_simultaneous import replay_ratios
+from advonline.simultaneous_loop import replay_ratios
 from advonline.train import METRIC_FIELDS, METRICS_NAME
 
 #: The metrics column a run's convergence figure draws and its axis label: the guarantee (the

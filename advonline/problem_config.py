@@ -12,8 +12,7 @@ from pathlib import Path
 
 import jax
 
-from advonline import preflight
-from advonline import problem_simultaneous as simultaneous_loop
+from advonline import preflight, simultaneous_loop
 from advonline.configs import ConfigError, OracleConfig, build_section, problem_of, read_toml
 from advonline.oracle_loop import init_oracle_state
 from advonline.preflight import Need, token_needs
@@ -40,7 +39,7 @@ INTERFACE_DEFAULTS = {"restarts": 0, "rescore_best": True}
 class LoopConfig:
     """A config's ``[game]`` table: the run's seed, how many epochs it trains, its learning
     rate, the softmin's temperature and the loop (advonline/oracle_loop.py, or
-    advonline/problem_simultaneous.py with its step's own keys)."""
+    advonline/simultaneous_loop.py with its step's own keys)."""
 
     seed: int = 0
     epochs: int = 12

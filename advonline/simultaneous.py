@@ -56,7 +56,7 @@ class GameState:
     adversary_opt: optax.OptState
     replay: Archive  # past hard instances, first in first out (no snapshots)
     best_algorithm: dict  # the algorithm's parameters with the lowest selection score so far
-    best_score: jax.Array  # [] that score (advonline/problem_simultaneous.py); inf before any
+    best_score: jax.Array  # [] that score (advonline/simultaneous_loop.py); inf before any
     # measurement
 
 
@@ -97,7 +97,7 @@ def init_state(game, key: jax.Array) -> GameState:
 
 def delivered_params(game, state) -> dict:
     """The parameters a run delivers (evaluated, exported, plotted): the measured iterate with
-    the lowest score (advonline/problem_simultaneous.py, advonline/oracle_loop.py), or the
+    the lowest score (advonline/simultaneous_loop.py, advonline/oracle_loop.py), or the
     last one before any measurement. The evaluator then measures it on its own."""
     if bool(jnp.isfinite(state.best_score)):
         return state.best_algorithm

@@ -12,7 +12,7 @@ Files in the run folder:
 
 Both loops are measured once per epoch (``oracle.epoch_steps`` updates): the oracle loop
 (advonline/oracle_loop.py) before each epoch's training and after the last, the simultaneous
-loop (advonline/problem_simultaneous.py) after each epoch's steps. Each measurement keeps the
+loop (advonline/simultaneous_loop.py) after each epoch's steps. Each measurement keeps the
 network with the best figure so far (its certificate where the problem has one), which the
 run delivers. A resumed run reproduces the run exactly.
 """
@@ -30,8 +30,7 @@ from typing import Any
 
 import jax
 
-from advonline import checkpoint, environment, folders, parallel, profile
-from advonline import problem_simultaneous as simultaneous_loop
+from advonline import checkpoint, environment, folders, parallel, profile, simultaneous_loop
 from advonline.oracle_loop import OracleState, record_row, run_epochs
 
 METRIC_FIELDS = (
@@ -198,7 +197,7 @@ def _train_by_epochs(
     game, config, folder: Path, state, wall_before: float, report: Callable[[dict], None] | None
 ):
     """Either loop, measured once per epoch: the oracle loop (advonline/oracle_loop.py:
-    measure, then train) or the simultaneous loop (advonline/problem_simultaneous.py: train,
+    measure, then train) or the simultaneous loop (advonline/simultaneous_loop.py: train,
     then measure)."""
     oracle, clock = config.oracle, None
     if config.training_loop == "oracle":
