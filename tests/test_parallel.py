@@ -275,7 +275,7 @@ def test_the_simultaneous_loop_of_the_interface_trains_on_four_devices(tmp_path)
     """The simultaneous loop on one-way trading with its written batches and pool sharded
     over 4 host devices: the first epoch measures what one device measures, up to the
     sharded gradient's rounding, and the delivered curve ends as near the optimum."""
-    from tests.test_simultaneous_loop import BUDGET, SIMULTANEOUS
+    from tests.test_problem_simultaneous import BUDGET, SIMULTANEOUS
 
     (one, four), certified, bound = run_on_one_and_four(tmp_path, SIMULTANEOUS, BUDGET)
     for field in ("oracle_ratio", "archive_ratio", "upper_bound"):
