@@ -33,7 +33,7 @@ from advonline.evaluation import (
 )
 from advonline.mixture import SnapshotMixture
 from advonline.oracle_loop import delivered_mixture
-from advonline.simultaneous_loop import replay_ratios
+from advonline.simultaneous_loop import delivered_worst
 from advonline.train import METRIC_FIELDS, METRICS_NAME
 
 #: The metrics column a run's convergence figure draws and its axis label: the guarantee (the
@@ -93,8 +93,7 @@ class TrainedRun:
         elif int(self.state.replay.filled.sum()) == 0:
             return None
         else:
-            ratios = replay_ratios(game, game.delivered_params(self.state), self.state)
-            worst = float(ratios.max())
+            worst = delivered_worst(game, self.state)
         return SourceRatio(worst, "the run's archive, re-scored exactly against the policy")
 
     def mixture(self) -> SnapshotMixture | None:
@@ -366,12 +365,13 @@ def finish_run(
     document, results = evaluate_run(run, budget, baselines, mesh)
     by_name = {m.algorithm: m for m in results}
     exported = []
+    if resume:
+        check_kept_policies(run.folder, run.problem)  # kept only once they load
     for algorithm, name in POLICY_NAMES.items():
         target = run.folder / name
         if algorithm not in by_name:  # a policy this problem does not deliver
             continue
         if resume and target.exists():
-            run.problem.restore(export.read(target))  # refused if damaged
             exported.append(target)
         else:
             exported.append(export_run(run, target, algorithm, budget, by_name[algorithm])[0])

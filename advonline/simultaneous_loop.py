@@ -169,5 +169,6 @@ def run_epochs(game, oracle, seed: int, state: GameState, epochs: int) -> Iterat
 
 
 def delivered_worst(game, state: GameState) -> float:
-    """The delivered network's worst ratio on the final replay."""
-    return float(np.max(replay_ratios(game, state.best_algorithm, state), initial=-np.inf))
+    """The delivered network's worst ratio on the final replay (-inf for an empty one)."""
+    ratios = replay_ratios(game, game.delivered_params(state), state)
+    return float(np.max(ratios, initial=-np.inf))
