@@ -1,9 +1,14 @@
-"""Training configurations: data in ``experiments/configs/*.toml``, validated here.
+"""Run configurations, one schema for every problem: data in ``experiments/configs/*.toml``,
+validated here.
 
-A config has six tables, each optional: ``[problem]`` (its ``name``; the registry's
-default problem without it), the problem's own ``[setting]``, ``[algorithm]`` and
-``[adversary]`` (:attr:`advonline.problem.Training.sections`), and the core's ``[game]`` and
-``[oracle]`` (the epochs and their measurements; defaults below). Unknown tables or keys, wrong
+A config has six tables, each optional: ``[problem]`` (its ``name``; the registry's default
+problem without it), the problem's ``[setting]``, the ``[algorithm]`` (the learned policy's
+network and learning rate) and the ``[adversary]`` (its networks), and the core's ``[game]``
+(the seed, epochs, loop and devices: :class:`GameConfig`) and ``[oracle]`` (each epoch and
+its measurement: :class:`OracleConfig`). A problem that brings its own game names the classes
+of its ``[algorithm]`` and ``[adversary]`` and may change the core's defaults
+(:class:`advonline.problem.Training`); every other problem's are :class:`HeadTable` and
+:class:`AdversaryTable`. Unknown tables or keys, keys the run's loop does not read, wrong
 types and invalid values are refused with one :class:`ConfigError` line naming the key.
 """
 
@@ -27,38 +32,118 @@ class ConfigError(ValueError):
     """A config file that cannot be used; the message names the file and the key."""
 
 
+#: The [oracle] keys the simultaneous loop reads: its epoch and its measurement's budget.
+SIMULTANEOUS_ORACLE_KEYS = (
+    "epoch_steps",
+    "restarts",
+    "adversary_steps",
+    "adversary_batch",
+    "chains",
+    "candidates",
+    "search_steps",
+)
+#: The [game] keys of the simultaneous loop's step alone.
+STEP_KEYS = ("adversary_steps", "algorithm_steps", "replay_size", "replay_per_step")
+
+
 @dataclasses.dataclass(frozen=True)
 class GameConfig:
-    """Alternating updates, replay of past instances, and what is mixed into training."""
+    """A config's ``[game]`` table, the same for every problem: the run's seed, how many
+    epochs it trains (``oracle.epoch_steps`` updates each), the softmin's temperature, the
+    devices and the loop; the simultaneous loop's step also reads :data:`STEP_KEYS`, which
+    the oracle loop refuses. A problem may declare other defaults
+    (:attr:`advonline.problem.Training.defaults`)."""
 
-    steps: int = 360  # a multiple of oracle.epoch_steps
-    algorithm_steps: int = 1  # n_alg updates per step
-    adversary_steps: int = 1  # n_adv updates per step (0: a frozen adversary, for ablations)
-    replay_size: int = 256  # past hard instances the algorithm keeps training against
-    replay_per_step: int = 8  # hardest instances of each adversary batch added to the replay
-    temperature: float = 0.02  # softmin over payoffs: the adversary's weights on its instances
     seed: int = 0
-    # "simultaneous": one live adversary network against the algorithm, step by step,
-    # measured every oracle.epoch_steps (advonline/simultaneous_loop.py; K >= 2: each
-    # batch's OPT from the JAX dual LP inside the step, divisible buyers only; see
-    # problems/posted_price/sampled_game.py); "oracle": the oracle loop
-    # (advonline/oracle_loop.py). Both read the [oracle] table
-    loop: str = "simultaneous"
+    epochs: int = 12
+    temperature: float = 0.01  # softmin over payoffs: the weights on the hardest instances
+    # "oracle": the oracle loop (advonline/oracle_loop.py); "simultaneous": one live
+    # adversary network against the algorithm, step by step, measured every
+    # oracle.epoch_steps (advonline/simultaneous_loop.py)
+    loop: str = "oracle"
     # devices the batches are sharded over (advonline/parallel.py): 0 = every device JAX sees;
     # a run may resume on another count (its figures agree up to float rounding)
     devices: int = 0
+    adversary_steps: int = 1  # the simultaneous step: adversary updates per step (0: frozen)
+    algorithm_steps: int = 1  # algorithm updates per step
+    replay_size: int = 256  # past hard instances the algorithm keeps training against
+    replay_per_step: int = 8  # hardest instances of each adversary batch added to the replay
+
+    @property
+    def simultaneous(self) -> bool:
+        return self.loop == "simultaneous"
+
+    def table(self) -> dict:
+        """The ``[game]`` table of this config (the step's keys for the simultaneous loop
+        only, which alone accepts them)."""
+        table = dataclasses.asdict(self)
+        skipped = () if self.simultaneous else STEP_KEYS
+        return {name: value for name, value in table.items() if name not in skipped}
+
+    def step_config(self) -> StepConfig:
+        """What the simultaneous step reads (the seed, epochs and devices left out, so that
+        runs of several seeds share its compiled programme)."""
+        step = {name: getattr(self, name) for name in STEP_KEYS}
+        return StepConfig(**step, temperature=self.temperature)
 
     def check(self) -> list[str]:
-        problems = positive("game", self, "steps", "algorithm_steps")
-        if self.devices < 0:
-            problems.append("game.devices must be >= 0 (0: every device)")
+        problems = positive("game", self, "epochs", "algorithm_steps")
+        if self.seed < 0 or self.devices < 0:
+            problems.append("game.seed and game.devices must be >= 0 (devices 0: every one)")
         if self.loop not in LOOPS:
             problems.append(f"game.loop must be one of {', '.join(LOOPS)}")
-        if self.adversary_steps < 0:
-            problems.append("game.adversary_steps must be >= 0")
-        problems += positive_float("game", self, "temperature")
-        if self.replay_size < 0 or self.replay_per_step < 0:
-            problems.append("game.replay_size and game.replay_per_step must be >= 0")
+        if min(self.adversary_steps, self.replay_size, self.replay_per_step) < 0:
+            problems.append("game.adversary_steps, replay_size and replay_per_step must be >= 0")
+        return problems + positive_float("game", self, "temperature")
+
+
+@dataclasses.dataclass(frozen=True)
+class StepConfig:
+    """What the simultaneous step reads of the ``[game]`` table (hashable)."""
+
+    adversary_steps: int
+    algorithm_steps: int
+    replay_size: int
+    replay_per_step: int
+    temperature: float
+
+
+@dataclasses.dataclass(frozen=True)
+class HeadTable:
+    """The ``[algorithm]`` table of a problem that plays the core's game: the policy head's
+    own keys (the problem's ``policy_head`` reads and checks them) and the learning rate of
+    the algorithm's exact-gradient update."""
+
+    head: tuple[tuple[str, Any], ...] = ()  # sorted (key, value) pairs
+    learning_rate: float = 0.01
+
+    update = "gradient"  # the exact gradient of the payoffs
+
+    def table(self) -> dict:
+        return {**dict(self.head), "learning_rate": self.learning_rate}
+
+    def check(self) -> list[str]:
+        return positive_float("algorithm", self, "learning_rate")
+
+
+@dataclasses.dataclass(frozen=True)
+class AdversaryTable:
+    """The ``[adversary]`` table of a problem that plays the core's game: the
+    noise-conditioned writer's network (:class:`advonline.adversary.TokenWriter`) and its
+    REINFORCE training."""
+
+    hidden: int = 64
+    layers: int = 2
+    latent: int = 4  # the noise vector's size
+    learning_rate: float = 0.01
+    batch: int = 64  # instances written per step
+    entropy: float = 0.01  # the entropy bonus on each round's token distribution
+
+    def check(self) -> list[str]:
+        problems = positive("adversary", self, "hidden", "layers", "latent", "batch")
+        problems += positive_float("adversary", self, "learning_rate")
+        if not self.entropy >= 0:
+            problems.append("adversary.entropy must be >= 0")
         return problems
 
 
@@ -156,19 +241,33 @@ class OracleConfig:
         return problems
 
 
+#: [oracle] keys that a problem playing the core's game has no use for, and why.
+NOT_APPLICABLE = {
+    "anchor": "the policy has no per-state distributions to anchor",
+    "mixtures": "one network is delivered, never a mixture of snapshots",
+    "closing_rounds": "one network is delivered, never a mixture of snapshots",
+    "closing_tolerance": "one network is delivered, never a mixture of snapshots",
+}
+#: The [oracle] values a problem playing the core's game runs with (it has no anchor and
+#: delivers no mixture).
+CORE_GAME_ORACLE = {"anchor": 0.0, "mixtures": False}
+#: The defaults of a problem playing the core's game that differ from the dataclasses': no
+#: adversary networks unless asked for (hill climbing and the certificate suffice where the
+#: problem certifies), and a kept network measured again on the current archive.
+CORE_GAME_DEFAULTS = {"oracle": {"restarts": 0, "rescore_best": True}}
+#: The tables of a run config.
+TABLES = ("problem", "setting", "algorithm", "adversary", "game", "oracle")
+
+
 @dataclasses.dataclass(frozen=True)
 class RunConfig:
-    """Everything one training run needs: the problem's own sections (``setting``,
-    ``algorithm``, ``adversary``: the classes its :attr:`~advonline.problem.Training.sections`
-    name) and the core's (``game``, ``oracle``). Build one with :func:`from_dict`.
+    """Everything one training run needs, for every problem: the problem, its setting, the
+    ``[algorithm]`` and ``[adversary]`` tables (the problem's own classes where it brings its
+    own game, :attr:`~advonline.problem.Problem.training`; else :class:`HeadTable` and
+    :class:`AdversaryTable`, the latter None without adversary networks) and the core's
+    ``[game]`` and ``[oracle]``. Build one with :func:`from_tables`."""
 
-    It answers the questions every run config answers (what the run driver, the checkpoint
-    and the commands ask; :class:`advonline.problem_config.ProblemRunConfig` answers the same):
-    ``problem``, ``setting``, ``seed``, ``devices``, ``training_loop``, ``total_steps``,
-    ``temperature``, ``update``, :meth:`to_tables`, :meth:`build_game`,
-    :meth:`initial_state`, :meth:`training_needs`, :meth:`on_devices` and :meth:`same_run`."""
-
-    problem: Any  # the registry's Problem (hashed by identity)
+    problem: Any  # the registry's Problem (compared by identity)
     setting: Any
     algorithm: Any
     adversary: Any
@@ -191,7 +290,7 @@ class RunConfig:
     @property
     def total_steps(self) -> int:
         """The algorithm's updates the run makes in all."""
-        return self.game.steps
+        return self.game.epochs * self.oracle.epoch_steps
 
     @property
     def temperature(self) -> float:
@@ -203,30 +302,64 @@ class RunConfig:
         return self.algorithm.update
 
     def to_tables(self) -> dict:
-        """Plain data (TOML/JSON-ready); :func:`from_tables` reads it back."""
-        sections = [f.name for f in dataclasses.fields(self) if f.name != "problem"]
-        data = {name: dataclasses.asdict(getattr(self, name)) for name in sections}
-        return {"problem": {"name": self.problem.name}, **data}
-
-    def training(self):
-        """The problem's :class:`~advonline.problem.Training` (what the full game asks of it)."""
-        return self.problem.training
+        """Plain data (TOML/JSON-ready) that :func:`from_tables` reads back to an equal config
+        (what a checkpoint stores: a resume must continue the same run)."""
+        oracle = dataclasses.asdict(self.oracle)
+        if self.problem.training is None:
+            oracle = {k: v for k, v in oracle.items() if k not in NOT_APPLICABLE}
+        if self.game.simultaneous:
+            oracle = {k: v for k, v in oracle.items() if k in SIMULTANEOUS_ORACLE_KEYS}
+        tables = {
+            "problem": {"name": self.problem.name},
+            "setting": dataclasses.asdict(self.setting),
+            "algorithm": _table(self.algorithm),
+            "game": self.game.table(),
+            "oracle": oracle,
+        }
+        if self.adversary is not None:
+            tables["adversary"] = _table(self.adversary)
+            if self.problem.training is None and not self.game.simultaneous:
+                del tables["adversary"]["batch"]  # the oracle's networks write adversary_batch
+        return tables
 
     def build_game(self, mesh=None):
-        """The game this run plays (the problem's), its batches sharded over ``mesh``."""
-        return self.training().game(self, mesh)
+        """The game this run plays, its batches sharded over ``mesh``: the problem's own
+        where it brings one, else the core's (:class:`advonline.problem_game.ProblemGame`)."""
+        if self.problem.training is not None:
+            return self.problem.training.game(self, mesh)
+        from advonline.problem_game import ProblemGame
+
+        step = self.game.step_config() if self.game.simultaneous else None
+        head = dict(self.algorithm.head)
+        args = (self.problem, self.setting, head, self.algorithm.learning_rate, mesh)
+        return ProblemGame.build(*args, step, self.adversary)
 
     def initial_state(self, game, key: jax.Array):
         """The state a run of this config starts from (either loop)."""
-        if self.game.loop == "oracle":
-            from advonline.oracle_loop import init_oracle_state
+        if self.game.simultaneous:
+            from advonline.simultaneous import init_state
 
-            return init_oracle_state(game, self.oracle, key)
-        return game.init_state(key)
+            return init_state(game, key)
+        from advonline.oracle_loop import init_oracle_state
+
+        return init_oracle_state(game, self.oracle, key)
 
     def training_needs(self) -> list:
-        """The largest arrays of training (:mod:`advonline.preflight`)."""
-        return self.training().training_needs(self)
+        """The largest arrays of training (:mod:`advonline.preflight`): the problem's estimate
+        where it brings its own game, else as its encoding sizes them
+        (:func:`advonline.preflight.token_needs`): the adversary networks' batch, and the
+        probe's candidates or the archive, whichever is larger."""
+        from advonline.preflight import token_needs
+
+        if self.problem.training is not None:
+            return self.problem.training.training_needs(self)
+        oracle = self.oracle
+        probe = oracle.budget().scaled(oracle.probe_scale)
+        batch = 0
+        if self.adversary is not None:
+            batch = self.adversary.batch if self.game.simultaneous else oracle.adversary_batch
+        proposals = max(probe.chains * probe.candidates, oracle.archive_size)
+        return token_needs(self.problem.encoding(self.setting), batch, proposals)
 
     def on_devices(self, count: int) -> RunConfig:
         """This config with ``game.devices = count`` (the ``--devices`` flag)."""
@@ -237,35 +370,8 @@ class RunConfig:
         return isinstance(other, RunConfig) and self.on_devices(0) == other.on_devices(0)
 
 
-#: The core's own sections of a run config.
-CORE_SECTIONS = {"game": GameConfig, "oracle": OracleConfig}
-
-
-def from_dict(data: dict, origin: str = "config") -> RunConfig:
-    """Validate plain data into a :class:`RunConfig`; :class:`ConfigError` names what is wrong.
-
-    The ``[problem] name`` (default: the registry's default problem) says whose sections
-    ``[setting]``, ``[algorithm]`` and ``[adversary]`` are; the problem checks how its
-    sections and the core's fit together (:attr:`~advonline.problem.Training.check_run`)."""
-    problem = problem_of(data, origin)
-    if problem.training is None:
-        raise ConfigError(f"{origin}: {problem.name} trains with 'advonline run' only")
-    sections = {**problem.training.sections, **CORE_SECTIONS}
-    unknown = sorted(set(data) - set(sections) - {"problem"})
-    if unknown:
-        known = ", ".join(["problem", *sections])
-        raise ConfigError(f"{origin}: unknown section [{unknown[0]}]; known: {known}")
-    built = {}
-    for section, cls in sections.items():
-        built[section] = build_section(cls, data.get(section, {}), f"{origin} [{section}]")
-    config = RunConfig(problem, **built)
-    problems = [p for name, part in built.items() if name != "setting" for p in part.check()]
-    problems += problem.training.check_run(config)
-    if config.game.steps % config.oracle.epoch_steps:
-        problems.append("game.steps must be a multiple of oracle.epoch_steps")
-    if problems:
-        raise ConfigError(f"{origin}: {'; '.join(problems)}")
-    return config
+def _table(section) -> dict:
+    return section.table() if hasattr(section, "table") else dataclasses.asdict(section)
 
 
 def problem_of(data: dict, origin: str = "config"):
@@ -287,15 +393,115 @@ def problem_of(data: dict, origin: str = "config"):
         raise ConfigError(f"{origin}: {error.args[0]}") from None
 
 
-def from_tables(data: dict, origin: str = "config"):
-    """The run config of any problem that plain data describes: a :class:`RunConfig` for a
-    problem that trains with the full game, else the interface's
-    (:class:`advonline.problem_config.ProblemRunConfig`). ConfigError names what is wrong."""
-    if problem_of(data, origin).training is None:
-        from advonline.problem_config import from_dict as interface_config
+def from_tables(data: dict, origin: str = "config") -> RunConfig:
+    """The run config that plain data describes, for every problem; ConfigError names what
+    is wrong.
 
-        return interface_config(data, origin)
-    return from_dict(data, origin)
+    The ``[problem] name`` (default: the registry's default problem) says whose
+    ``[setting]`` it is, and whose ``[algorithm]`` and ``[adversary]`` where the problem
+    brings its own game (:attr:`~advonline.problem.Training.sections`; it also checks how
+    they fit the core's tables, :attr:`~advonline.problem.Training.check_run`). Keys the
+    run's loop does not read are refused."""
+    from advonline import preflight
+
+    problem = problem_of(data, origin)
+    unknown = sorted(set(data) - set(TABLES))
+    if unknown:
+        raise ConfigError(f"{origin}: unknown section [{unknown[0]}]; known: {', '.join(TABLES)}")
+    tables = {name: data.get(name, {}) for name in TABLES[1:]}
+    for name, table in tables.items():
+        if not isinstance(table, dict):
+            raise ConfigError(f"{origin} [{name}]: expected a table")
+    try:
+        setting = problem.setting.from_config(dict(tables["setting"]))
+    except (ValueError, TypeError) as error:
+        raise ConfigError(f"{origin} [setting]: {error}") from None
+    # one input's logits must fit before anything is built from the setting (a setting too
+    # large for memory is refused here, not in a hang while its networks are built)
+    preflight.check(preflight.token_needs(problem.encoding(setting), 1, 1))
+    own = problem.training
+    defaults = own.defaults if own is not None else CORE_GAME_DEFAULTS
+    given = {name: {**defaults.get(name, {}), **tables[name]} for name in ("game", "oracle")}
+    game = build_section(GameConfig, given["game"], f"{origin} [game]")
+    _check_loop_keys(game, tables, origin)
+    if own is not None:
+        sections = {name: own.sections[name] for name in ("algorithm", "adversary")}
+        built = {
+            name: build_section(cls, tables[name], f"{origin} [{name}]")
+            for name, cls in sections.items()
+        }
+        algorithm, adversary = built["algorithm"], built["adversary"]
+        oracle = build_section(OracleConfig, given["oracle"], f"{origin} [oracle]")
+    else:
+        algorithm = _head_table(problem, setting, tables["algorithm"], origin)
+        adversary = _writer_table(game, tables, given["oracle"], origin)
+        for name in tables["oracle"]:
+            if name in NOT_APPLICABLE:
+                why = NOT_APPLICABLE[name]
+                raise ConfigError(f"{origin} [oracle]: {name} does not apply: {why}")
+        given["oracle"].update(CORE_GAME_ORACLE)
+        oracle = build_section(OracleConfig, given["oracle"], f"{origin} [oracle]")
+    config = RunConfig(problem, setting, algorithm, adversary, game, oracle)
+    problems = game.check() + oracle.check() + algorithm.check()
+    problems += adversary.check() if adversary is not None else []
+    if own is not None:
+        problems += own.check_run(config)
+    elif min(oracle.chains, oracle.search_steps, oracle.candidates) < 1:
+        problems.append("oracle.chains, search_steps and candidates must be >= 1")
+    if problems:
+        raise ConfigError(f"{origin}: {'; '.join(problems)}")
+    return config
+
+
+def _check_loop_keys(game: GameConfig, tables: dict, origin: str) -> None:
+    """Refuse the ``[game]`` and ``[oracle]`` keys that the run's loop does not read."""
+    if game.loop not in LOOPS:
+        raise ConfigError(f"{origin} [game]: loop must be one of {', '.join(LOOPS)}")
+    if not game.simultaneous:
+        for name in STEP_KEYS:
+            if name in tables["game"]:
+                raise ConfigError(
+                    f'{origin} [game]: {name} applies to game.loop = "simultaneous" only'
+                )
+        return
+    for name in tables["oracle"]:
+        if name not in SIMULTANEOUS_ORACLE_KEYS:
+            raise ConfigError(
+                f"{origin} [oracle]: {name} does not apply to the simultaneous loop (it reads "
+                f"{', '.join(SIMULTANEOUS_ORACLE_KEYS)})"
+            )
+
+
+def _head_table(problem, setting, table: dict, origin: str) -> HeadTable:
+    """The ``[algorithm]`` table of a problem playing the core's game (its policy head refuses
+    keys and values it cannot use)."""
+    head = {name: value for name, value in table.items() if name != "learning_rate"}
+    try:
+        problem.policy_head(setting, head)
+    except (ValueError, TypeError) as error:
+        raise ConfigError(f"{origin} [algorithm]: {error}") from None
+    rate = HeadTable.learning_rate
+    if "learning_rate" in table:
+        rate = _convert(table["learning_rate"], float, f"{origin} [algorithm] learning_rate")
+    return HeadTable(tuple(sorted(head.items())), rate)
+
+
+def _writer_table(game: GameConfig, tables: dict, oracle: dict, origin: str):
+    """The ``[adversary]`` table of a problem playing the core's game, where it has adversary
+    networks: the simultaneous loop's writer, or the oracle loop's networks
+    (``oracle.restarts > 0``; they write ``oracle.adversary_batch`` each); None without."""
+    where = f"{origin} [adversary]"
+    if not game.simultaneous:
+        if not oracle.get("restarts"):
+            if tables["adversary"]:
+                raise ConfigError(
+                    f'{origin}: [adversary] applies to game.loop = "simultaneous" or to '
+                    "oracle.restarts > 0 only"
+                )
+            return None
+        if "batch" in tables["adversary"]:
+            raise ConfigError(f"{where}: batch does not apply: oracle.adversary_batch sets it")
+    return build_section(AdversaryTable, tables["adversary"], where)
 
 
 def load(path: str | Path):

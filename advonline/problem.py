@@ -105,9 +105,11 @@ class LowerBound(NamedTuple):
 class Training(NamedTuple):
     """What a problem that trains with the full game (``advonline train``) provides.
 
-    - ``sections``: the config sections it owns, ``{"setting": cls, "algorithm": cls,
-      "adversary": cls}`` (:mod:`advonline.configs` reads them);
+    - ``sections``: the classes of its ``[algorithm]`` and ``[adversary]`` tables,
+      ``{"algorithm": cls, "adversary": cls}`` (frozen dataclasses; :mod:`advonline.configs`
+      reads them, and each has ``check() -> [message]``; the algorithm's has ``update``);
     - ``check_run(run_config) -> [message]``: what is wrong with how they fit the core's;
+    - ``defaults``: its own defaults for the core's tables, ``{"game": {key: value}, ...}``;
     - ``training_needs(run_config)``: the largest arrays of training,
       ``[advonline.preflight.Need]``;
     - ``game(run_config, mesh=None)``: the game the core's loops play
@@ -120,6 +122,7 @@ class Training(NamedTuple):
     check_run: Callable
     training_needs: Callable
     game: Callable
+    defaults: Mapping[str, Mapping] = {}
 
 
 @dataclasses.dataclass(frozen=True, eq=False)

@@ -5,7 +5,8 @@ it with.
 
 - **The adversary** is the game's writer: for a problem of the interface the
   noise-conditioned writer of the encoding's tokens (:class:`~advonline.adversary.TokenWriter`,
-  sized by the ``[adversary]`` table, :class:`AdversaryTable`), for posted pricing its own;
+  sized by the ``[adversary]`` table, :class:`~advonline.configs.AdversaryTable`), for
+  posted pricing its own;
   **the algorithm's update** is the game's (the exact gradient of the softmin-weighted
   payoffs of the step's pool, the latest batch and the replay, for a problem of the
   interface).
@@ -36,47 +37,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from advonline import parallel, simultaneous
-from advonline.configs import positive, positive_float
 from advonline.oracle_loop import snapshot_payoffs
 from advonline.ratio import ratio_of_payoff
 from advonline.simultaneous import GameState, StepMetrics
-
-#: The [oracle] keys the simultaneous loop reads (its epoch and its measurement's search).
-ORACLE_KEYS = ("epoch_steps", "chains", "search_steps", "candidates")
-#: The [game] keys of the simultaneous loop's step alone.
-STEP_KEYS = ("adversary_steps", "algorithm_steps", "replay_size", "replay_per_step")
-
-
-@dataclasses.dataclass(frozen=True)
-class AdversaryTable:
-    """A config's ``[adversary]`` table: the noise-conditioned writer's network and its
-    REINFORCE training."""
-
-    hidden: int = 64
-    layers: int = 2
-    latent: int = 4  # the noise vector's size
-    learning_rate: float = 0.01
-    batch: int = 64  # instances written per step
-    entropy: float = 0.01  # the entropy bonus on each round's token distribution
-
-    def check(self) -> list[str]:
-        problems = positive("adversary", self, "hidden", "layers", "latent", "batch")
-        problems += positive_float("adversary", self, "learning_rate")
-        if not self.entropy >= 0:
-            problems.append("adversary.entropy must be >= 0")
-        return problems
-
-
-@dataclasses.dataclass(frozen=True)
-class StepConfig:
-    """What the step reads of the ``[game]`` table (the seed, epochs and devices left out, so
-    that runs of several seeds share its compiled programme)."""
-
-    adversary_steps: int
-    algorithm_steps: int
-    replay_size: int
-    replay_per_step: int
-    temperature: float
 
 
 class Measured(NamedTuple):

@@ -25,13 +25,13 @@ import jax.numpy as jnp
 import numpy as np
 
 from advonline.adversary import TokenWriter, train_fresh
+from advonline.configs import AdversaryTable
 from advonline.evaluation import Budget, SourceRatio
 from advonline.networks import AdversaryNetwork
 from advonline.preflight import WRITER_LOGITS, writer_fits
 from advonline.problem import Problem, payoffs_of
 from advonline.ratio import ratio_of_payoff
 from advonline.search import hill_climb
-from advonline.simultaneous_loop import AdversaryTable
 
 #: The fresh adversary networks' sizes and training (the simultaneous loop's defaults).
 WRITER = AdversaryTable()

@@ -70,7 +70,7 @@ def ablate(loop: str, out: Path) -> str:
     for update in UPDATES:
         data = base.to_tables()
         data["algorithm"]["update"] = update
-        config = configs.from_dict(data, f"{name}.toml with update={update}")
+        config = configs.from_tables(data, f"{name}.toml with update={update}")
         folder = out / "update_ablation" / f"{loop}-{update}"
         shutil.rmtree(folder, ignore_errors=True)  # this script's own output
         start = time.perf_counter()

@@ -22,7 +22,7 @@ def trained(tmp_path_factory) -> tuple[Path, Path]:
     """A four-step run (checkpoints after steps 2 and 4) and its exported network policy."""
     root = tmp_path_factory.mktemp("checksums")
     config = root / "tiny.toml"
-    config.write_text(TINY_TOML.format(steps=4))
+    config.write_text(TINY_TOML.format(epochs=4))
     folder = root / "run"
     train(configs.load(config), folder)
     policy = root / "policy.json"

@@ -15,7 +15,7 @@ from tests.test_train import TINY_TOML
 
 
 def _game(text: str) -> Game:
-    return Game.build(configs.from_dict(tomllib.loads(text)))
+    return Game.build(configs.from_tables(tomllib.loads(text)))
 
 
 def _two_steps_second_guarded(game: Game, step):
@@ -29,7 +29,7 @@ def _two_steps_second_guarded(game: Game, step):
 
 
 def test_a_one_resource_step_stays_on_the_device():
-    game = _game(TINY_TOML.format(steps=4))
+    game = _game(TINY_TOML.format(epochs=4))
     state, metrics = _two_steps_second_guarded(game, game_step)
     assert int(state.step) == 2 and np.isfinite(float(metrics.pool_ratio))
 

@@ -55,7 +55,7 @@ def test_a_folder_another_process_holds_cannot_be_locked(held):
 def test_a_second_writer_is_refused_at_once_naming_the_holder(held, tmp_path, capsys):
     folder, holder = held
     config = tmp_path / "tiny.toml"
-    config.write_text(TINY_TOML.format(steps=4))
+    config.write_text(TINY_TOML.format(epochs=4))
     assert main(["train", str(config), "--out", str(folder), "--quiet"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and f"in use by process {holder.pid}" in err
@@ -133,7 +133,8 @@ def test_a_second_train_is_refused_and_the_first_ends_with_every_row_once(tmp_pa
     """The natural mistake: ``train --resume`` in a second terminal while the run goes on."""
     steps = 1500
     config = tmp_path / "tiny.toml"
-    config.write_text(TINY_TOML.format(steps=steps).replace("epoch_steps = 1", "epoch_steps = 50"))
+    text = TINY_TOML.format(epochs=steps // 50)
+    config.write_text(text.replace("epoch_steps = 1", "epoch_steps = 50"))
     folder = tmp_path / "run"
     argv = ["train", str(config), "--out", str(folder), "--quiet"]
     first = subprocess.Popen([sys.executable, "-m", "advonline", *argv])

@@ -155,12 +155,12 @@ def write_config(tmp_path: Path, text: str) -> str:
         ("[algorithm]\nlearning_rate = inf\n", "finite"),
         ("[adversary]\nentropy = nan\n", "finite"),
         ("[game]\ntemperature = inf\n", "finite"),
-        ("[game]\nsteps = 2.0\n", "whole number"),
+        ("[game]\nepochs = 2.0\n", "whole number"),
         ("[setting]\nrounds = 2e9\n", "whole number"),
         (  # the oracle loop's exact payoffs over 51^3 utilisation states
             "[setting]\nresources = 3\ncapacities = [1.0, 1.0, 1.0]\nmax_demand = 0.02\n"
             '[adversary]\nconditioning = "state"\n'
-            '[game]\nloop = "oracle"\nsteps = 30\n[oracle]\nepoch_steps = 30\n',
+            '[game]\nloop = "oracle"\nepochs = 1\n[oracle]\nepoch_steps = 30\n',
             "(G + 1)^K states",
         ),
     ],
@@ -180,8 +180,8 @@ def test_the_shipped_configs_pass_the_memory_check():
         if configs.problem_of(configs.read_toml(path)).training is None:
             continue  # a problem of the interface (tests/test_game.py loads those)
         preflight.check(memory.training_needs(configs.load(path)), available=8e9)
-    small = configs.from_dict({})
-    large = configs.from_dict({"algorithm": {"hidden": 16384}})
+    small = configs.from_tables({})
+    large = configs.from_tables({"algorithm": {"hidden": 16384}})
     most = max(need.bytes for need in memory.training_needs(small))
     assert max(need.bytes for need in memory.training_needs(large)) > most
 
@@ -357,12 +357,12 @@ def test_resuming_with_another_config_is_one_line_before_any_output(tmp_path, ca
     from tests.test_train import TINY_TOML
 
     config = tmp_path / "tiny.toml"
-    config.write_text(TINY_TOML.format(steps=2))
+    config.write_text(TINY_TOML.format(epochs=2))
     folder = tmp_path / "run"
     assert main(["train", str(config), "--out", str(folder), "--quiet"]) == 0
     capsys.readouterr()
     before = tree_digest(folder)
-    config.write_text(TINY_TOML.format(steps=4))
+    config.write_text(TINY_TOML.format(epochs=4))
     argv = ["train", str(config), "--out", str(folder), "--resume"]
     one_line_exit_2(capsys, argv, "the config differs from the one")  # no banner, no bar
     assert tree_digest(folder) == before

@@ -36,7 +36,7 @@ hidden = 8
 batch = 4
 
 [game]
-steps = 2
+epochs = 2
 replay_size = 4
 replay_per_step = 1
 

@@ -84,7 +84,7 @@ TIMINGS = ("wall_seconds", "steps_per_second", *profile.COLUMNS)
 
 # Long enough in steps that eight kills during training, each after at most two searches or
 # checkpoints of its attempt, cannot finish it: the export kills then come after training.
-SIMULTANEOUS = TINY_TOML.format(steps=200).replace("epoch_steps = 1", "epoch_steps = 5")
+SIMULTANEOUS = TINY_TOML.format(epochs=40).replace("epoch_steps = 1", "epoch_steps = 5")
 
 
 def _toml(data: dict) -> str:
@@ -97,7 +97,7 @@ def _toml(data: dict) -> str:
 
 def _oracle(resources: int) -> str:
     data = {table: dict(values) for table, values in TINY_TWO.items()}
-    data["game"]["steps"] = 64
+    data["game"]["epochs"] = 64 // data["oracle"]["epoch_steps"]
     if resources == 1:
         data["setting"] = {"low": 1.0, "high": 4.0, "rounds": 8, "max_demand": 0.25}
     return _toml(data)

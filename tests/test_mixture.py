@@ -48,10 +48,10 @@ TINY = {
     },
     "algorithm": {"price_atoms": 4, "hidden": 8, "layers": 1, "shared_resources": True},
     "adversary": {"density_levels": 4, "conditioning": "state"},
-    "game": {"loop": "oracle", "steps": 2},
+    "game": {"loop": "oracle", "epochs": 2},
     "oracle": {"epoch_steps": 1, "archive_size": 8, "snapshots": 3, "new_per_epoch": 2},
 }
-RUN_CONFIG = configs.from_dict(TINY)
+RUN_CONFIG = configs.from_tables(TINY)
 
 
 @pytest.fixture(scope="module")
@@ -304,10 +304,10 @@ def _small_run(steps: int, seed: int, **oracle) -> configs.RunConfig:
     """The tiny K = 2 setting trained ``steps`` single-step epochs with small oracles and the
     ``oracle`` keys given."""
     data = copy.deepcopy(TINY)
-    data["game"].update(steps=steps, seed=seed)
+    data["game"].update(epochs=steps, seed=seed)
     small = dict(restarts=1, adversary_steps=2, adversary_batch=4, chains=4, candidates=4)
     data["oracle"].update(epoch_steps=1, search_steps=3, **small, **oracle)
-    return configs.from_dict(data)
+    return configs.from_tables(data)
 
 
 def test_a_run_probes_its_mixture_closes_its_gap_and_never_lets_the_guarantee_rise(

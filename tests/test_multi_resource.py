@@ -135,7 +135,7 @@ def test_a_shared_pricing_network_prices_resources_alike():
     uneven = {"setting": {"resources": 2, "capacities": [1.0, 2.0]}}
     uneven["algorithm"] = {"shared_resources": True}
     with pytest.raises(configs.ConfigError, match="shared_resources needs every capacity equal"):
-        configs.from_dict(uneven)
+        configs.from_tables(uneven)
 
 
 def test_rollout_gradient_is_unbiased_for_the_exact_gradient():
@@ -146,7 +146,7 @@ def test_rollout_gradient_is_unbiased_for_the_exact_gradient():
         "algorithm": {"price_atoms": 5, "hidden": 8, "layers": 1, "rollout_rounds": 6},
         "adversary": {"density_levels": 5, "hidden": 8, "batch": 8},
     }
-    game = Game.build(configs.from_dict(data))
+    game = Game.build(configs.from_tables(data))
     setting = game.setting
     params = game.pricing.init(jax.random.key(2), jnp.zeros(1), jnp.zeros(()))
     params = jax.tree.map(  # away from the uniform start

@@ -47,7 +47,7 @@ entropy = 1.0
 
 [game]
 loop = "oracle"
-steps = {steps}
+epochs = {epochs}
 seed = 5
 
 [oracle]
@@ -66,7 +66,7 @@ search_steps = 3
 
 def _config(tmp_path: Path, steps: int) -> Path:
     path = tmp_path / f"tiny-oracle-{steps}.toml"
-    path.write_text(TINY_ORACLE_TOML.format(steps=steps))
+    path.write_text(TINY_ORACLE_TOML.format(epochs=steps // 2))  # epoch_steps = 2
     return path
 
 
@@ -292,13 +292,13 @@ def test_the_evaluators_keys_differ_from_every_training_key():
 
 def test_the_oracle_loop_refuses_what_it_does_not_support(tmp_path):
     data = configs.load(_config(tmp_path, 12)).to_tables()
-    data["game"]["steps"] = 5
-    with pytest.raises(configs.ConfigError, match="multiple of oracle.epoch_steps"):
-        configs.from_dict(data)
-    data["game"]["steps"] = 12
+    data["game"]["epochs"] = 0
+    with pytest.raises(configs.ConfigError, match="game.epochs must be >= 1"):
+        configs.from_tables(data)
+    data["game"]["epochs"] = 6
     data["oracle"]["probe_every"] = -1
     with pytest.raises(configs.ConfigError, match="oracle.probe_every must be >= 0"):
-        configs.from_dict(data)
+        configs.from_tables(data)
 
 
 def test_reinforce_is_the_oracle_loops_ablation_update(straight_run):
@@ -311,7 +311,7 @@ def test_reinforce_is_the_oracle_loops_ablation_update(straight_run):
     for update in ("per-round", "reinforce"):
         data = configs.load(config_path).to_tables()
         data["algorithm"]["update"] = update
-        config = configs.from_dict(data, f"tiny oracle loop with {update}")
+        config = configs.from_tables(data, f"tiny oracle loop with {update}")
         game = Game.build(config)
         archive = state.archive
         trained[update] = train_against(
@@ -393,7 +393,7 @@ def test_the_certificates_strategy_is_an_oracle(tmp_path):
     strategy behind the DP's value and archives the hardest as found by the certificate;
     each draw is attained, so never above the epoch's bound. With ``probe_every = 0`` only
     the last epoch is probed, and with ``restarts = 0`` no adversary network is trained."""
-    text = TINY_ORACLE_TOML.format(steps=8).replace(
+    text = TINY_ORACLE_TOML.format(epochs=4).replace(
         "restarts = 1", "restarts = 0\nprobe_every = 0\ncertificate_instances = 8"
     )
     path = tmp_path / "drawn.toml"

@@ -31,9 +31,9 @@ pytestmark = pytest.mark.parallel
 
 def _tiny(template: str, steps: int, epoch_steps: int) -> str:
     """A tiny config of ``steps`` steps, measured and checkpointed every ``epoch_steps``."""
-    steps_line = next(line for line in template.splitlines() if line.startswith("steps = "))
+    epochs_line = next(line for line in template.splitlines() if line.startswith("epochs = "))
     epoch_line = next(line for line in template.splitlines() if line.startswith("epoch_steps"))
-    text = template.replace(steps_line, f"steps = {steps}")
+    text = template.replace(epochs_line, f"epochs = {steps // epoch_steps}")
     return text.replace(epoch_line, f"epoch_steps = {epoch_steps}")
 
 
@@ -63,7 +63,7 @@ EVALUATE += ["--family-members", "8", "--random-instances", "8"]
 def test_one_and_four_devices_give_the_same_metrics(tmp_path):
     """K = 1 and K = 2 (OPT from the JAX dual LP), 5 epochs of one step each on 1 and on 4
     devices; then the K = 1 run measured by the evaluator on 1 and on 4 devices."""
-    for name, template in (("k1", TINY_TOML.format(steps=5)), ("k2", TINY_K2)):
+    for name, template in (("k1", TINY_TOML.format(epochs=5)), ("k2", TINY_K2)):
         (tmp_path / f"{name}.toml").write_text(_tiny(template, 5, 1))
     # one process with four host devices trains each run twice, on 1 and on 4 of them, and
     # measures the K = 1 run twice
@@ -149,7 +149,7 @@ def _launch_two(config: Path, folder: Path, *flags: str) -> list[subprocess.Pope
 def test_two_processes_write_one_checkpoint_that_resumes(tmp_path):
     config = tmp_path / "tiny.toml"
     steps = 400
-    config.write_text(_tiny(TINY_TOML.format(steps=steps), steps, 10))
+    config.write_text(_tiny(TINY_TOML.format(epochs=steps), steps, 10))
     folder = tmp_path / "run"
     processes = _launch_two(config, folder)
     deadline = time.monotonic() + 60

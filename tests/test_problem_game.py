@@ -11,7 +11,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from advonline import problem_config, sources
+from advonline import configs, sources
 from advonline.oracle_loop import init_oracle_state, measure_epoch, snapshot_payoffs, train_epoch
 from advonline.problem import payoffs_of
 from advonline.problem_game import ProblemGame
@@ -43,16 +43,21 @@ search_steps = 8
 """
 
 
-def _game(text: str) -> tuple[problem_config.ProblemRunConfig, ProblemGame]:
-    config = problem_config.from_dict(tomllib.loads(text), "test")
-    game = ProblemGame.build(config.problem, config.setting, config.head, 0.01)
+def _game(text: str) -> tuple[configs.RunConfig, ProblemGame]:
+    config = configs.from_tables(tomllib.loads(text), "test")
+    game = ProblemGame.build(config.problem, config.setting, _head(config), 0.01)
     return config, game
+
+
+def _head(config: configs.RunConfig) -> dict:
+    return dict(config.algorithm.head)
 
 
 def test_payoffs_and_ascent_are_the_problems():
     config, game = _game(ADWORDS)
-    assert game == ProblemGame.build(config.problem, config.setting, config.head, 0.01)
-    assert hash(game) == hash(ProblemGame.build(config.problem, config.setting, config.head, 0.01))
+    assert game == ProblemGame.build(config.problem, config.setting, _head(config), 0.01)
+    again = ProblemGame.build(config.problem, config.setting, _head(config), 0.01)
+    assert hash(game) == hash(again)
     assert not game.certifies and not game.mixes
     params = game.init_params(jax.random.key(1))
     types = game.encoding.random(jax.random.key(2), 6)
@@ -90,7 +95,7 @@ def test_without_a_certificate_the_kept_network_is_measured_on_the_archive(probe
             assert worst <= record.guarantee * (1 + 1e-6)
             kept.append(record.guarantee)
         if epoch < 3:
-            state = train_epoch(game, config.oracle, config.loop.temperature, state)
+            state = train_epoch(game, config.oracle, config.temperature, state)
     assert len(kept) >= 2
 
 
@@ -100,7 +105,7 @@ def test_adversary_networks_join_the_oracle_with_honest_ratios():
     gives it, beside the hill climbing's chains, which start as they do without them."""
     networks_budget = "search_steps = 8\nrestarts = 2\nadversary_steps = 6"
     text = ADWORDS.replace("search_steps = 8", networks_budget)
-    config = problem_config.from_dict(tomllib.loads(text + "\n[adversary]\nhidden = 16\n"), "test")
+    config = configs.from_tables(tomllib.loads(text + "\n[adversary]\nhidden = 16\n"), "test")
     assert config.adversary is not None and config.adversary.hidden == 16
     game = config.build_game()
     params = game.init_params(jax.random.key(0))

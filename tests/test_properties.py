@@ -84,7 +84,7 @@ def toml_value(value) -> str:
 
 FIELDS = [
     (section, key)
-    for section, values in configs.from_dict({}).to_tables().items()
+    for section, values in configs.from_tables({}).to_tables().items()
     for key in values
 ]
 
@@ -92,7 +92,7 @@ FIELDS = [
 @st.composite
 def config_texts(draw) -> str:
     """A valid config with one to three fields replaced by odd values (or an unknown key)."""
-    document = configs.from_dict({}).to_tables()
+    document = configs.from_tables({}).to_tables()
     for _ in range(draw(st.integers(1, 3))):
         section, key = draw(st.sampled_from([*FIELDS, ("game", "unknown"), ("extra", "key")]))
         document.setdefault(section, {})[key] = draw(ODD)

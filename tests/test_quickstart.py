@@ -34,7 +34,7 @@ def threshold_ratio():
 def test_delivered_certificate_beats_threshold(tmp_path, threshold_ratio, seed):
     data = configs.load(QUICKSTART).to_tables()
     data["game"]["seed"] = seed
-    train(configs.from_dict(data, f"quickstart.toml with game.seed = {seed}"), tmp_path / "run")
+    train(configs.from_tables(data, f"quickstart.toml with game.seed = {seed}"), tmp_path / "run")
     run = open_run(tmp_path / "run")
     delivered = run.policies()["learned"]
     with jax.enable_x64(True):

@@ -32,7 +32,7 @@ def finished(tmp_path_factory) -> Path:
     """A run folder left by the main job on a tiny config (20 steps)."""
     root = tmp_path_factory.mktemp("main-job")
     config = root / "tiny.toml"
-    config.write_text(TINY_TOML.format(steps=20).replace("epoch_steps = 1", "epoch_steps = 5"))
+    config.write_text(TINY_TOML.format(epochs=4).replace("epoch_steps = 1", "epoch_steps = 5"))
     folder = root / "run"
     assert main(["run", str(config), "--out", str(folder), "--quiet", *SMALL_BUDGET]) == 0
     return folder

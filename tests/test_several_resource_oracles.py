@@ -29,7 +29,7 @@ TWO = Setting(resources=2, capacities=(1.0, 1.0), rounds=10, max_demand=0.5, dem
 @pytest.fixture(scope="module")
 def two_resources():
     model = build_adversary(TWO, AdversaryConfig(density_levels=8, conditioning="state"))
-    game = Game.build(configs.from_dict(_tiny_config(4)))
+    game = Game.build(configs.from_tables(_tiny_config(4)))
     params = game.pricing.init(jax.random.key(3), jnp.zeros(2), jnp.zeros(()))
     policy = game.policy(jax.tree.map(lambda leaf: 3 * leaf, params))  # sharper prices
     table = algorithm_table(TWO, policy, jnp.float32)
@@ -86,7 +86,7 @@ TINY_TWO = {
     },
     "algorithm": {"price_atoms": 4, "hidden": 8, "layers": 1, "learning_rate": 0.01},
     "adversary": {"density_levels": 4, "hidden": 8, "conditioning": "state", "entropy": 1.0},
-    "game": {"loop": "oracle", "steps": 4, "seed": 2},
+    "game": {"loop": "oracle", "epochs": 2, "seed": 2},
     "oracle": {
         "epoch_steps": 2,
         "archive_size": 16,
@@ -104,13 +104,13 @@ TINY_TWO = {
 
 def _tiny_config(steps: int) -> dict:
     data = {table: dict(values) for table, values in TINY_TWO.items()}
-    data["game"]["steps"] = steps
+    data["game"]["epochs"] = steps // data["oracle"]["epoch_steps"]
     return data
 
 
 @pytest.mark.slow  # about 90 s on 2 CPU cores, most of it compiling
 def test_a_two_resource_run_scores_its_archive_incrementally_and_never_rises(tmp_path):
-    config = configs.from_dict(_tiny_config(4))
+    config = configs.from_tables(_tiny_config(4))
     folder = tmp_path / "run"
     train(config, folder)
     state, _, _ = checkpoint.load(folder)
@@ -139,8 +139,8 @@ def test_several_resources_need_state_conditioning_and_divisible_buyers():
     data = _tiny_config(4)
     data["adversary"]["conditioning"] = "noise"
     with pytest.raises(configs.ConfigError, match="conditioning"):
-        configs.from_dict(data)
+        configs.from_tables(data)
     data = _tiny_config(4)
     data["setting"]["divisible"] = False
     with pytest.raises(configs.ConfigError, match="divisible"):
-        configs.from_dict(data)
+        configs.from_tables(data)

@@ -28,13 +28,13 @@ SMALL = {
     "setting": {"low": 1.0, "high": 4.0, "rounds": 12, "max_demand": 0.125, "demand_levels": 2},
     "algorithm": {"price_atoms": 6, "hidden": 8, "layers": 1, "round_input": False},
     "adversary": {"density_levels": 6, "hidden": 16, "batch": 16, "conditioning": "state"},
-    "game": {"steps": 2, "replay_size": 8, "replay_per_step": 2},
+    "game": {"epochs": 2, "replay_size": 8, "replay_per_step": 2},
     "oracle": {"epoch_steps": 1},
 }
 
 
 def _written(policy_name: str, seed: int = 0):
-    config = configs.from_dict(SMALL)
+    config = configs.from_tables(SMALL)
     setting = config.setting
     model = build_adversary(setting, config.adversary)
     params = model.init(jax.random.key(seed))
@@ -47,7 +47,7 @@ def test_type_sale_table_is_the_acceptance_rule():
     """The binary-search table equals ``sum_a probs[a] [value >= price_a * demand]`` over every
     type, atom and state, for a table whose prices are unsorted and differ by state, with two
     demand levels and ties (a price exactly at a type's density)."""
-    config = configs.from_dict(SMALL)
+    config = configs.from_tables(SMALL)
     model = build_adversary(config.setting, config.adversary)
     values, demands = model.type_buyers(jnp.float32)
     key_prices, key_probs = jax.random.split(jax.random.key(3))
@@ -110,7 +110,7 @@ def test_a_fresh_state_adversary_finds_the_ramp_against_the_threshold():
     """Against a deterministic policy the exact worst case is the DP's; a fresh
     state-conditioned adversary gets within 10% of it in 60 steps, where the rounds-only
     adversary of the same size stays further away (on this small setting)."""
-    config = configs.from_dict(SMALL)
+    config = configs.from_tables(SMALL)
     setting = config.setting
     policy = make_baseline("threshold", setting)
     exact = certify_dp(setting, policy).ratio
@@ -132,7 +132,7 @@ def test_a_fresh_state_adversary_finds_the_ramp_against_the_threshold():
 
 
 def test_a_game_step_with_the_state_adversary_trains_both_players():
-    game = Game.build(configs.from_dict(SMALL))
+    game = Game.build(configs.from_tables(SMALL))
     state = init_state(game, jax.random.key(0))
     new_state, metrics = game_step(game, state)
     assert float(metrics.adversary_ratio) >= 1
@@ -150,9 +150,9 @@ def test_state_conditioning_for_several_resources_needs_the_oracle_loop():
         "adversary": {"conditioning": "state"},
     }
     with pytest.raises(configs.ConfigError, match='needs game.loop = "oracle"'):
-        configs.from_dict(data)
-    data["game"] = {"loop": "oracle", "steps": 10}
+        configs.from_tables(data)
+    data["game"] = {"loop": "oracle", "epochs": 2}
     data["oracle"] = {"epoch_steps": 5}
-    assert configs.from_dict(data).setting.resources == 2  # the oracle loop takes it
+    assert configs.from_tables(data).setting.resources == 2  # the oracle loop takes it
     with pytest.raises(configs.ConfigError, match="adversary.conditioning must be one of"):
-        configs.from_dict({"adversary": {"conditioning": "oracle"}})
+        configs.from_tables({"adversary": {"conditioning": "oracle"}})

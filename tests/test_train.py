@@ -40,7 +40,7 @@ hidden = 8
 batch = 8
 
 [game]
-steps = {steps}
+epochs = {epochs}
 replay_size = 8
 replay_per_step = 2
 seed = 3
@@ -58,7 +58,7 @@ search_steps = 2
 
 def _config(tmp_path: Path, steps: int) -> Path:
     path = tmp_path / f"tiny-{steps}.toml"
-    path.write_text(TINY_TOML.format(steps=steps))
+    path.write_text(TINY_TOML.format(epochs=steps))  # epoch_steps = 1: one step an epoch
     return path
 
 
@@ -78,7 +78,8 @@ def _cli(*args: str) -> subprocess.CompletedProcess:
 def test_killed_run_resumes_to_the_same_parameters(tmp_path):
     steps = 400
     config_path = _config(tmp_path, steps)
-    config_path.write_text(config_path.read_text().replace("epoch_steps = 1", "epoch_steps = 10"))
+    text = config_path.read_text().replace("epoch_steps = 1", "epoch_steps = 10")
+    config_path.write_text(text.replace(f"epochs = {steps}", f"epochs = {steps // 10}"))
     straight, killed = tmp_path / "straight", tmp_path / "killed"
     train(configs.load(config_path), straight)
 
@@ -137,11 +138,11 @@ def test_a_corrupt_checkpoint_gets_one_line(tmp_path, content, message):
 
 def test_a_bad_config_gets_one_line(tmp_path):
     bad = tmp_path / "bad.toml"
-    bad.write_text("[game]\nsteps = -3\n")
+    bad.write_text("[game]\nepochs = -3\n")
     result = _cli("train", str(bad), "--out", str(tmp_path / "never"))
     assert result.returncode == 2
     assert result.stderr.strip().splitlines()[-1].startswith("advonline: error:")
-    assert "game.steps must be >= 1" in result.stderr and "Traceback" not in result.stderr
+    assert "game.epochs must be >= 1" in result.stderr and "Traceback" not in result.stderr
     assert not (tmp_path / "never").exists()
     missing = _cli("train", str(tmp_path / "missing.toml"), "--out", str(tmp_path / "x"))
     assert missing.returncode == 2 and "missing.toml: no such file" in missing.stderr
@@ -186,7 +187,7 @@ def test_the_run_delivers_the_measured_iterate_with_the_lowest_bound(tmp_path):
     def swinging_config(steps: int) -> configs.RunConfig:
         data = configs.load(_config(tmp_path, steps)).to_tables()
         data["algorithm"]["learning_rate"] = 0.1  # large enough that the bound swings
-        return configs.from_dict(data)
+        return configs.from_tables(data)
 
     steps = 12
     state = train(swinging_config(steps), tmp_path / "full")
@@ -206,7 +207,7 @@ def test_the_run_delivers_the_measured_iterate_with_the_lowest_bound(tmp_path):
     ):
         np.testing.assert_array_equal(got, want)
     with pytest.raises(configs.ConfigError, match=r"unknown section \[log\]"):
-        configs.from_dict({**swinging_config(steps).to_tables(), "log": {"every": 1}})
+        configs.from_tables({**swinging_config(steps).to_tables(), "log": {"every": 1}})
 
 
 def test_a_checkpoint_of_another_layout_is_refused_in_one_line(tmp_path):

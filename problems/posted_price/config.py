@@ -1,14 +1,13 @@
-"""Posted pricing's sections of a run config: ``[setting]`` (:class:`~posted_price.model.
-Setting`), ``[algorithm]`` (the pricing network and its update) and ``[adversary]`` (the
-adversary network, its buyer types and its update), and how they must fit the core's
-``[game]`` and ``[oracle]`` (:func:`check_run`)."""
+"""Posted pricing's tables of a run config (advonline/configs.py): ``[algorithm]`` (the pricing
+network and its update) and ``[adversary]`` (the adversary network, its buyer types and its
+update), how they must fit the setting and the core's ``[game]`` and ``[oracle]``
+(:func:`check_run`), and its defaults for ``[game]``."""
 
 from __future__ import annotations
 
 import dataclasses
 
 from advonline.configs import RunConfig, positive, positive_float
-from advonline.problems.posted_price.model import Setting
 
 UPDATES = ("per-round", "reinforce")
 CONDITIONINGS = ("noise", "state")
@@ -74,8 +73,10 @@ class AdversaryConfig:
         return problems
 
 
-#: The sections a posted-price run config holds besides the core's.
-SECTIONS = {"setting": Setting, "algorithm": AlgorithmConfig, "adversary": AdversaryConfig}
+#: The classes of posted pricing's [algorithm] and [adversary] tables.
+SECTIONS = {"algorithm": AlgorithmConfig, "adversary": AdversaryConfig}
+#: Posted pricing's own defaults for the core's [game] table.
+DEFAULTS = {"game": {"loop": "simultaneous", "temperature": 0.02}}
 
 
 def check_run(config: RunConfig) -> list[str]:

@@ -34,7 +34,7 @@ from jax.sharding import Mesh
 
 from advonline import ratio, simultaneous
 from advonline.archive import on_padded_rows
-from advonline.configs import GameConfig, RunConfig
+from advonline.configs import RunConfig, StepConfig
 from advonline.export import ExportError
 from advonline.mixture import SnapshotMixture, snapshot_mixture
 from advonline.networks import AlgorithmNetwork
@@ -77,7 +77,7 @@ class Game:
     setting: Setting
     algorithm_config: AlgorithmConfig  # [algorithm]
     adversary_config: AdversaryConfig  # [adversary]
-    loop_config: GameConfig  # [game]
+    loop_config: StepConfig  # what the simultaneous step reads of [game]
     certificate_draws: int  # [oracle] certificate_instances: draws from the certificate's strategy
     mixtures: bool  # [oracle]: whether K >= 2 measures and delivers mixtures of snapshots
     pricing: AlgorithmNetwork
@@ -100,7 +100,7 @@ class Game:
         )
         atoms = price_atoms(setting, algorithm.price_atoms)
         adversary = build_adversary(setting, config.adversary)
-        sections = (setting, algorithm, config.adversary, config.game)
+        sections = (setting, algorithm, config.adversary, config.game.step_config())
         oracle = (config.oracle.certificate_instances, config.oracle.mixtures)
         return Game(*sections, *oracle, pricing, atoms, adversary, mesh)
 

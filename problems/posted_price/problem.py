@@ -160,5 +160,6 @@ PROBLEM = Problem(
         check_run=config.check_run,
         training_needs=memory.training_needs,
         game=Game.build,  # (run_config, mesh)
+        defaults=config.DEFAULTS,
     ),
 )
