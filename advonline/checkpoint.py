@@ -24,7 +24,7 @@ import jax
 from flax import serialization
 
 from advonline import __version__, checksums, parallel
-from advonline.configs import from_tables
+from advonline.configs import ConfigError, from_tables
 from advonline.folders import atomic_link, atomic_write
 
 CHECKPOINT_NAME = "checkpoint.msgpack"
@@ -85,8 +85,8 @@ def read_record(folder: str | Path) -> tuple[dict, bool]:
         raise CheckpointError(f"{error}{_offer_previous(folder)}") from None
     try:
         return serialization.msgpack_restore(payload), verified
-    except Exception as error:  # any corruption the checksum did not catch (no checksum)
-        raise CheckpointError(f"{path} is not a readable advonline checkpoint ({error})") from None
+    except Exception:  # any corruption the checksum did not catch (no checksum)
+        raise CheckpointError(f"{path} is not a readable advonline checkpoint") from None
 
 
 def load(folder: str | Path) -> tuple[Any, Any, float]:
@@ -99,13 +99,23 @@ def load(folder: str | Path) -> tuple[Any, Any, float]:
         config = from_tables(json.loads(meta["config"]), f"config stored in {path}")
         template = config.initial_state(config.build_game(), jax.random.key(0))
         template = template.replace(key=jax.random.key_data(template.key))
+        missing = sorted(set(serialization.to_state_dict(template)) - set(record["state"]))
+        if missing:
+            raise CheckpointError(
+                f"{path} is not a readable advonline checkpoint (its state lacks "
+                f"{', '.join(missing)})"
+            )
         state = serialization.from_state_dict(template, record["state"])
-        check_shapes(template, state)
+        check_shapes(path, template, state)
         wall = float(meta["wall_seconds"])
     except CheckpointError:
         raise
-    except Exception as error:  # any corruption: msgpack, missing keys, shapes
-        raise CheckpointError(f"{path} is not a readable advonline checkpoint ({error})") from None
+    except ConfigError as error:  # a config this version does not read (another version's)
+        raise CheckpointError(
+            f"{path} was written by another version of advonline ({error})"
+        ) from None
+    except Exception:  # any corruption: missing fields, arrays of another shape
+        raise CheckpointError(f"{path} is not a readable advonline checkpoint") from None
     if not verified:
         checksums.note_unverified(f"checkpoint {path}")
     return state.replace(key=jax.random.wrap_key_data(state.key)), config, wall
@@ -124,8 +134,12 @@ def _offer_previous(folder: str | Path) -> str:
     )
 
 
-def check_shapes(template, state) -> None:
-    """ValueError unless every array of ``state`` has its ``template``'s shape."""
+def check_shapes(path: Path, template, state) -> None:
+    """CheckpointError unless every array of the state read from ``path`` has its
+    ``template``'s shape."""
     for want, got in zip(jax.tree.leaves(template), jax.tree.leaves(state), strict=True):
         if getattr(want, "shape", None) != getattr(got, "shape", None):
-            raise ValueError(f"array shapes differ from the config: {want.shape} vs {got.shape}")
+            raise CheckpointError(
+                f"{path} is not a readable advonline checkpoint (array shapes differ from its "
+                f"config: {want.shape} vs {got.shape})"
+            )

@@ -316,7 +316,7 @@ def test_run_trains_measures_and_exports(tmp_path, capsys):
     config.write_text(TINY)
     out = tmp_path / "run"
     args = ["run", str(config), "--out", str(out), "--search-steps", "16"]
-    assert cli.main([*args, "--random-instances", "16"]) == 0
+    assert cli.main([*args, "--random-instances", "16", "--adversary-steps", "4"]) == 0
     printed = capsys.readouterr().out
     report = json.loads((out / "evaluation.json").read_text())
     rows = by_algorithm(report)

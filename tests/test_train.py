@@ -224,6 +224,26 @@ def test_a_checkpoint_of_another_layout_is_refused_in_one_line(tmp_path):
         checkpoint.load(folder)
 
 
+def test_a_checkpoint_of_another_version_says_so_without_library_text(tmp_path):
+    """A checkpoint whose stored config this version does not read (a ``[game] steps`` key)
+    names the key; one whose payload is not msgpack says no more than that."""
+    folder = tmp_path / "run"
+    train(configs.load(_config(tmp_path, 2)), folder)
+    path = checkpoint.checkpoint_path(folder)
+    payload, _ = checksums.unframed(path.read_bytes(), "", ValueError)
+    record = serialization.msgpack_restore(payload)
+    stored = json.loads(record["meta"]["config"])
+    stored["game"]["steps"] = 2
+    record["meta"]["config"] = json.dumps(stored)
+    path.write_bytes(checksums.framed(serialization.msgpack_serialize(record)))
+    with pytest.raises(checkpoint.CheckpointError, match="another version.*unknown key 'steps'"):
+        checkpoint.load(folder)
+    path.write_bytes(checksums.framed(b"\xc1 not msgpack"))
+    with pytest.raises(checkpoint.CheckpointError) as refused:
+        checkpoint.load(folder)
+    assert str(refused.value) == f"{path} is not a readable advonline checkpoint"
+
+
 class _Stopped(Exception):
     pass
 
