@@ -255,6 +255,11 @@ CORE_GAME_ORACLE = {"anchor": 0.0, "mixtures": False}
 #: adversary networks unless asked for (hill climbing and the certificate suffice where the
 #: problem certifies), and a kept network measured again on the current archive.
 CORE_GAME_DEFAULTS = {"oracle": {"restarts": 0, "rescore_best": True}}
+#: [game] keys that belong elsewhere, and where.
+MOVED_GAME_KEYS = {
+    "steps": "give epochs, each of oracle.epoch_steps updates",
+    "learning_rate": "the algorithm's learning rate belongs in [algorithm]",
+}
 #: The tables of a run config.
 TABLES = ("problem", "setting", "algorithm", "adversary", "game", "oracle")
 
@@ -419,6 +424,9 @@ def from_tables(data: dict, origin: str = "config") -> RunConfig:
     # one input's logits must fit before anything is built from the setting (a setting too
     # large for memory is refused here, not in a hang while its networks are built)
     preflight.check(preflight.token_needs(problem.encoding(setting), 1, 1))
+    for name, where in MOVED_GAME_KEYS.items():
+        if name in tables["game"]:
+            raise ConfigError(f"{origin} [game]: {name} is not a [game] key: {where}")
     own = problem.training
     defaults = own.defaults if own is not None else CORE_GAME_DEFAULTS
     given = {name: {**defaults.get(name, {}), **tables[name]} for name in ("game", "oracle")}
@@ -479,7 +487,8 @@ def _head_table(problem, setting, table: dict, origin: str) -> HeadTable:
     try:
         problem.policy_head(setting, head)
     except (ValueError, TypeError) as error:
-        raise ConfigError(f"{origin} [algorithm]: {error}") from None
+        also = "; learning_rate too" if "unknown key" in str(error) else ""
+        raise ConfigError(f"{origin} [algorithm]: {error}{also}") from None
     rate = HeadTable.learning_rate
     if "learning_rate" in table:
         rate = _convert(table["learning_rate"], float, f"{origin} [algorithm] learning_rate")
