@@ -236,7 +236,8 @@ def test_a_checkpoint_of_another_version_says_so_without_library_text(tmp_path):
     stored["game"]["steps"] = 2
     record["meta"]["config"] = json.dumps(stored)
     path.write_bytes(checksums.framed(serialization.msgpack_serialize(record)))
-    with pytest.raises(checkpoint.CheckpointError, match="another version.*steps is not a .game. key"):
+    another_version = "another version.*steps is not a .game. key"
+    with pytest.raises(checkpoint.CheckpointError, match=another_version):
         checkpoint.load(folder)
     path.write_bytes(checksums.framed(b"\xc1 not msgpack"))
     with pytest.raises(checkpoint.CheckpointError) as refused:
