@@ -103,7 +103,8 @@ class LowerBound(NamedTuple):
 
 
 class Training(NamedTuple):
-    """What a problem that trains with the full game (``advonline train``) provides.
+    """What a problem that brings its own game (instead of the core's,
+    :class:`advonline.problem_game.ProblemGame`) provides to the run config and the loops.
 
     - ``sections``: the classes of its ``[algorithm]`` and ``[adversary]`` tables,
       ``{"algorithm": cls, "adversary": cls}`` (frozen dataclasses; :mod:`advonline.configs`
@@ -162,8 +163,8 @@ class Problem:
       one line.
     - ``evaluation_needs(setting, budget) -> [advonline.preflight.Need]``: the evaluator's
       largest arrays, checked before it runs; default: no estimate.
-    - ``training``: what a problem that trains with the full game (``advonline train``)
-      adds (:class:`Training`); None for one that trains with ``advonline run`` alone.
+    - ``training``: the problem's own game and config tables (:class:`Training`); None for
+      one that plays the core's game (:class:`advonline.problem_game.ProblemGame`).
     """
 
     name: str
