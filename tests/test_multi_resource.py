@@ -12,7 +12,6 @@ import pytest
 from advonline import configs
 from advonline.baselines.posted_price import make_baseline
 from advonline.baselines.posted_price.exponential import exponential_price
-from advonline.networks import AlgorithmNetwork
 from advonline.problems.posted_price.families import family_demand_pairs, make_family, write_out
 from advonline.problems.posted_price.game import Game, per_round_gradient
 from advonline.problems.posted_price.model import (
@@ -23,6 +22,7 @@ from advonline.problems.posted_price.model import (
     sample_prices,
     simulate,
 )
+from advonline.problems.posted_price.networks import AlgorithmNetwork
 from advonline.problems.posted_price.optimum import offline_optimum
 from advonline.problems.posted_price.sampled_game import rollout_gradient
 

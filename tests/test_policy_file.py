@@ -11,11 +11,11 @@ import numpy as np
 import pytest
 
 from advonline import configs
-from advonline.networks import AlgorithmNetwork
 from advonline.problems.posted_price import policy_writer
 from advonline.problems.posted_price.game import Game
 from advonline.problems.posted_price.learned import LearnedPolicy, LearnedPriceCurve
 from advonline.problems.posted_price.model import Observation, Setting
+from advonline.problems.posted_price.networks import AlgorithmNetwork
 from advonline.problems.posted_price.policy_file import NetworkPolicy, PolicyFileError, parse
 from advonline.problems.posted_price.tabulated import from_file, network_policy
 

@@ -6,7 +6,6 @@ import jax.numpy as jnp
 import numpy as np
 
 from advonline.baselines.posted_price import make_baseline
-from advonline.networks import AlgorithmNetwork
 from advonline.problems.posted_price.learned import LearnedPolicy, price_atoms
 from advonline.problems.posted_price.model import (
     Instance,
@@ -14,6 +13,7 @@ from advonline.problems.posted_price.model import (
     expected_welfare_exact,
     simulate,
 )
+from advonline.problems.posted_price.networks import AlgorithmNetwork
 from advonline.problems.posted_price.product_grid import (
     expected_welfare_grid,
     grid_units,

@@ -21,9 +21,9 @@ from hypothesis import strategies as st
 
 from advonline import checksums, configs
 from advonline.cli import main
-from advonline.networks import AlgorithmNetwork
 from advonline.problems.posted_price import policy_writer
 from advonline.problems.posted_price.model import Setting, SettingError
+from advonline.problems.posted_price.networks import AlgorithmNetwork
 from advonline.problems.posted_price.policy_file import PolicyFileError, load
 from advonline.problems.posted_price.tabulated import from_file
 from tests.test_inputs import tree_digest

@@ -17,7 +17,7 @@ by ``adversary.conditioning`` (:func:`build_adversary`):
   simulator plays it against the algorithm (:class:`StateWriter`): buyer t is drawn from the
   state reached (round, units the algorithm sold of each resource, a draw of its prices from
   its own distribution) and every type is scored by its density, demand and chance to buy in
-  that state (:class:`~advonline.networks.StateAdversaryNetwork`). "Send a buyer at about the
+  that state (:class:`~posted_price.networks.StateAdversaryNetwork`). "Send a buyer at about the
   current price, then stop and flood at the last density" (docs/method.md, "The game") is
   then a simple rule. What it writes is a fixed instance and is measured as one (oblivious,
   exact ``E[ALG]`` over fresh draws), so every figure it produces is attained by a real
@@ -57,7 +57,7 @@ from advonline.adversary import (
     train_fresh,
     write_batch,
 )
-from advonline.networks import AdversaryNetwork, StateAdversaryNetwork
+from advonline.networks import AdversaryNetwork
 from advonline.problems.posted_price.buyer_types import BuyerTypes
 from advonline.problems.posted_price.config import AdversaryConfig
 from advonline.problems.posted_price.model import (
@@ -74,6 +74,7 @@ from advonline.problems.posted_price.model import (
     rollout,
     sell_probability,
 )
+from advonline.problems.posted_price.networks import StateAdversaryNetwork
 from advonline.problems.posted_price.optimum import device_optimum, offline_optimum
 from advonline.problems.posted_price.product_grid import GridTablePolicy, state_index
 from advonline.problems.posted_price.typed_payoffs import (
@@ -133,7 +134,7 @@ class NoiseAdversary(_TypeWriter, NoiseWriter):
 @dataclasses.dataclass(frozen=True)
 class StateAdversary(_TypeWriter):
     """Writes each buyer from the state the algorithm reached
-    (:class:`~advonline.networks.StateAdversaryNetwork`; module docstring). What it records
+    (:class:`~posted_price.networks.StateAdversaryNetwork`; module docstring). What it records
     per round (``Written.context``) is the scaled state ``[B, T, 1 + K]`` and every type's
     chance to buy there ``[B, T, types]``."""
 

@@ -37,7 +37,6 @@ from advonline.archive import on_padded_rows
 from advonline.configs import RunConfig, StepConfig
 from advonline.export import ExportError
 from advonline.mixture import SnapshotMixture, snapshot_mixture
-from advonline.networks import AlgorithmNetwork
 from advonline.parallel import shard_batch
 from advonline.problems.posted_price import figures, policy_writer
 from advonline.problems.posted_price.adversary import (
@@ -63,6 +62,7 @@ from advonline.problems.posted_price.model import (
     simulate,
     welfare_and_sale_weight,
 )
+from advonline.problems.posted_price.networks import AlgorithmNetwork
 from advonline.problems.posted_price.optimum import offline_optimum
 from advonline.problems.posted_price.oracles import best_responses, mixture_search
 from advonline.problems.posted_price.typed_payoffs import algorithm_table, typed_payoffs

@@ -1,4 +1,4 @@
-"""A trained :class:`~advonline.networks.AlgorithmNetwork` as a pricing policy (the shared
+"""A trained :class:`~posted_price.networks.AlgorithmNetwork` as a pricing policy (the shared
 signature ``policy(observation) -> PriceDistribution``), in two forms evaluated separately:
 
 - :class:`LearnedPolicy` (``learned``): the randomised algorithm that was trained, a
@@ -17,8 +17,8 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
-from advonline.networks import AlgorithmNetwork
 from advonline.problems.posted_price.model import Observation, PriceDistribution, Setting
+from advonline.problems.posted_price.networks import AlgorithmNetwork
 
 
 def price_atoms(setting: Setting, count: int) -> tuple[float, ...]:

@@ -18,8 +18,8 @@ import numpy as np
 
 from advonline.export import SIGNIFICANT_DIGITS, float32_list, significant
 from advonline.mixture import SnapshotMixture
-from advonline.networks import AlgorithmNetwork
 from advonline.problems.posted_price.model import Policy, Setting, price_table
+from advonline.problems.posted_price.networks import AlgorithmNetwork
 from advonline.problems.posted_price.policy_file import FORMAT
 
 

@@ -22,7 +22,6 @@ import jax.numpy as jnp
 
 from advonline import ratio
 from advonline.baselines.posted_price import BASELINES
-from advonline.networks import AlgorithmNetwork
 from advonline.problem import Certificate, LowerBound, PolicyHead, Problem, Training
 from advonline.problems.posted_price import (
     certify,
@@ -37,6 +36,7 @@ from advonline.problems.posted_price import (
 from advonline.problems.posted_price.buyer_types import BuyerTypes
 from advonline.problems.posted_price.game import Game
 from advonline.problems.posted_price.learned import LearnedPolicy, price_atoms
+from advonline.problems.posted_price.networks import AlgorithmNetwork
 from advonline.problems.posted_price.optimum import offline_optimum
 from advonline.problems.posted_price.oracles import mutate, random_types
 from advonline.problems.posted_price.tabulated import from_file

@@ -20,7 +20,6 @@ import numpy as np
 from flax import struct
 
 from advonline.mixture import SnapshotMixture
-from advonline.networks import AlgorithmNetwork
 from advonline.problems.posted_price.learned import LearnedPolicy, LearnedPriceCurve
 from advonline.problems.posted_price.model import (
     Observation,
@@ -29,6 +28,7 @@ from advonline.problems.posted_price.model import (
     Setting,
     SettingError,
 )
+from advonline.problems.posted_price.networks import AlgorithmNetwork
 from advonline.problems.posted_price.policy_file import (
     MixturePolicy,
     NetworkPolicy,
