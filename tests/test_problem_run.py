@@ -135,7 +135,8 @@ def test_every_command_takes_a_run_of_the_interface(tmp_path, capsys):
     config.write_text(TINY.replace("epochs = 6", "epochs = 1"))
     run = tmp_path / "run"
     budget = ["--search-steps", "8", "--random-instances", "8"]
-    assert cli.main(["run", str(config), "--out", str(run), "--quiet", *budget]) == 0
+    beside = ["--algorithm", "reservation"]  # the baselines of a run: tested above
+    assert cli.main(["run", str(config), "--out", str(run), "--quiet", *budget, *beside]) == 0
     measured = by_algorithm(json.loads((run / "evaluation.json").read_text()))["learned"]
     capsys.readouterr()
     evaluate = ["evaluate", "--problem", "one-way-trading", *budget, "--json"]
@@ -259,6 +260,7 @@ def test_a_run_cut_short_resumes_to_the_uninterrupted_result(tmp_path, capsys, m
     config = tmp_path / "owt.toml"
     config.write_text(TINY.replace("epochs = 6", "epochs = 3"))
     budget = ["--search-steps", "8", "--random-instances", "8", "--quiet"]
+    budget += ["--algorithm", "reservation"]  # one baseline beside the learned curve
     whole = tmp_path / "whole"
     assert cli.main(["run", str(config), "--out", str(whole), *budget]) == 0
     cut = tmp_path / "cut"

@@ -42,7 +42,7 @@ chains = 16
 search_steps = 32
 candidates = 1
 """
-BUDGET = ["--search-steps", "8", "--random-instances", "8", "--quiet"]
+BUDGET = ["--search-steps", "8", "--random-instances", "8", "--quiet", "--algorithm", "threshold"]
 
 
 def test_the_simultaneous_loop_trains_an_interface_problem_and_resumes(tmp_path, capsys):
