@@ -181,8 +181,10 @@ def verdict(results: list[Measurement], learned: str, baselines: tuple[str, ...]
     mine = by_name[learned]
     best = min((by_name[name] for name in baselines), key=lambda m: m.competitive_ratio)
     certified = mine.upper_bound.ratio
-    if certified is None and mine.worst_source == "exact":
-        certified = mine.competitive_ratio  # an exact certificate: the CR itself
+    exact = mine.sources.get("exact")
+    if certified is None and exact is not None and exact.ratio is not None:
+        # an exact certificate is the CR itself, whichever source float rounding put on top
+        certified = exact.ratio
     figure = mine.competitive_ratio if certified is None else certified
     described = f"{learned} {_short(mine.competitive_ratio)} " + (
         "(worst found; no certificate here)"

@@ -168,3 +168,13 @@ def test_the_verdict_judges_the_learned_guarantee_against_the_best_baseline():
         ("optimal",),
     )
     assert same == "verdict: learned 2.074 (certified <= 2.074) matches optimal 2.074: 1.00x"
+    # an exact certificate counts even where another source tops it by float rounding
+    from advonline.evaluation import SourceRatio, from_sources
+
+    exact, archive = SourceRatio(2.0804, "certificate"), SourceRatio(2.0804 * (1 + 1e-9), "a")
+    tied = from_sources("learned", {"exact": exact, "archive": archive}, SourceRatio(None, ""))
+    assert tied.worst_source == "archive"
+    threshold = [_measured("threshold", 2.1007, None, "exact")]
+    assert verdict([tied, *threshold], "learned", ("threshold",)) == (
+        "verdict: learned 2.080 (certified <= 2.080) beats threshold 2.101: 0.99x"
+    )
