@@ -80,22 +80,16 @@ class ProblemGame:
         adversary_config=None,
     ) -> ProblemGame:
         config = tuple(sorted(head_config.items()))
-        game = ProblemGame(
-            problem,
-            problem.name,
-            setting,
-            config,
-            learning_rate,
-            mesh,
-            loop_config,
-            adversary_config,
-        )
-        # built here, outside any trace: a head, encoding or adversary first built inside a
-        # jitted function would keep that trace's values as its constants
-        game.head, game.encoding  # noqa: B018
-        if adversary_config is not None:
-            game.adversary  # noqa: B018
-        return game
+        args = (problem, problem.name, setting, config, learning_rate, mesh, loop_config)
+        return ProblemGame(*args, adversary_config)
+
+    def __post_init__(self):
+        # built with the game, outside any trace (also for a copy made by
+        # ``dataclasses.replace``): a head, encoding or adversary first built inside a jitted
+        # function would keep that trace's values as its constants
+        self.head, self.encoding  # noqa: B018
+        if self.adversary_config is not None:
+            self.adversary  # noqa: B018
 
     @functools.cached_property
     def head(self):

@@ -20,8 +20,9 @@ import numpy as np
 import pytest
 
 from advonline import checkpoint
-from tests.reports import by_algorithm
+from tests.reports import by_algorithm, metrics_without_timings
 from tests.test_k2_run import TINY_K2
+from tests.test_problem_simultaneous import SIMULTANEOUS
 from tests.test_train import TINY_TOML
 
 # each test launches processes that compete with the suite's workers for the cores, so they run
@@ -185,6 +186,34 @@ def test_two_processes_write_one_checkpoint_that_resumes(tmp_path):
     steps_logged = [int(row["step"]) for row in _rows(folder)]
     # each epoch once: the kill's rows trimmed
     assert steps_logged == list(range(10, steps + 1, 10))
+
+
+def test_two_processes_train_one_way_trading_as_one_does(tmp_path):
+    """A problem of the interface trains on two processes with no code of its own: the same
+    rows (timings aside) and delivered parameters as one process, up to the float32 rounding
+    of batches split over two devices."""
+    config = tmp_path / "owt.toml"
+    config.write_text(SIMULTANEOUS.replace("epochs = 3", "epochs = 2").replace("= 60", "= 20"))
+    alone, together = tmp_path / "alone", tmp_path / "together"
+    single = subprocess.run(
+        [*_train_command(config, alone), "--quiet"], env=_environment(1), check=False
+    )
+    assert single.returncode == 0
+    processes = _launch_two(config, together)
+    outputs = [process.communicate(timeout=300) for process in processes]
+    for process, (_, error) in zip(processes, outputs, strict=True):
+        assert process.returncode == 0, error[-2000:]
+    rows = [metrics_without_timings(folder) for folder in (alone, together)]
+    assert len(rows[0]) == len(rows[1]) == 2
+    for row_alone, row_together in zip(*rows, strict=True):
+        assert row_alone.keys() == row_together.keys()
+        for column, value in row_alone.items():
+            if value in ("", row_together[column]):
+                assert row_together[column] == value, column
+            else:
+                np.testing.assert_allclose(float(row_together[column]), float(value), rtol=1e-4)
+    delivered = [checkpoint.load(folder)[0].best_algorithm for folder in (alone, together)]
+    np.testing.assert_allclose(_flat(delivered[1]), _flat(delivered[0]), rtol=1e-4, atol=1e-6)
 
 
 ORACLES_ON_DEVICES = """
