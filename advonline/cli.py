@@ -536,7 +536,7 @@ def run_archive(args: argparse.Namespace) -> int:
             f"{args.run_dir} was trained with game.loop = "
             f"{run.config.training_loop!r}; only the oracle loop keeps an archive"
         )
-    game = run.config.build_game()
+    game = run.game
     if args.traces is not None and not hasattr(game, "traces"):
         raise UsageError(
             f"--traces: an archive of {run.problem.name} holds token sequences; use --json"

@@ -9,6 +9,7 @@ from __future__ import annotations
 import csv
 import dataclasses
 import datetime
+import functools
 import json
 import sys
 from collections.abc import Callable
@@ -73,21 +74,25 @@ class TrainedRun:
     def steps(self) -> int:
         return int(self.state.step)
 
+    @functools.cached_property
+    def game(self):
+        """The game the run played (built once, on the first question that needs it)."""
+        return self.config.build_game()
+
     def delivered(self) -> tuple[Any, dict]:
-        """The run's game and the pricing parameters it delivers."""
-        game = self.config.build_game()
-        return game, game.delivered_params(self.state)
+        """The run's game and the parameters it delivers."""
+        return self.game, self.game.delivered_params(self.state)
 
     def policies(self) -> dict:
         """``{"learned": randomised, "learned-deterministic": read-out}``
         (:func:`delivered_policies`)."""
-        return delivered_policies(self.config.build_game(), self.state)
+        return delivered_policies(self.game, self.state)
 
     def archive_source(self) -> SourceRatio | None:
         """The instances the run kept (an oracle-loop run's archive, a simultaneous run's
         replay), re-scored exactly against what it delivers: the worst ratio found there, or
         None for a run that keeps none."""
-        game = self.config.build_game()
+        game = self.game
         if self.config.training_loop == "oracle":
             worst = worst_delivered(game, self.state)
         elif int(self.state.replay.filled.sum()) == 0:
@@ -98,7 +103,7 @@ class TrainedRun:
 
     def mixture(self) -> SnapshotMixture | None:
         """The delivered mixture of snapshots, if the run delivers one (K >= 2)."""
-        return delivered_mixture(self.config.build_game(), self.state)
+        return delivered_mixture(self.game, self.state)
 
 
 def delivered_policies(game, state) -> dict:
@@ -416,7 +421,7 @@ def _draw(runs: list[TrainedRun], metrics: list, out: Path, budget, say) -> list
             )
             evaluation, _ = evaluate_run(run, budget)
         setting = evaluation["setting"]
-        game = run.config.build_game()
+        game = run.game
         title = game.setting_title(setting)
         known = evaluation["reference"]
         reference = None if known is None else (known["label"], known["ratio"])
