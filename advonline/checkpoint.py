@@ -70,22 +70,20 @@ def write_record(folder: str | Path, record: dict) -> None:
     atomic_write(current, checksums.framed(serialization.msgpack_serialize(record)))
 
 
-def read_record(folder: str | Path) -> tuple[dict, bool]:
-    """The record of the checkpoint in ``folder`` and whether a checksum vouched for it;
-    CheckpointError (one line) when it is missing, fails its checksum (offering the previous
-    checkpoint when that one is intact) or is not msgpack."""
+def read_record(folder: str | Path) -> dict:
+    """The record of the checkpoint in ``folder``; CheckpointError (one line) when it is
+    missing, has no checksum, fails it (offering the previous checkpoint when that one is
+    intact) or is not msgpack."""
     path = checkpoint_path(folder)
     if not path.is_file():
         raise CheckpointError(f"no checkpoint at {path}")
     try:
-        payload, verified = checksums.unframed(
-            path.read_bytes(), f"checkpoint {path}", CheckpointError
-        )
+        payload = checksums.unframed(path.read_bytes(), f"checkpoint {path}", CheckpointError)
     except CheckpointError as error:
         raise CheckpointError(f"{error}{_offer_previous(folder)}") from None
     try:
-        return serialization.msgpack_restore(payload), verified
-    except Exception:  # any corruption the checksum did not catch (no checksum)
+        return serialization.msgpack_restore(payload)
+    except Exception:  # a payload this version did not write
         raise CheckpointError(f"{path} is not a readable advonline checkpoint") from None
 
 
@@ -93,7 +91,7 @@ def load(folder: str | Path) -> tuple[Any, Any, float]:
     """The loop's state, the run config (any problem's) and the training's wall time of the
     checkpoint in ``folder``."""
     path = checkpoint_path(folder)
-    record, verified = read_record(folder)
+    record = read_record(folder)
     try:
         meta = record["meta"]
         config = from_tables(json.loads(meta["config"]), f"config stored in {path}")
@@ -116,8 +114,6 @@ def load(folder: str | Path) -> tuple[Any, Any, float]:
         ) from None
     except Exception:  # any corruption: missing fields, arrays of another shape
         raise CheckpointError(f"{path} is not a readable advonline checkpoint") from None
-    if not verified:
-        checksums.note_unverified(f"checkpoint {path}")
     return state.replace(key=jax.random.wrap_key_data(state.key)), config, wall
 
 

@@ -11,9 +11,11 @@ therefore carries the SHA-256 of its payload, checked on every read:
   so it does not depend on how the file was indented (:func:`signed`, :func:`verified`). Two
   entries, so that one damaged key name cannot pass a file off as one from before checksums.
 
-A mismatch raises the caller's error with one line, "... is corrupted: checksum mismatch".
-Files written before checksums existed carry none: they still load, and the reader warns
-with :class:`UnverifiedFile` (:func:`note_unverified`; the command line prints it as a note).
+A mismatch raises the caller's error with one line, "... is corrupted: checksum mismatch". A
+checkpoint without the header is refused (any checkpoint that old was written with another
+config schema). A policy file without the two entries (written before checksums, or by hand)
+still loads, and the reader warns with :class:`UnverifiedFile` (:func:`note_unverified`; the
+command line prints it as a note).
 
 Standard library only, so NumPy-only policy loaders can use it.
 """
@@ -32,7 +34,7 @@ DIGEST_LENGTH = 64  # hexadecimal characters of a SHA-256
 
 
 class UnverifiedFile(UserWarning):
-    """A file written before checksums existed: loaded, but nothing vouches for its bytes."""
+    """A policy file without a checksum: loaded, but nothing vouches for its bytes."""
 
 
 def digest(payload: bytes) -> str:
@@ -44,17 +46,16 @@ def framed(payload: bytes) -> bytes:
     return HEADER + digest(payload).encode() + b"\n" + payload
 
 
-def unframed(data: bytes, what: str, error: type[Exception]) -> tuple[bytes, bool]:
-    """The payload of a :func:`framed` file (``data``) and whether a checksum vouched for it;
-    ``error`` names ``what`` when the digest does not match. Data without the header (written
-    before checksums) is returned as it is, unverified."""
+def unframed(data: bytes, what: str, error: type[Exception]) -> bytes:
+    """The payload of a :func:`framed` file (``data``); ``error`` names ``what`` when the
+    header is missing or the digest does not match."""
     if not data.startswith(HEADER):
-        return data, False
+        raise error(f"{what} has no checksum: not a checkpoint of this version of advonline")
     end = len(HEADER) + DIGEST_LENGTH
     stored, payload = data[len(HEADER) : end], data[end + 1 :]
     if data[end : end + 1] != b"\n" or stored.decode("ascii", "replace") != digest(payload):
         raise error(f"{what} is corrupted: checksum mismatch")
-    return payload, True
+    return payload
 
 
 def _canonical(document: dict) -> bytes:

@@ -1,6 +1,6 @@
 """Checkpoints and policy files carry a SHA-256 of their payload: a file with a flipped byte is
-refused in one line (a checkpoint's message offers the previous one, which is kept), and files
-from before checksums still load, with a note."""
+refused in one line (a checkpoint's message offers the previous one, which is kept); a
+checkpoint without a checksum is refused, and a policy file without one loads with a note."""
 
 from __future__ import annotations
 
@@ -119,22 +119,21 @@ def test_a_checkpoint_with_a_flipped_byte_is_refused_and_the_previous_offered(
     assert "no intact previous checkpoint" in capsys.readouterr().err
 
 
-def test_files_from_before_checksums_load_with_a_note(trained, tmp_path, capsys):
+def test_a_checkpoint_without_a_checksum_is_refused_and_a_policy_file_loads_with_a_note(
+    trained, tmp_path, capsys
+):
     folder, policy = trained
     old = tmp_path / "old-run"
     old.mkdir()
-    payload, verified = checksums.unframed(
+    payload = checksums.unframed(
         checkpoint.checkpoint_path(folder).read_bytes(), "checkpoint", ValueError
     )
-    assert verified
     (old / checkpoint.CHECKPOINT_NAME).write_bytes(payload)  # as written before checksums
     out = tmp_path / "from-old.json"
-    assert main(["export", "--checkpoint", str(old), "--out", str(out), "--no-measure"]) == 0
-    notes = [line for line in capsys.readouterr().err.splitlines() if line]
-    assert notes == [
-        f"advonline: note: checkpoint {old / checkpoint.CHECKPOINT_NAME} has no checksum "
-        "(written before checksums); loaded unverified"
-    ]
+    assert main(["export", "--checkpoint", str(old), "--out", str(out), "--no-measure"]) == 2
+    error = capsys.readouterr().err
+    assert error.count("\n") == 1 and "has no checksum: not a checkpoint of this version" in error
+    assert not out.exists()
     document = json.loads(policy.read_text())
     for key in (checksums.KEY, checksums.SCHEME_KEY):
         del document[key]

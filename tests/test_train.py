@@ -121,8 +121,8 @@ def test_a_used_folder_is_not_overwritten(tmp_path, capsys):
 @pytest.mark.parametrize(
     ("content", "message"),
     [
-        ("", "not a readable advonline checkpoint"),
-        ("garbage", "not a readable advonline checkpoint"),
+        ("", "has no checksum: not a checkpoint of this version"),
+        ("garbage", "has no checksum: not a checkpoint of this version"),
     ],
 )
 def test_a_corrupt_checkpoint_gets_one_line(tmp_path, content, message):
@@ -216,7 +216,7 @@ def test_a_checkpoint_of_another_layout_is_refused_in_one_line(tmp_path):
     folder = tmp_path / "run"
     train(configs.load(_config(tmp_path, 2)), folder)
     path = checkpoint.checkpoint_path(folder)
-    payload, _ = checksums.unframed(path.read_bytes(), "", ValueError)
+    payload = checksums.unframed(path.read_bytes(), "", ValueError)
     record = serialization.msgpack_restore(payload)
     del record["state"]["best_algorithm"], record["state"]["best_score"]
     path.write_bytes(checksums.framed(serialization.msgpack_serialize(record)))
@@ -230,7 +230,7 @@ def test_a_checkpoint_of_another_version_says_so_without_library_text(tmp_path):
     folder = tmp_path / "run"
     train(configs.load(_config(tmp_path, 2)), folder)
     path = checkpoint.checkpoint_path(folder)
-    payload, _ = checksums.unframed(path.read_bytes(), "", ValueError)
+    payload = checksums.unframed(path.read_bytes(), "", ValueError)
     record = serialization.msgpack_restore(payload)
     stored = json.loads(record["meta"]["config"])
     stored["game"]["steps"] = 2
