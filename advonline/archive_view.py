@@ -37,8 +37,18 @@ def worst_delivered(game, state: OracleState) -> float:
     """The worst exact ratio, against what the run delivers, of any archived instance (0 for
     an empty archive): a ratio a real instance attains, so a lower bound on the delivered
     policy's CR."""
+    return hardest_delivered(game, state)[1]
+
+
+def hardest_delivered(game, state: OracleState) -> tuple[np.ndarray, float]:
+    """The archived instances ``[N, T]``, hardest against what the run delivers first, and
+    the worst exact ratio among them (0 for an empty archive)."""
     slots = archives.instance_slots(state.archive)
-    return float(_delivered_ratios(game, state)[slots].max()) if len(slots) else 0.0
+    if not len(slots):
+        return np.zeros((0, state.archive.types.shape[1]), np.int32), 0.0
+    ratios = _delivered_ratios(game, state)[slots]
+    order = slots[np.argsort(-ratios, kind="stable")]
+    return np.asarray(state.archive.types)[order], float(ratios.max())
 
 
 def archive_rows(game, state: OracleState) -> list[dict]:

@@ -151,19 +151,22 @@ def with_source(measurement: Measurement, name: str, source: SourceRatio) -> Mea
     return from_sources(measurement.algorithm, sources, measurement.upper_bound)
 
 
-def measure(problem, setting, name: str, policy, budget: Budget, mesh=None) -> Measurement:
+def measure(
+    problem, setting, name: str, policy, budget: Budget, mesh=None, starts=None
+) -> Measurement:
     """The measured CR of ``policy`` on ``problem``'s ``setting``: every source (the
     problem's own ``sources`` or the core's default), then the worst. With a ``mesh`` the
     problem may split its batches over the devices (the figures agree with one device's up
-    to float64 rounding)."""
+    to float64 rounding). ``starts`` (token rows ``[S, T]``, e.g. a trained run's archive,
+    hardest first) are inputs the adversary's search starts from as well."""
     from advonline import sources as default  # it imports this module
 
     with jax.enable_x64(True):
         key = evaluation_key(budget.seed)
         if problem.sources is not None:
-            found, bound = problem.sources(setting, policy, budget, key, mesh)
+            found, bound = problem.sources(setting, policy, budget, key, mesh, starts)
         else:
-            found, bound = default.sources(problem, setting, policy, budget, key, mesh)
+            found, bound = default.sources(problem, setting, policy, budget, key, mesh, starts)
     return from_sources(name, found, bound)
 
 

@@ -17,11 +17,12 @@ from pathlib import Path
 from typing import Any
 
 import jax
+import numpy as np
 from jax.sharding import Mesh
 
 from advonline import checkpoint, export, folders, plots, profile
 from advonline import problems as registry
-from advonline.archive_view import worst_delivered
+from advonline.archive_view import hardest_delivered
 from advonline.errors import InputError
 from advonline.evaluation import (
     ARCHIVE_SOURCE,
@@ -34,13 +35,15 @@ from advonline.evaluation import (
 )
 from advonline.mixture import SnapshotMixture
 from advonline.oracle_loop import delivered_mixture
-from advonline.simultaneous_loop import delivered_worst
+from advonline.simultaneous_loop import hardest_replayed
 from advonline.train import METRIC_FIELDS, METRICS_NAME
 
 #: The metrics column a run's convergence figure draws and its axis label: the guarantee (the
 #: best certificate so far, or the lowest worst case the measurements found).
 CONVERGENCE_CURVE = ("guarantee", "guarantee (best so far)")
 EVALUATION_NAME = "evaluation.json"  # the run's measured ratios beside the baselines
+#: The hardest kept instances of a run the evaluator's search also starts from.
+KEPT_STARTS = 16
 POLICY_NAMES = {"learned": "policy.json", "learned-deterministic": "policy-readout.json"}
 
 
@@ -88,18 +91,24 @@ class TrainedRun:
         (:func:`delivered_policies`)."""
         return delivered_policies(self.game, self.state)
 
-    def archive_source(self) -> SourceRatio | None:
+    @functools.cached_property
+    def kept_inputs(self) -> tuple[np.ndarray, float] | None:
         """The instances the run kept (an oracle-loop run's archive, a simultaneous run's
-        replay), re-scored exactly against what it delivers: the worst ratio found there, or
-        None for a run that keeps none."""
-        game = self.game
+        replay) ``[N, T]``, hardest against what it delivers first, and the worst exact ratio
+        among them; None for a run that keeps none."""
         if self.config.training_loop == "oracle":
-            worst = worst_delivered(game, self.state)
-        elif int(self.state.replay.filled.sum()) == 0:
+            return hardest_delivered(self.game, self.state)
+        if int(self.state.replay.filled.sum()) == 0:
             return None
-        else:
-            worst = delivered_worst(game, self.state)
-        return SourceRatio(worst, "the run's archive, re-scored exactly against the policy")
+        return hardest_replayed(self.game, self.state)
+
+    def archive_source(self) -> SourceRatio | None:
+        """The run's kept instances re-scored exactly against what it delivers: the worst
+        ratio found there, or None for a run that keeps none."""
+        if self.kept_inputs is None:
+            return None
+        note = "the run's archive, re-scored exactly against the policy"
+        return SourceRatio(self.kept_inputs[1], note)
 
     def mixture(self) -> SnapshotMixture | None:
         """The delivered mixture of snapshots, if the run delivers one (K >= 2)."""
@@ -138,12 +147,17 @@ def evaluate_run(
     ``EVALUATION_NAME`` in the run folder (:func:`store_report`). The delivered policy
     (``learned``) of an oracle-loop run also has its own archive as a source: a worst case is
     a claim about every input, so an archived instance the evaluator's search did not match
-    still counts."""
+    still counts, and the evaluator's search against the learned policies also starts from
+    its hardest archived instances."""
     problem = run.problem
     baselines = tuple(problem.baselines) if baselines is None else baselines
-    policies = {**run.policies(), **baseline_policies(problem, run.setting, baselines)}
+    learned = run.policies()
+    policies = {**learned, **baseline_policies(problem, run.setting, baselines)}
+    kept = None
+    if run.kept_inputs is not None and run.game.encoding == problem.encoding(run.setting):
+        kept = run.kept_inputs[0][:KEPT_STARTS]  # tokens mean the same to the evaluator
     results = [
-        measure(problem, run.setting, name, policy, budget, mesh)
+        measure(problem, run.setting, name, policy, budget, mesh, kept if name in learned else None)
         for name, policy in policies.items()
     ]
     if (archived := run.archive_source()) is not None:

@@ -155,9 +155,10 @@ class Problem:
     - ``restore(dict) -> (setting, policy)``: a policy file read back as a policy the
       simulator runs (``advonline evaluate --policy``); InputError says why it cannot be.
 
-    - ``sources(setting, policy, budget, key, mesh) -> ({name: SourceRatio}, upper_bound)``:
-      the evaluator's sources (advonline/evaluation.py) computed the problem's own way;
-      default :func:`advonline.sources.sources`, over the token encoding.
+    - ``sources(setting, policy, budget, key, mesh, starts) -> ({name: SourceRatio},
+      upper_bound)``: the evaluator's sources (advonline/evaluation.py) computed the
+      problem's own way (``starts``: inputs ``[S, T]`` its search should also start from, or
+      None); default :func:`advonline.sources.sources`, over the token encoding.
     - ``trace(setting_table, path, names, budget) -> (report, text)``: the named baselines
       run on a user's input file (``advonline evaluate --instances``); default: refused in
       one line.

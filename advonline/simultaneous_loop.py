@@ -131,7 +131,9 @@ def run_epochs(game, oracle, seed: int, state: GameState, epochs: int) -> Iterat
         yield Epoch(state, record, int(state.step), seconds)
 
 
-def delivered_worst(game, state: GameState) -> float:
-    """The delivered network's worst ratio on the final replay (-inf for an empty one)."""
+def hardest_replayed(game, state: GameState) -> tuple[np.ndarray, float]:
+    """The final replay's instances ``[N, T]``, hardest against the delivered network first,
+    and the worst ratio among them (-inf for an empty replay)."""
     ratios = replay_ratios(game, game.delivered_params(state), state)
-    return float(np.max(ratios, initial=-np.inf))
+    order = np.argsort(-ratios, kind="stable")[: int(np.asarray(state.replay.filled).sum())]
+    return np.asarray(state.replay.types)[order], float(np.max(ratios, initial=-np.inf))

@@ -5,8 +5,10 @@
 - ``adversary``: ``adversary_restarts`` fresh noise-conditioned adversary networks
   (:class:`~advonline.adversary.TokenWriter`) trained ``adversary_steps`` REINFORCE steps of
   ``adversary_batch`` inputs against the frozen policy, and beside them hill climbing
-  (:func:`~advonline.search.hill_climb`) from ``search_chains`` fresh random inputs; the worst
-  input either found (the networks are skipped, with a note, where their logits over the
+  (:func:`~advonline.search.hill_climb`) with ``search_chains`` chains, half of them from the
+  known hard inputs (:func:`hard_starts`: the certificate's worst input, a trained run's
+  archive, the held-out families) and the rest from fresh random inputs; the worst input
+  either found (the networks are skipped, with a note, where their logits over the
   vocabulary would exceed :data:`~advonline.preflight.WRITER_LOGITS`);
 - ``families``: the worst member of the problem's held-out hard families;
 - ``random``: ``random_instances`` fresh random inputs.
@@ -87,8 +89,32 @@ def _worst(ratios, tokens, note: str) -> SourceRatio:
     return SourceRatio(float(ratios[index]), note, worst)
 
 
-def adversary_source(problem: Problem, setting, policy, budget: Budget, key) -> SourceRatio:
-    """The best response searched for from scratch (module docstring)."""
+def hard_starts(problem: Problem, setting, certificate, starts, count: int) -> np.ndarray:
+    """Up to ``count`` inputs ``[S, T]`` the search's chains start from besides random ones:
+    the certificate's worst input first, then one input in turn from each of the given
+    ``starts`` (a trained run's archive, hardest first) and the problem's held-out families,
+    so that each has chains. The search's mutations then explore around each of them: a
+    worst case that is a small change of a known hard input is found by a chain that starts
+    there, rarely by one that starts at random."""
+    length = problem.encoding(setting).length
+    rows = []
+    if certificate is not None and certificate.worst is not None:
+        rows.append(np.asarray(certificate.worst, np.int32).reshape(1, length))
+    pools = [] if starts is None else [np.asarray(starts, np.int32).reshape(-1, length)]
+    pools += [np.asarray(t, np.int32) for t in (problem.families(setting) or {}).values()]
+    deepest = max((len(pool) for pool in pools), default=0)
+    rows += [pool[i : i + 1] for i in range(deepest) for pool in pools if i < len(pool)]
+    if not rows or count < 1:
+        return np.zeros((0, length), np.int32)
+    return np.concatenate(rows)[:count]
+
+
+def adversary_source(
+    problem: Problem, setting, policy, budget: Budget, key, certificate=None, starts=None
+) -> SourceRatio:
+    """The best response searched for from scratch (module docstring), the local search's
+    chains starting half from :func:`hard_starts` (``certificate``: the policy's, or None;
+    ``starts``: more inputs to start from) and the rest from random inputs."""
     encoding = problem.encoding(setting)
     key_networks, key_starts, key_climb = jax.random.split(key, 3)
     found, ratios, parts = [], [], []
@@ -112,14 +138,18 @@ def adversary_source(problem: Problem, setting, policy, budget: Budget, key) -> 
             f"{steps} steps x {batch} inputs"
         )
     if budget.search_steps > 0:
-        starts = encoding.random(key_starts, budget.search_chains)
+        chains = budget.search_chains
+        hard = hard_starts(problem, setting, certificate, starts, chains // 2)
+        fresh = np.asarray(encoding.random(key_starts, chains - len(hard)), np.int32)
+        chained = jnp.asarray(np.concatenate([hard, fresh]))
         steps, candidates = budget.search_steps, budget.search_candidates
-        tokens, climbed = climb(problem, setting, policy, key_climb, starts, steps, candidates)
+        tokens, climbed = climb(problem, setting, policy, key_climb, chained, steps, candidates)
         found.append(np.asarray(tokens))
         ratios.append(np.asarray(climbed))
         parts.append(
-            f"local search {budget.search_chains} chains x {budget.search_candidates} "
-            f"candidates x {budget.search_steps} steps"
+            f"local search {chains} chains ({len(hard)} from known hard inputs, "
+            f"{chains - len(hard)} random) x {budget.search_candidates} candidates x "
+            f"{budget.search_steps} steps"
         )
     if not found:
         return SourceRatio(None, f"no search ({'; '.join(parts) or 'search_steps is 0'})")
@@ -154,10 +184,11 @@ def random_source(problem: Problem, setting, policy, budget: Budget, key) -> Sou
 
 
 def sources(
-    problem: Problem, setting, policy, budget: Budget, key, mesh=None
+    problem: Problem, setting, policy, budget: Budget, key, mesh=None, starts=None
 ) -> tuple[dict[str, SourceRatio], SourceRatio]:
     """Every default source of ``policy`` and its certificate's upper bound (``mesh`` is not
-    used: these batches are small)."""
+    used: these batches are small; ``starts``: inputs ``[S, T]`` the search also starts
+    from)."""
     key_adversary, key_random = jax.random.split(key)
     certificate = problem.certificate(setting, policy)
     if certificate is None:
@@ -171,7 +202,9 @@ def sources(
         bound = SourceRatio(certificate.ratio, "the problem's certificate (an upper bound)")
     found = {
         "exact": exact,
-        "adversary": adversary_source(problem, setting, policy, budget, key_adversary),
+        "adversary": adversary_source(
+            problem, setting, policy, budget, key_adversary, certificate, starts
+        ),
         "families": families_source(problem, setting, policy),
         "random": random_source(problem, setting, policy, budget, key_random),
     }

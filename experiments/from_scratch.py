@@ -83,7 +83,7 @@ from common import (
 )
 
 from advonline import plots
-from advonline.archive_view import worst_delivered
+from advonline.archive_view import hardest_delivered
 from advonline.evaluation import Budget
 from advonline.huge_pages import relaunch_with_huge_pages
 from advonline.pipeline import open_run
@@ -239,7 +239,7 @@ def _measure(name: str, seed: int, folder: Path, budget: Budget, baselines) -> d
     _, measured = measure_trained(load_config(name, seed), folder, budget, baselines)
     run = open_run(folder)
     return {
-        "archive_worst": worst_delivered(Game.build(run.config), run.state),
+        "archive_worst": hardest_delivered(Game.build(run.config), run.state)[1],
         **measurement_columns(measured),
         "budget": budget.describe(),
     }

@@ -19,7 +19,7 @@ import pytest
 
 from advonline import checkpoint, cli, configs, evaluation, pipeline, profile
 from advonline.archive import ORIGINS, instance_slots
-from advonline.archive_view import worst_delivered
+from advonline.archive_view import hardest_delivered
 from advonline.evaluation import Budget
 from advonline.oracle_loop import train_against, training_batch, training_slots
 from advonline.problems.posted_price import families
@@ -154,7 +154,7 @@ def test_a_measured_run_counts_its_own_archive_and_stores_its_verdict(straight_r
     budget = Budget(family_members=5, random_instances=8, adversary_steps=3, search_steps=4)
     document, results = pipeline.evaluate_run(run, budget, ("threshold",))
     learned = next(m for m in results if m.algorithm == "learned")
-    worst = worst_delivered(Game.build(run.config), run.state)
+    worst = hardest_delivered(Game.build(run.config), run.state)[1]
     assert learned.sources["archive"].ratio == worst >= 1.0
     assert learned.competitive_ratio >= worst
     assert "archive" not in next(m for m in results if m.algorithm == "threshold").sources

@@ -18,6 +18,7 @@ from allocation_lp import allocation_optimum
 from scipy.optimize import linprog
 
 from advonline import problems as registry
+from advonline.evaluation import Budget, measure
 from advonline.problem import payoffs_of
 from advonline.problems.adwords import model as allocation
 from advonline.problems.one_way_trading import model as trading
@@ -25,6 +26,7 @@ from advonline.problems.posted_price import model as posted
 from advonline.problems.posted_price.optimum import lp_optimum
 from advonline.ratio import ratio_of_payoff
 from advonline.search import hill_climb
+from advonline.sources import hard_starts, input_ratios
 
 
 def _trading_loop(setting, policy, rates) -> float:
@@ -250,6 +252,45 @@ def test_certificates_hold_against_search_and_bound_stays_below(name, index):
                 assert attained == pytest.approx(certificate.ratio, rel=1e-9), algorithm
             if bound is not None:
                 assert bound.ratio <= certificate.ratio * (1 + 1e-9), algorithm
+
+
+@pytest.mark.parametrize(("name", "index"), [p for p in PARAMS if p.values[1] == 0])
+def test_evaluator_search_climbs_from_the_families_and_given_inputs(name, index):
+    """The evaluator's local search starts chains at known hard inputs: the inputs it is given
+    (a run's archive) and, for the core's default sources, the held-out families, one member
+    of each in turn. A chain never ends worse than where it started, so the worst found is at
+    least each such start's ratio, with a budget (one step of one candidate) far too small for
+    chains from random inputs to get there."""
+    problem, setting, _, _ = _case(name, index)
+    encoding = problem.encoding(setting)
+    algorithm, make = next(
+        (name, make)
+        for name, make in problem.baselines.items()
+        if getattr(make(setting), "deterministic", True)
+    )
+    policy = make(setting)
+    budget = Budget(
+        adversary_restarts=0,
+        search_chains=16,
+        search_candidates=1,
+        search_steps=1,
+        random_instances=1,
+        family_members=3,
+    )
+    with jax.enable_x64(True):
+        candidates = encoding.random(jax.random.key(7), 64)
+        scored = np.asarray(input_ratios(problem, setting, policy, candidates))
+        given = candidates[int(np.argmax(scored))][None]  # the hardest of 64 random inputs
+        starts = [given]
+        if problem.sources is None:
+            families = problem.families(setting) or {}
+            starts += [jnp.asarray(tokens[:1]) for tokens in families.values()]
+            hard = hard_starts(problem, setting, None, given, budget.search_chains // 2)
+            for start in starts:  # the given input and a member of each family lead
+                assert np.any(np.all(hard == np.asarray(start), axis=1))
+        start_ratios = [float(input_ratios(problem, setting, policy, s)[0]) for s in starts]
+    measured = measure(problem, setting, algorithm, policy, budget, starts=given)
+    assert measured.sources["adversary"].ratio >= max(start_ratios) * (1 - 1e-9), algorithm
 
 
 def test_one_way_trading_ratios_match_closed_forms():

@@ -172,13 +172,14 @@ def _source_ratios(
 
 
 def adversary_source(
-    setting: Setting, policy: Policy, budget: Budget, key: jax.Array
+    setting: Setting, policy: Policy, budget: Budget, key: jax.Array, starts=None
 ) -> SourceRatio:
     """A best response computed from scratch against the frozen policy (method.md §5, source
     1), with the same budget and seed for every algorithm: the training loop's own oracle
     (:func:`~posted_price.oracles.best_responses`) with the evaluator's budget and key, for every
     K. ``adversary_restarts`` fresh state-conditioned networks, then local search whose chains
-    start half from random sequences and half from the networks' finds; against a mixture of
+    start half from ``starts`` (buyer types ``[S, T]``: a trained run's archive, hardest
+    first) and random sequences, and half from the networks' finds; against a mixture of
     networks chosen once per input (advonline/mixture.py) the local search alone, on the
     mixture's weighted payoff. Its hardest finds are scored again and the worst of those is the
     figure, the ratio of an input an oblivious adversary can write: K = 1 through the
@@ -216,9 +217,13 @@ def adversary_source(
         fewer = f" (of {budget.search_steps}: the work limit {ADVERSARY_WORK_LIMIT:.0e})"
     key_starts, key_oracle, key_rescore = jax.random.split(key, 3)
     vocabulary = model.buyer_types
-    starts = random_types(vocabulary, key_starts, budget.search_chains // 2, setting.rounds)
+    known = np.zeros((0, setting.rounds), np.int32) if starts is None else np.asarray(starts)
+    known = known.astype(np.int32)[: budget.search_chains // 2]
+    fresh = random_types(vocabulary, key_starts, budget.search_chains // 2, setting.rounds)
+    starts = jnp.concatenate([jnp.asarray(known), fresh[len(known) :]])
     search = (
-        f"local search {budget.search_chains} chains x {budget.search_candidates} candidates "
+        f"local search {budget.search_chains} chains ({len(known)} from the run's archive) "
+        f"x {budget.search_candidates} candidates "
         f"x {searched.search_steps} steps{fewer}, seed {budget.seed}"
     )
     if mixture:
@@ -324,16 +329,21 @@ def random_source(
 
 
 def sources(
-    setting: Setting, policy: Policy, budget: Budget, key: jax.Array, mesh: Mesh | None = None
+    setting: Setting,
+    policy: Policy,
+    budget: Budget,
+    key: jax.Array,
+    mesh: Mesh | None = None,
+    starts=None,
 ) -> tuple[dict[str, SourceRatio], SourceRatio]:
     """Posted pricing's sources of the evaluator (module docstring) and the DP's upper bound on
     a randomised policy's CR, in float64 (the caller enables it). With a ``mesh`` the families'
     and random instances are split over its devices; the fresh adversary and the certificate
-    run on one device."""
+    run on one device. ``starts``: buyer types ``[S, T]`` the local search also starts from."""
     key_adversary, key_families, key_random = jax.random.split(key, 3)
     found = {
         "exact": exact_source(setting, policy, budget),
-        "adversary": adversary_source(setting, policy, budget, key_adversary),
+        "adversary": adversary_source(setting, policy, budget, key_adversary, starts),
         "families": families_source(setting, policy, budget, key_families, mesh),
         "random": random_source(setting, policy, budget, key_random, mesh),
     }

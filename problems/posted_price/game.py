@@ -109,6 +109,14 @@ class Game:
         """Tokens in an instance: one buyer type per round."""
         return self.setting.rounds
 
+    @functools.cached_property
+    def encoding(self):
+        """The run's instances as tokens of the problem's encoding, over the run's buyer
+        types (the evaluator's when ``adversary.density_levels`` is the default)."""
+        from advonline.problems.posted_price.problem import TypeEncoding  # it imports this
+
+        return TypeEncoding(self.setting, self.adversary_config.density_levels)
+
     def policy(self, params: dict) -> LearnedPolicy:
         return LearnedPolicy(params, self.pricing, self.atoms)
 
