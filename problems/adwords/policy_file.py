@@ -28,9 +28,16 @@ def features(bids, spent, round_fraction, max_bid: float, xp=np):
     return xp.stack([bids / max_bid, spent, place, bids_on], axis=-1)
 
 
+#: Budget left below which an advertiser counts as spent: sums of bids that exhaust a budget
+#: exactly land within a few roundings of 1 (0.1 ten times is 0.9999999999999999 in float64,
+#: 0.99999994 in float32), and a share given to such an advertiser would be lost.
+SPENT_TOLERANCE = 1e-6
+
+
 def eligible(bids, spent):
-    """The advertisers a query may go to ``[n]``: they bid on it and have budget left."""
-    return (bids > 0) & (spent < 1.0)
+    """The advertisers a query may go to ``[n]``: they bid on it and have budget left (more
+    than :data:`SPENT_TOLERANCE`)."""
+    return (bids > 0) & (spent < 1.0 - SPENT_TOLERANCE)
 
 
 def scores(layers, hidden, xp=np):
