@@ -127,13 +127,17 @@ def test_sizes_beyond_memory_are_refused_before_work(capsys, flags, message):
 
 @pytest.mark.parametrize(
     ("problem", "setting"),
-    [("one-way-trading", "levels=100000000"), ("adwords", "queries=100000000")],
+    [
+        ("one-way-trading", "levels=100000000"),
+        ("adwords", "queries=100000000"),
+        ("posted-price", "demand_levels=7273023478"),  # a 58 GB demand table if ever built
+    ],
 )
 def test_every_problem_gets_the_memory_pre_flight(tmp_path, capsys, problem, setting):
-    """A problem with no estimate of its own is sized by its encoding: a setting far too
-    large is refused in one line, by evaluate and by train, before any work (no abort, no
-    hang)."""
-    message = "lower the setting's sizes"
+    """A setting far too large is refused in one line, by evaluate and by train, before any
+    work (no abort, no hang, nothing allocated): a problem with no estimate of its own is
+    sized by its encoding, whose sizes are known before it builds anything."""
+    message = "would take"
     one_line_exit_2(capsys, ["evaluate", "--problem", problem, "--setting", setting], message)
     key, value = setting.split("=")
     config = write_config(tmp_path, f'[problem]\nname = "{problem}"\n[setting]\n{key} = {value}\n')

@@ -47,14 +47,20 @@ DENSITY_LEVELS = 64
 
 @dataclasses.dataclass(frozen=True)
 class TypeEncoding:
-    """Instances as sequences of buyer types (:mod:`posted_price.buyer_types`)."""
+    """Instances as sequences of buyer types (:mod:`posted_price.buyer_types`) over
+    ``density_levels`` densities. Its sizes are known before the types are built, so that a
+    setting too large to train is refused before anything is allocated."""
 
     setting: model.Setting
-    types: BuyerTypes
+    density_levels: int = DENSITY_LEVELS
+
+    @functools.cached_property
+    def types(self) -> BuyerTypes:
+        return BuyerTypes.build(self.setting, self.density_levels)
 
     @property
     def vocabulary(self) -> int:
-        return self.types.count
+        return memory.type_count(self.setting, self.density_levels)
 
     @property
     def length(self) -> int:
@@ -72,7 +78,7 @@ class TypeEncoding:
 
 
 def encoding(setting: model.Setting) -> TypeEncoding:
-    return TypeEncoding(setting, BuyerTypes.build(setting, DENSITY_LEVELS))
+    return TypeEncoding(setting)
 
 
 def payoffs(
