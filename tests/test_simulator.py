@@ -1,5 +1,6 @@
 """The one simulator: hand cases, parity with a slow NumPy loop, exact expectation."""
 
+import itertools
 import math
 
 import jax
@@ -12,6 +13,7 @@ from advonline.baselines.posted_price import make_baseline
 from advonline.baselines.posted_price.threshold import threshold_price
 from advonline.problems.posted_price.model import (
     Instance,
+    Observation,
     Setting,
     _simulate_jit,
     expected_welfare_exact,
@@ -145,3 +147,56 @@ def test_simulate_traces_once_for_same_shapes():
         )
         simulate(setting, policy, instances, jax.random.split(jax.random.key(seed), 8), jnp.float32)
     assert _simulate_jit._cache_size() == before + 1
+
+
+def _numpy_bundle_rollout(setting, policy, values, demands):
+    """Slow reference for several resources, indivisible: a buyer buys its whole bundle iff
+    its value covers the posted bundle price and the bundle fits; what each resource sold."""
+    capacities = np.asarray(setting.capacities)
+    used, welfare = np.zeros(setting.resources), 0.0
+    for t, (value, demand) in enumerate(zip(values, demands, strict=True)):
+        observation = Observation(jnp.asarray(used / capacities), jnp.asarray(t / setting.rounds))
+        prices = np.asarray(policy(observation).prices)[:, 0]
+        if demand.sum() == 0 or value < prices @ demand:
+            continue
+        if np.all(used + demand <= capacities + 1e-9):
+            used, welfare = used + demand, welfare + value
+    return welfare, used
+
+
+def _best_subset(setting, values, demands) -> float:
+    """OPT by enumeration: the most valuable set of whole bundles that fits."""
+    capacities, best = np.asarray(setting.capacities), 0.0
+    for chosen in itertools.product([0, 1], repeat=len(values)):
+        pick = np.asarray(chosen, bool)
+        if np.all(demands[pick].sum(0) <= capacities + 1e-9):
+            best = max(best, float(values[pick].sum()))
+    return best
+
+
+@pytest.mark.parametrize("name", ["greedy", "threshold"])
+def test_several_resources_indivisible_match_numpy_and_never_oversell(name):
+    setting = Setting(
+        resources=2,
+        rounds=10,
+        max_demand=0.5,
+        demand_levels=2,
+        capacities=(1.0, 1.0),
+        divisible=False,
+    )
+    rng = np.random.default_rng(8)
+    count = 12
+    demands = rng.integers(0, 3, size=(count, setting.rounds, 2)) * setting.demand_unit
+    values = np.exp(rng.uniform(0, math.log(10), (count, setting.rounds))) * demands.sum(-1)
+    policy = make_baseline(name, setting)
+    with jax.enable_x64(True):
+        instances = Instance(values=jnp.asarray(values), demands=jnp.asarray(demands))
+        keys = jax.random.split(jax.random.key(2), count)
+        played = simulate(setting, policy, instances, keys)
+    for i in range(count):
+        welfare, used = _numpy_bundle_rollout(setting, policy, values[i], demands[i])
+        assert float(played.welfare[i]) == pytest.approx(welfare, rel=1e-12, abs=1e-12)
+        sold = (np.asarray(played.fractions[i])[:, None] * demands[i]).sum(0)
+        np.testing.assert_allclose(sold, used, atol=1e-12)
+        assert np.all(sold <= np.asarray(setting.capacities) + 1e-9)  # nothing oversold
+        assert welfare <= _best_subset(setting, values[i], demands[i]) + 1e-9
