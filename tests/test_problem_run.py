@@ -10,6 +10,8 @@ import shutil
 import pytest
 
 from advonline import checkpoint, checksums, cli, configs
+from advonline.problems.one_way_trading.exact import best_curve_ratio
+from advonline.problems.one_way_trading.model import JUST_BELOW, Setting
 from advonline.problems.one_way_trading.policy_file import load
 from advonline.train import METRIC_FIELDS, train
 from tests.reports import by_algorithm, certified, exact, metrics_without_timings
@@ -49,13 +51,17 @@ def test_run_trains_measures_exports_and_plots(tmp_path, capsys):
     report = json.loads((out / "evaluation.json").read_text())
     learned = by_algorithm(report)["learned"]
     bound = report["lower_bound"]["ratio"]
-    # the learned curve is certified exactly, no source beats the certificate, and it is
-    # far better than the naive baselines (within 5% of the setting's optimum after 6 epochs)
-    assert exact(learned)
-    assert learned["competitive_ratio"] == pytest.approx(certified(learned))
-    assert bound <= certified(learned) <= 1.05 * bound
+    best = best_curve_ratio(configs.load(config).setting)
+    # the learned curve's certificate (its ratio for real rates, approached by inputs just
+    # below a grid rate) is matched by the search within that gap, no source beats it, and
+    # it is far better than the naive baselines: within 5% of the best curve on the grid
+    # after 6 epochs, above the lower bound on every online algorithm
+    assert not exact(learned)
+    gap = 1 - JUST_BELOW
+    assert certified(learned) * gap <= learned["competitive_ratio"] <= certified(learned)
+    assert bound < best <= certified(learned) <= 1.05 * best
     assert certified(learned) < certified(by_algorithm(report)["reservation"])
-    # the certified optimum of the grid is a baseline: the learned curve comes close, no closer
+    # the best curve on the grid is a baseline: the learned curve comes close, no closer
     assert "WARNING: learned" in printed and "loses to optimal" in printed
     assert "lower bound on every online algorithm" in printed
     _, curve = load(json.loads((out / "policy.json").read_text()))
@@ -155,7 +161,9 @@ def test_every_command_takes_a_run_of_the_interface(tmp_path, capsys):
     assert set(by_algorithm(report)) == {"threshold", "optimal", "reservation", "all-at-once"}
     assert report["verdict"] is None and report["lower_bound"]["ratio"] > 1
     optimal = by_algorithm(report)["optimal"]
-    assert certified(optimal) == pytest.approx(report["lower_bound"]["ratio"], rel=1e-6)
+    setting = Setting(high=100.0, levels=17)  # the best curve on its grid, for real rates
+    assert certified(optimal) == pytest.approx(best_curve_ratio(setting), rel=1e-6)
+    assert certified(optimal) > report["lower_bound"]["ratio"]
     for refused, message in [
         ([*evaluate, "--policy", str(run / "metrics.csv")], "is not valid JSON"),
         ([*evaluate, "--policy", str(run / "evaluation.json")], "not a one-way trading policy"),

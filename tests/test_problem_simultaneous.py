@@ -9,6 +9,7 @@ import json
 import pytest
 
 from advonline import cli, configs
+from advonline.problems.one_way_trading.exact import best_curve_ratio
 from advonline.train import train
 from tests.reports import by_algorithm, certified, exact, metrics_without_timings
 
@@ -52,9 +53,11 @@ def test_the_simultaneous_loop_trains_an_interface_problem_and_resumes(tmp_path,
     assert cli.main(["run", str(config), "--out", str(whole), *BUDGET]) == 0
     report = json.loads((whole / "evaluation.json").read_text())
     learned, bound = by_algorithm(report)["learned"], report["lower_bound"]["ratio"]
-    # the delivered curve is certified exactly, and 180 steps against a live adversary
-    # already bring it within 10% of the setting's optimum (the uniform start: 3.8)
-    assert exact(learned) and bound <= certified(learned) <= 1.1 * bound
+    # the delivered curve is certified (its ratio for real rates), and 180 steps against a
+    # live adversary already bring it within 10% of the best curve on the grid (the uniform
+    # start: 3.8), itself above the lower bound on every online algorithm
+    best = best_curve_ratio(configs.load(config).setting)
+    assert not exact(learned) and bound < best <= certified(learned) <= 1.1 * best
     assert report["config"]["game"]["loop"] == "simultaneous"
     assert set(report["config"]["oracle"]) == set(configs.SIMULTANEOUS_ORACLE_KEYS)
     rows = metrics_without_timings(whole)

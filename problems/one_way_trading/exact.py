@@ -2,15 +2,21 @@
 algorithm, for one-way trading on a rate grid (NumPy and SciPy's HiGHS, float64, outside
 ``jit``).
 
-**A curve's exact ratio.** Against a curve ``g`` (non-decreasing in the rate) only a new
-highest rate makes the trader convert: it converts up to ``g(p)`` and never beyond. So an
-instance's revenue is set by its records ``p_{r_1} < ... < p_{r_c}``:
-``sum_i p_{r_i} (g_{r_i} - g_{r_{i-1}}) + m (1 - g_{r_c})`` against ``OPT = p_{r_c}``. Putting
-one more grid rate between two records never raises the revenue
-(``(p_j - p_i)(g_j - g_{i-1}) <= 0``), so with ``T >= G`` rounds the worst instance for a top
-rate ``p_k`` walks up through every grid rate to ``p_k``; with fewer rounds a dynamic
-programme over (records so far, last record) finds the best chain of at most ``T`` records.
-The ratio is the largest ``p_k / ALG_k``: exact, with the instance that attains it.
+**A curve's competitive ratio, for any rates in [m, M].** Against a curve ``g``
+(non-decreasing in the rate) only a new highest rate makes the trader convert: it converts up
+to ``g(p)`` and never beyond. So an instance's revenue is set by its records
+``p_{r_1} < ... < p_{r_c}``: ``sum_i p_{r_i} (g_{r_i} - g_{r_{i-1}}) + m (1 - g_{r_c})``
+against ``OPT = p_{r_c}``. The curve holds its value between grid rates, so the adversary
+posts every record but the last at a grid rate (the same conversion at the least rate) and
+the last as close as it likes below the next grid rate (the same conversion, the highest
+OPT). The rates that matter are therefore the tokens of :attr:`~.model.Setting.token_rates`,
+a just-below token taken at the grid rate above it (its limit). Putting one more of them
+between two records never raises the revenue (``(p_j - p_i)(g_j - g_{i-1}) <= 0``), so a
+dynamic programme over (records so far, last record) finds the least revenue of a chain of at
+most ``T`` records ending at each token, and the ratio is the largest
+``limit rate / (least revenue + m (1 - g))``: the curve's competitive ratio over every real
+instance, a supremum that inputs ending just below a grid rate approach (the certificate
+names the token input that comes within ``JUST_BELOW`` of it) but need not attain.
 
 **Every online algorithm.** An online algorithm cannot tell the walk that stops at ``p_k`` from
 the one that goes on until it has traded at ``p_k``; if it converts ``x_j`` (in expectation) at
@@ -34,14 +40,19 @@ MONOTONE_TOLERANCE = 1e-9
 
 
 def curve_ratio(setting: Setting, fractions: np.ndarray) -> Certificate | None:
-    """The exact competitive ratio of the conversion curve ``fractions`` ``[G]`` and an
-    instance (tokens ``[T]``) that attains it; ``None`` if the curve falls somewhere."""
-    g = np.clip(np.asarray(fractions, dtype=np.float64), 0.0, 1.0)
-    if np.any(np.diff(g) < -MONOTONE_TOLERANCE):
+    """The competitive ratio of the conversion curve ``fractions`` ``[G]`` over every input of
+    real rates in ``[m, M]`` (a supremum: ``exact`` is False) and the token input ``[T]`` that
+    comes closest to it; ``None`` if the curve falls somewhere."""
+    grid = np.clip(np.asarray(fractions, dtype=np.float64), 0.0, 1.0)
+    if np.any(np.diff(grid) < -MONOTONE_TOLERANCE):
         return None
-    g = np.maximum.accumulate(g)
-    rates = np.asarray(setting.rates, dtype=np.float64)
-    levels, rounds = setting.levels, setting.rounds
+    grid = np.maximum.accumulate(grid)
+    # per token: the grid rate at or above it (a just-below token's limit) and the fraction
+    # of the grid rate below it
+    tokens = np.arange(2 * setting.levels - 1)
+    rates = np.asarray(setting.rates, dtype=np.float64)[(tokens + 1) // 2]
+    g = grid[tokens // 2]
+    levels, rounds = len(rates), setting.rounds
     # earned[c][k]: least revenue before leftovers of a chain of c + 1 records ending at k
     earned = rates * g
     chain_end = [earned.copy()]
@@ -56,7 +67,7 @@ def curve_ratio(setting: Setting, fractions: np.ndarray) -> Certificate | None:
     revenue = least + setting.low * (1.0 - g)
     ratios = rates / revenue
     stop = int(np.argmax(ratios))
-    return Certificate(float(ratios[stop]), True, _worst_tokens(setting, chain_end, parents, stop))
+    return Certificate(float(ratios[stop]), False, _worst_tokens(setting, chain_end, parents, stop))
 
 
 def _worst_tokens(setting: Setting, chain_end, parents, stop: int) -> np.ndarray:
@@ -75,7 +86,8 @@ def _worst_tokens(setting: Setting, chain_end, parents, stop: int) -> np.ndarray
 
 def walk_payoff_rows(setting: Setting) -> tuple[np.ndarray, np.ndarray]:
     """The stopping walks the lower bound uses: their grid levels ``[W]`` (all of them when
-    they fit in ``T`` rounds, else evenly spaced ones) and the rates there ``[W]``."""
+    they fit in ``T`` rounds, else evenly spaced ones) and the rates there ``[W]``. Grid
+    inputs are real-rate inputs, so the bound holds for real rates too."""
     walk = np.asarray(walk_levels(setting.levels, setting.rounds))
     return walk, np.asarray(setting.rates, dtype=np.float64)[walk]
 
@@ -90,16 +102,19 @@ def best_response(setting: Setting, rates: np.ndarray, stop_probs: np.ndarray) -
     return setting.low * float(per_stop.sum()) + max(0.0, best_step)
 
 
-def _walk_lp(setting: Setting):
+def _walk_lp(setting: Setting, stepped: bool = False):
     """The LP over conversions ``x`` along the walks: maximise ``s = 1 / ratio`` subject to
-    ``s p_k - sum_{j<=k} (p_j - m) x_j <= m`` for every stop ``k`` and ``sum x <= 1``."""
+    ``s q_k - sum_{j<=k} (p_j - m) x_j <= m`` for every stop ``k`` and ``sum x <= 1``, where
+    ``q_k = p_k``; with ``stepped``, a curve that holds its value up to the next walk rate,
+    ``q_k`` is that next rate (the adversary stops just below it; ``M`` at the top)."""
     walk, rates = walk_payoff_rows(setting)
     count = len(rates)
+    tops = np.append(rates[1:], setting.high) if stepped else rates
     cost = np.zeros(count + 1)
     cost[-1] = -1.0
     upper = np.zeros((count + 1, count + 1))
     upper[:count, :count] = -np.tril(np.ones((count, count))) * (rates - setting.low)[None, :]
-    upper[:count, -1] = rates
+    upper[:count, -1] = tops
     upper[count, :count] = 1.0
     rhs = np.concatenate([np.full(count, setting.low), [1.0]])
     result = linprog(cost, A_ub=upper, b_ub=rhs, bounds=(0, None), method="highs")
@@ -120,10 +135,19 @@ def lower_bound(setting: Setting) -> LowerBound:
 
 
 def optimal_fractions(setting: Setting) -> np.ndarray:
-    """The conversion curve ``[G]`` that solves the walks' LP: with ``T >= G`` an optimal
-    online algorithm for the setting (its exact ratio equals the lower bound); with fewer
-    rounds it is optimal against the evenly spaced walks only."""
-    walk, rates, result = _walk_lp(setting)
+    """The conversion curve ``[G]`` that solves the stepped walks' LP: with ``T >= G`` the best
+    curve on the grid for real rates (its ratio, :func:`best_curve_ratio`, is
+    :func:`curve_ratio`'s); with fewer rounds it is best against the evenly spaced walks
+    only."""
+    walk, rates, result = _walk_lp(setting, stepped=True)
     conversions = np.zeros(setting.levels)
     conversions[walk] = result.x[: len(rates)]
     return np.minimum(np.cumsum(conversions), 1.0)
+
+
+def best_curve_ratio(setting: Setting) -> float:
+    """The least ratio for real rates of any curve on the setting's grid that holds its value
+    between grid rates (the stepped walks' LP; exact with ``T >= G``): what a learned curve on
+    this grid can reach at best, above the lower bound on every online algorithm by the
+    grid's coarseness."""
+    return 1.0 / float(_walk_lp(setting, stepped=True)[2].x[-1])

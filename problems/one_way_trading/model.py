@@ -6,14 +6,19 @@ exchange rate ``p_t`` in ``[m, M]`` arrives and the trader converts a fraction `
 unit (at most what it still holds) at that rate. Whatever is left after the last round
 converts at ``m``. ``ALG = sum_t p_t x_t + m (1 - sum_t x_t)`` and ``OPT = max_t p_t``.
 
-Rates live on a grid of ``levels`` rates geometric in ``[m, M]``, both ends included; the
-adversary writes a sequence of grid indices. A policy answers every observation (rate, what it
-has converted, round) with the fraction of the unit it wants converted once this round is
+The adversary may post any rate in ``[m, M]``. A policy answers every observation (rate, what
+it has converted, round) with the fraction of the unit it wants converted once this round is
 over (its *target*); the simulator converts ``clip(target - converted, 0, 1 - converted)``. A
 round-hidden policy whose target depends on the rate alone and never falls as the rate rises
 is a *conversion curve* ``g``: it converts up to ``g(p)`` at rate ``p``. Every classic
 algorithm here is one, and so is the learned policy; a randomised reservation rate ``R``
 converts, in expectation, exactly like the curve ``g(p) = P(R <= p)``.
+
+Curves are given on a grid of ``levels`` rates geometric in ``[m, M]``, both ends included,
+and between grid rates they hold the value of the grid rate below. So a rate matters only
+through the grid rate below it and, as the best rate of an instance, through how close it
+comes to the next one: the adversary writes tokens over the grid rates and, just below each
+grid rate above ``m``, a rate ``JUST_BELOW`` under it (:attr:`Setting.token_rates`).
 """
 
 from __future__ import annotations
@@ -30,6 +35,10 @@ from advonline import ratio
 from advonline.errors import InputError
 from advonline.problem import setting_from_table
 from advonline.problems.one_way_trading.policy_file import GRID_SLACK
+
+#: Relative gap of the "just below a grid rate" tokens: far above the grid's rounding slack
+#: (``GRID_SLACK``) and float32's resolution, so such a rate sits on the grid rate below.
+JUST_BELOW = 1e-4
 
 
 class SettingError(InputError):
@@ -77,6 +86,17 @@ class Setting:
         grid = [self.low * step**j for j in range(self.levels)]
         grid[-1] = self.high
         return tuple(grid)
+
+    @property
+    def token_rates(self) -> tuple[float, ...]:
+        """The ``2 G - 1`` rates the adversary writes, rising: ``r_0``, then for each grid rate
+        ``r_j`` above ``m`` the rate just below it and ``r_j`` itself. Token ``2 j`` is grid
+        rate ``j``; token ``2 j - 1`` is ``r_j (1 - JUST_BELOW)``."""
+        grid = self.rates
+        rates = [grid[0]]
+        for rate in grid[1:]:
+            rates += [rate * (1.0 - JUST_BELOW), rate]
+        return tuple(rates)
 
     def describe(self) -> dict:
         """JSON-ready description, printed beside every reported ratio."""
@@ -150,21 +170,22 @@ def payoffs(setting: Setting, policy, rates: jax.Array, optimum: jax.Array) -> j
 
 @dataclasses.dataclass(frozen=True)
 class RateEncoding:
-    """What the adversary writes: instances as sequences of grid indices ``[B, T]`` (int32)."""
+    """What the adversary writes: instances as sequences of rate tokens ``[B, T]`` (int32;
+    :attr:`Setting.token_rates`)."""
 
     setting: Setting
 
     @property
     def vocabulary(self) -> int:
-        return self.setting.levels
+        return 2 * self.setting.levels - 1
 
     @property
     def length(self) -> int:
         return self.setting.rounds
 
     def decode(self, tokens: jax.Array) -> jax.Array:
-        """The rates ``[B, T]`` the indices stand for (JAX's default float)."""
-        return jnp.asarray(self.setting.rates, jnp.result_type(float))[tokens]
+        """The rates ``[B, T]`` the tokens stand for (JAX's default float)."""
+        return jnp.asarray(self.setting.token_rates, jnp.result_type(float))[tokens]
 
     def random(self, key: jax.Array, count: int) -> jax.Array:
         """Random sequences: half of them i.i.d. uniform indices, half random walks."""
@@ -198,12 +219,17 @@ class RateEncoding:
 
 def rise_and_drop(setting: Setting) -> jax.Array:
     """The held-out family: rates rise through the grid to level ``k``, then drop to ``m`` for
-    the remaining rounds; one member per ``k`` -> tokens ``[G, T]``. With fewer rounds than
-    levels the rise takes evenly spaced levels."""
+    the remaining rounds; one member per ``k``, and one per ``k < G - 1`` that ends with a
+    rate just below level ``k + 1`` -> tokens ``[2 G - 1, T]``. With fewer rounds than the
+    rise needs it takes evenly spaced levels."""
     rows = []
     for stop in range(setting.levels):
-        rise = walk_levels(stop + 1, setting.rounds)
+        rise = [2 * level for level in walk_levels(stop + 1, setting.rounds)]
         rows.append(rise + [0] * (setting.rounds - len(rise)))
+        if stop + 1 < setting.levels:
+            rise = [2 * level for level in walk_levels(stop + 1, setting.rounds - 1)]
+            rise.append(2 * stop + 1)  # just below grid rate stop + 1
+            rows.append(rise + [0] * (setting.rounds - len(rise)))
     return jnp.asarray(rows, jnp.int32)
 
 

@@ -1,6 +1,7 @@
 """The one-way trading policy file: JSON with the setting and the conversion curve on its rate
 grid. Loading it needs NumPy only (no JAX), so a trading service can use the learned curve
-as it is.
+as it is: between grid rates the curve holds the value of the grid rate below, as in
+training and in the certificate, whose ratio holds for every rate in ``[m, M]``.
 """
 
 from __future__ import annotations

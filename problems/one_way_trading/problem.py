@@ -10,7 +10,7 @@ from advonline.problems.one_way_trading import exact, model, policy, policy_file
 
 
 def certificate(setting: model.Setting, trading_policy) -> Certificate | None:
-    """The exact ratio of a conversion curve (None for any other policy)."""
+    """A conversion curve's competitive ratio for real rates (None for any other policy)."""
     if not isinstance(trading_policy, model.CurvePolicy):
         return None
     return exact.curve_ratio(setting, np.asarray(trading_policy.fractions))
