@@ -199,7 +199,7 @@ def verdict(results: list[Measurement], learned: str, baselines: tuple[str, ...]
         return f"verdict: {described} beats {versus}: {figure / best.competitive_ratio:.2f}x"
     if figure <= best.competitive_ratio * (1 + MATCHING):
         return f"verdict: {described} matches {versus}: 1.00x"
-    factor = "inf" if math.isinf(figure) else f"{figure / best.competitive_ratio:.3g}x"
+    factor = "inf" if math.isinf(figure) else f"{figure / best.competitive_ratio:.4g}x"
     return f"WARNING: {described} loses to {versus}: {factor}; do not use this policy"
 
 
