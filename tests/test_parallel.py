@@ -19,8 +19,9 @@ import jax
 import numpy as np
 import pytest
 
-from advonline import checkpoint
-from tests.reports import by_algorithm, metrics_without_timings
+from advonline import checkpoint, configs
+from advonline.problems.one_way_trading.exact import best_curve_ratio
+from tests.reports import by_algorithm, certified, metrics_without_timings
 from tests.test_k2_run import TINY_K2
 from tests.test_problem_simultaneous import SIMULTANEOUS
 from tests.test_train import TINY_TOML
@@ -272,7 +273,8 @@ def test_oracle_searches_split_over_four_devices_find_what_one_finds(tmp_path):
 
 def run_on_one_and_four(tmp_path, config_text: str, budget: list[str]):
     """``advonline run`` of an interface config on 1 and on 4 host devices: each run's
-    metrics rows, the learned curve's certificate of each, and the setting's lower bound."""
+    metrics rows, the learned curve's certificate of each (its ratio for real rates), and
+    the best any curve on the setting's grid certifies."""
     config = tmp_path / "owt.toml"
     config.write_text(config_text)
     for count in (1, 4):
@@ -282,31 +284,33 @@ def run_on_one_and_four(tmp_path, config_text: str, budget: list[str]):
         assert done.returncode == 0, done.stderr[-2000:]
     rows = [_rows(tmp_path / f"on-{count}") for count in (1, 4)]
     reports = [json.loads((tmp_path / f"on-{c}" / "evaluation.json").read_text()) for c in (1, 4)]
-    certified = [by_algorithm(report)["learned"]["sources"]["exact"] for report in reports]
-    return rows, certified, reports[0]["lower_bound"]["ratio"]
+    certified_ratios = [certified(by_algorithm(report)["learned"]) for report in reports]
+    return rows, certified_ratios, best_curve_ratio(configs.load(config).setting)
 
 
 def test_a_problem_of_the_interface_trains_on_four_devices(tmp_path):
     """One-way trading (17 rate levels, 3 epochs) on 1 and on 4 host devices: the first
     measurement (the fresh curve, the same searches) is the same; then the sharded gradient's
-    rounding moves the trajectories apart a little, and both curves end near the optimum."""
+    rounding moves the trajectories apart a little, and both curves end within 10% of the
+    best curve on the grid."""
     from tests.test_problem_run import TINY
 
     budget = ["--search-steps", "8", "--random-instances", "8", "--quiet"]
     text = TINY.replace("epochs = 6", "epochs = 3")
-    (one, four), certified, bound = run_on_one_and_four(tmp_path, text, budget)
+    (one, four), ratios, best = run_on_one_and_four(tmp_path, text, budget)
     for field in ("oracle_ratio", "archive_ratio", "upper_bound"):
         np.testing.assert_allclose(float(four[0][field]), float(one[0][field]), rtol=1e-6)
-    assert max(certified) <= 1.05 * bound and abs(certified[1] / certified[0] - 1) < 0.01
+    assert max(ratios) <= 1.1 * best and abs(ratios[1] / ratios[0] - 1) < 0.01
 
 
 def test_the_simultaneous_loop_of_the_interface_trains_on_four_devices(tmp_path):
     """The simultaneous loop on one-way trading with its written batches and pool sharded
     over 4 host devices: the first epoch measures what one device measures, up to the
-    sharded gradient's rounding, and the delivered curve ends as near the optimum."""
+    sharded gradient's rounding, and the delivered curve ends as near the best curve on the
+    grid."""
     from tests.test_problem_simultaneous import BUDGET, SIMULTANEOUS
 
-    (one, four), certified, bound = run_on_one_and_four(tmp_path, SIMULTANEOUS, BUDGET)
+    (one, four), ratios, best = run_on_one_and_four(tmp_path, SIMULTANEOUS, BUDGET)
     for field in ("oracle_ratio", "archive_ratio", "upper_bound"):
         np.testing.assert_allclose(float(four[0][field]), float(one[0][field]), rtol=1e-5)
-    assert max(certified) <= 1.1 * bound and abs(certified[1] / certified[0] - 1) < 0.02
+    assert max(ratios) <= 1.1 * best and abs(ratios[1] / ratios[0] - 1) < 0.02
