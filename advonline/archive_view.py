@@ -33,16 +33,10 @@ def _delivered_ratios(game, state: OracleState) -> np.ndarray:
     return ratios_of_payoffs(np.asarray(mixture.weights, np.float64) @ np.asarray(payoffs))
 
 
-def worst_delivered(game, state: OracleState) -> float:
-    """The worst exact ratio, against what the run delivers, of any archived instance (0 for
-    an empty archive): a ratio a real instance attains, so a lower bound on the delivered
-    policy's CR."""
-    return hardest_delivered(game, state)[1]
-
-
 def hardest_delivered(game, state: OracleState) -> tuple[np.ndarray, float]:
     """The archived instances ``[N, T]``, hardest against what the run delivers first, and
-    the worst exact ratio among them (0 for an empty archive)."""
+    the worst exact ratio among them (0 for an empty archive): a ratio a real instance
+    attains, so a lower bound on the delivered policy's CR."""
     slots = archives.instance_slots(state.archive)
     if not len(slots):
         return np.zeros((0, state.archive.types.shape[1]), np.int32), 0.0
