@@ -85,6 +85,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="repeatable; a baseline of the problem (default: all)",
     )
     ev.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
+    ev.add_argument("--quiet", action="store_true", help="no progress bar")
     _devices_flag(ev, "devices to split the families' and random instances over (default 0: all)")
     _budget_flags(ev)
     learned = ev.add_mutually_exclusive_group()
@@ -378,12 +379,13 @@ def run_evaluate(args: argparse.Namespace) -> int:
     preflight.check(preflight.evaluation_needs(problem, setting, budget))
     mesh = parallel.batch_mesh(_given(args.devices, 0))
     policies.update(pipeline.baseline_policies(problem, setting, names))
-    results = [
-        evaluation.measure(problem, setting, name, policy, budget, mesh)
-        for name, policy in policies.items()
-    ]
+    bar = MeasuringBar(args.quiet)
+    results = evaluation.measure_all(problem, setting, policies, budget, mesh, progress=bar)
+    bar.close()
     document = evaluation.report(problem, setting, budget, results, learned, names, **extra)
     print(json.dumps(document) if args.json else evaluation.table(document))
+    if not args.json and (measured := evaluation.time_line(document)) is not None:
+        print(measured)
     return 0
 
 
@@ -398,7 +400,9 @@ def _evaluate_checkpoint(args: argparse.Namespace, budget: evaluation.Budget) ->
     names = _baseline_names(args.algorithm or [], problem)
     preflight.check(preflight.evaluation_needs(problem, run.setting, budget))
     mesh = parallel.batch_mesh(_given(args.devices, 0))
-    document, _ = pipeline.evaluate_run(run, budget, names, mesh, store=False)
+    bar = MeasuringBar(args.quiet)
+    document, _ = pipeline.evaluate_run(run, budget, names, mesh, store=False, progress=bar)
+    bar.close()
     stored = pipeline.store_report(run.folder, document)
     if args.json:
         print(json.dumps(document))
@@ -446,6 +450,39 @@ def _progress(steps: int, quiet: bool):
         bar.set_postfix(shown)
 
     return bar, report
+
+
+class MeasuringBar:
+    """A tqdm bar on stderr over algorithms x sources while the evaluator measures
+    (:class:`advonline.evaluation.Progress`): the source running, the worst ratio each
+    algorithm has so far, and tqdm's estimate of the time left."""
+
+    def __init__(self, quiet: bool):
+        self.quiet = quiet
+        self.bar = None
+        self.worst: dict[str, float] = {}
+
+    def begin(self, algorithms: list[str]) -> None:
+        total = len(algorithms) * len(evaluation.SOURCE_NAMES)
+        self.bar = tqdm(total=total, disable=self.quiet, unit="source", file=sys.stderr)
+        self.bar.set_description("measuring")
+
+    def started(self, algorithm: str, source: str) -> None:
+        if self.bar is not None:
+            shown = {"now": f"{algorithm} {source}"}
+            if algorithm in self.worst:
+                shown["worst"] = format_ratio(self.worst[algorithm])
+            self.bar.set_postfix(shown)
+
+    def ended(self, algorithm, source: str, found, seconds: float) -> None:
+        if found.ratio is not None:
+            self.worst[algorithm] = max(self.worst.get(algorithm, found.ratio), found.ratio)
+        if self.bar is not None and source in evaluation.SOURCE_NAMES:
+            self.bar.update(1)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
 
 
 def _device_line(command: str, config: str, folder, run_config) -> None:
@@ -603,12 +640,17 @@ def run_main_job(args: argparse.Namespace) -> int:
         train(run_config, folder, resume=args.resume, report=report)
         bar.close()
         mesh = parallel.batch_mesh(run_config.devices)
-        result = pipeline.finish_run(folder, budget, say, baselines, mesh, args.resume)
+        measuring = MeasuringBar(args.quiet)
+        args_finish = (folder, budget, say, baselines, mesh, args.resume, measuring)
+        result = pipeline.finish_run(*args_finish)
+        measuring.close()
     print(evaluation.table(result.report))
     print(
         f"trained {result.run.steps} steps in {result.run.wall_seconds:.0f} s; run folder {folder}"
     )
     _print_phases(result.report)
+    if (measured := evaluation.time_line(result.report)) is not None:
+        print(measured)
     print(f"measured ratios: {folder}/{pipeline.EVALUATION_NAME}")
     print("exported policies: " + ", ".join(str(path) for path in result.policies))
     print(f"figures: {folder}/figures/ ({len(result.figures)} files, PNG and PDF)")

@@ -17,12 +17,25 @@ A problem computes its sources with its own ``sources`` capability where it has 
 encoding (:mod:`advonline.sources`). Either way the key stream, the :class:`Budget`, the
 report (``evaluation.json``, ``evaluate --json``), the printed table and the verdict are this
 module's. Everything here runs outside ``jit``, in float64.
+
+**Measured once.** Where a policy's ``exact`` source is its competitive ratio (a
+deterministic policy with an exact certificate), no search can find a worse input: the
+``adversary`` source then runs as a cross-check of the certificate, with the budget's
+network and search steps cut by :data:`CROSS_CHECK_SHARE` (:func:`cross_check_budget`), its
+search starting at the certificate's worst input where the problem gives one, and its note
+says so. A search that found more than the certificate would show the certificate wrong.
+
+Each source is run through a :class:`SourceClock`, which times it and tells the caller's
+progress display; the seconds go into the report.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
+import time
+from collections.abc import Callable
+from typing import Protocol
 
 import jax
 
@@ -98,6 +111,35 @@ class Budget:
         return problems
 
 
+#: The share of the budget's adversary-network and search steps a cross-check of an exact
+#: certificate gets (module docstring).
+CROSS_CHECK_SHARE = 1 / 8
+
+
+def cross_check_budget(budget: Budget) -> Budget:
+    """``budget`` with its adversary-network and search steps cut to
+    :data:`CROSS_CHECK_SHARE` (at least one step each where there were any): the search that
+    cross-checks an exact certificate."""
+
+    def cut(steps: int) -> int:
+        return 0 if steps == 0 else max(1, round(steps * CROSS_CHECK_SHARE))
+
+    return dataclasses.replace(
+        budget,
+        adversary_steps=cut(budget.adversary_steps),
+        search_steps=cut(budget.search_steps),
+    )
+
+
+def cross_check_note(budget: Budget) -> str:
+    """What a cross-check's note starts with."""
+    share = f"1/{round(1 / CROSS_CHECK_SHARE)}"
+    return (
+        f"cross-check of the exact certificate ({share} of the budget's steps: "
+        f"{budget.adversary_steps} network, {budget.search_steps} search): "
+    )
+
+
 @dataclasses.dataclass(frozen=True)
 class SourceRatio:
     """One source's ratio (None if it cannot run here) and what it means or why it is missing."""
@@ -116,11 +158,13 @@ class Measurement:
     worst_source: str
     sources: dict[str, SourceRatio]
     upper_bound: SourceRatio = SourceRatio(None, "exact for deterministic policies: see exact")
+    seconds: dict[str, float] = dataclasses.field(default_factory=dict)  # per source
 
     def to_json(self) -> dict:
         """The ``results`` entry of a report."""
         return {
             "algorithm": self.algorithm,
+            "seconds": {name: round(value, 3) for name, value in self.seconds.items()},
             "competitive_ratio": self.competitive_ratio,
             "worst_source": self.worst_source,
             "sources": {name: source.ratio for name, source in self.sources.items()},
@@ -135,39 +179,124 @@ class Measurement:
         }
 
 
-def from_sources(name: str, sources: dict[str, SourceRatio], bound: SourceRatio) -> Measurement:
+def from_sources(
+    name: str, sources: dict[str, SourceRatio], bound: SourceRatio, seconds: dict | None = None
+) -> Measurement:
     """The measurement whose CR is the worst of ``sources`` that have a ratio. Ties within
     float noise go to the first source in ``sources``' order (``exact`` first)."""
     measured = {source: s.ratio for source, s in sources.items() if s.ratio is not None}
     worst = max(measured.values())
     worst_source = next(n for n, ratio in measured.items() if ratio >= worst * (1 - 1e-12))
-    return Measurement(name, worst, worst_source, sources, bound)
+    return Measurement(name, worst, worst_source, sources, bound, dict(seconds or {}))
 
 
 def with_source(measurement: Measurement, name: str, source: SourceRatio) -> Measurement:
     """``measurement`` with one more source (e.g. :data:`ARCHIVE_SOURCE`), its CR the worst of
     all of them again."""
     sources = {**measurement.sources, name: source}
-    return from_sources(measurement.algorithm, sources, measurement.upper_bound)
+    return from_sources(
+        measurement.algorithm, sources, measurement.upper_bound, measurement.seconds
+    )
+
+
+class Progress(Protocol):
+    """What a progress display hears of a measurement (e.g. the command line's bar)."""
+
+    def begin(self, algorithms: list[str]) -> None:
+        """These algorithms will be measured, in this order."""
+
+    def started(self, algorithm: str, source: str) -> None:
+        """The source ``source`` of ``algorithm`` begins."""
+
+    def ended(self, algorithm: str, source: str, found: SourceRatio, seconds: float) -> None:
+        """It ended with ``found`` after ``seconds``."""
+
+
+class SourceClock:
+    """Runs the sources of one algorithm's measurement, one at a time: times each and tells
+    ``progress``, so that every problem's sources are timed and shown alike. Host-side,
+    outside ``jit``."""
+
+    def __init__(self, algorithm: str, progress: Progress | None = None):
+        self.algorithm = algorithm
+        self.progress = progress
+        self.seconds: dict[str, float] = {}
+
+    def run(self, name: str, compute: Callable[[], SourceRatio]) -> SourceRatio:
+        """``compute()``, the source ``name``, timed."""
+        if self.progress is not None:
+            self.progress.started(self.algorithm, name)
+        start = time.perf_counter()
+        found = compute()
+        self.seconds[name] = time.perf_counter() - start
+        if self.progress is not None:
+            self.progress.ended(self.algorithm, name, found, self.seconds[name])
+        return found
 
 
 def measure(
-    problem, setting, name: str, policy, budget: Budget, mesh=None, starts=None
+    problem,
+    setting,
+    name: str,
+    policy,
+    budget: Budget,
+    mesh=None,
+    starts=None,
+    progress: Progress | None = None,
 ) -> Measurement:
     """The measured CR of ``policy`` on ``problem``'s ``setting``: every source (the
     problem's own ``sources`` or the core's default), then the worst. With a ``mesh`` the
     problem may split its batches over the devices (the figures agree with one device's up
     to float64 rounding). ``starts`` (token rows ``[S, T]``, e.g. a trained run's archive,
-    hardest first) are inputs the adversary's search starts from as well."""
+    hardest first) are inputs the adversary's search starts from as well. ``progress``
+    hears each source begin and end (:class:`SourceClock`)."""
     from advonline import sources as default  # it imports this module
 
+    clock = SourceClock(name, progress)
     with jax.enable_x64(True):
         key = evaluation_key(budget.seed)
         if problem.sources is not None:
-            found, bound = problem.sources(setting, policy, budget, key, mesh, starts)
+            found, bound = problem.sources(setting, policy, budget, key, mesh, starts, clock)
         else:
-            found, bound = default.sources(problem, setting, policy, budget, key, mesh, starts)
-    return from_sources(name, found, bound)
+            args = (setting, policy, budget, key, mesh, starts, clock)
+            found, bound = default.sources(problem, *args)
+    return from_sources(name, found, bound, clock.seconds)
+
+
+def measure_all(
+    problem,
+    setting,
+    policies: dict,
+    budget: Budget,
+    mesh=None,
+    starts: dict | None = None,
+    progress: Progress | None = None,
+) -> list[Measurement]:
+    """:func:`measure` of every policy of ``policies`` (``{name: policy}``), in order, with
+    ``starts[name]`` where given; ``progress`` first hears the names."""
+    if progress is not None:
+        progress.begin(list(policies))
+    starts = starts or {}
+    return [
+        measure(problem, setting, name, policy, budget, mesh, starts.get(name), progress)
+        for name, policy in policies.items()
+    ]
+
+
+def time_line(document: dict) -> str | None:
+    """Where a report's measuring time went, on one line (None for a report without times):
+    per algorithm, then per source."""
+    results = [r for r in document.get("results", []) if r.get("seconds")]
+    if not results:
+        return None
+    per_source: dict[str, float] = {}
+    for r in results:
+        for name, seconds in r["seconds"].items():
+            per_source[name] = per_source.get(name, 0.0) + seconds
+    algorithms = ", ".join(f"{r['algorithm']} {sum(r['seconds'].values()):.0f} s" for r in results)
+    sources = ", ".join(f"{name} {seconds:.0f} s" for name, seconds in per_source.items())
+    total = sum(per_source.values())
+    return f"measuring took {total:.0f} s: {algorithms}; by source: {sources}"
 
 
 #: Relative difference within which two ratios are the same figure (float rounding).
@@ -233,6 +362,7 @@ def report(
             {"ratio": bound.ratio, "best_response": bound.best_response} if bound else None
         ),
         "results": [m.to_json() for m in results],
+        "measuring_seconds": round(sum(sum(m.seconds.values()) for m in results), 3),
         "verdict": verdict(results, learned, baselines) if judged else None,
     }
 

@@ -28,8 +28,10 @@ from advonline.evaluation import (
     ARCHIVE_SOURCE,
     Budget,
     Measurement,
+    Progress,
     SourceRatio,
     measure,
+    measure_all,
     report,
     with_source,
 )
@@ -140,6 +142,7 @@ def evaluate_run(
     baselines: tuple[str, ...] | None = None,
     mesh: Mesh | None = None,
     store: bool = True,
+    progress: Progress | None = None,
 ) -> tuple[dict, list[Measurement]]:
     """Measure the learned policies and ``baselines`` (default: every one of the problem's)
     on the run's setting with the one evaluator and one budget (the instance batches split
@@ -148,18 +151,16 @@ def evaluate_run(
     (``learned``) of an oracle-loop run also has its own archive as a source: a worst case is
     a claim about every input, so an archived instance the evaluator's search did not match
     still counts, and the evaluator's search against the learned policies also starts from
-    its hardest archived instances."""
+    its hardest archived instances. ``progress`` hears each source begin and end."""
     problem = run.problem
     baselines = tuple(problem.baselines) if baselines is None else baselines
     learned = run.policies()
     policies = {**learned, **baseline_policies(problem, run.setting, baselines)}
-    kept = None
+    starts = {}
     if run.kept_inputs is not None and run.game.encoding == problem.encoding(run.setting):
         kept = run.kept_inputs[0][:KEPT_STARTS]  # tokens mean the same to the evaluator
-    results = [
-        measure(problem, run.setting, name, policy, budget, mesh, kept if name in learned else None)
-        for name, policy in policies.items()
-    ]
+        starts = dict.fromkeys(learned, kept)
+    results = measure_all(problem, run.setting, policies, budget, mesh, starts, progress)
     if (archived := run.archive_source()) is not None:
         results = [
             with_source(m, ARCHIVE_SOURCE, archived) if m.algorithm == "learned" else m
@@ -371,17 +372,18 @@ def finish_run(
     baselines: tuple[str, ...] | None = None,
     mesh: Mesh | None = None,
     resume: bool = False,
+    progress: Progress | None = None,
 ) -> FinishedRun:
     """After training (the main job's first half): measure the learned policies beside the
     ``baselines`` (default every one), export both learned policies, and draw the run's
     figures into ``folder/figures``. With ``resume`` (the job was interrupted after training)
     a policy file it already wrote is kept once it loads: the measurement is recomputed from
     the same checkpoint with the same evaluator stream, so it is the same file but for its
-    creation time."""
+    creation time. ``progress`` hears each source of the measurement begin and end."""
     run = open_run(folder)
     baselines = tuple(run.baselines()) if baselines is None else baselines
     say(f"measuring learned and {', '.join(baselines)} (budget: {budget.describe()})")
-    document, results = evaluate_run(run, budget, baselines, mesh)
+    document, results = evaluate_run(run, budget, baselines, mesh, progress=progress)
     by_name = {m.algorithm: m for m in results}
     exported = []
     if resume:

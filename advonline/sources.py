@@ -13,6 +13,10 @@
 - ``families``: the worst member of the problem's held-out hard families;
 - ``random``: ``random_instances`` fresh random inputs.
 
+Against an exact certificate the ``adversary`` source is a cross-check of it, with a cut
+budget (advonline/evaluation.py, "Measured once"); its first chain starts at the
+certificate's worst input.
+
 Every ratio is the problem's exact ``OPT / E[ALG]`` from its one simulator, in float64 (the
 caller enables it). The policy is an argument of the compiled programmes, so every policy of
 one structure shares them.
@@ -20,6 +24,7 @@ one structure shares them.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 
 import jax
@@ -28,7 +33,13 @@ import numpy as np
 
 from advonline.adversary import TokenWriter, train_fresh
 from advonline.configs import AdversaryTable
-from advonline.evaluation import Budget, SourceRatio
+from advonline.evaluation import (
+    Budget,
+    SourceClock,
+    SourceRatio,
+    cross_check_budget,
+    cross_check_note,
+)
 from advonline.networks import AdversaryNetwork
 from advonline.preflight import WRITER_LOGITS, writer_fits
 from advonline.problem import Problem, payoffs_of
@@ -184,28 +195,53 @@ def random_source(problem: Problem, setting, policy, budget: Budget, key) -> Sou
 
 
 def sources(
-    problem: Problem, setting, policy, budget: Budget, key, mesh=None, starts=None
+    problem: Problem,
+    setting,
+    policy,
+    budget: Budget,
+    key,
+    mesh=None,
+    starts=None,
+    clock: SourceClock | None = None,
 ) -> tuple[dict[str, SourceRatio], SourceRatio]:
     """Every default source of ``policy`` and its certificate's upper bound (``mesh`` is not
     used: these batches are small; ``starts``: inputs ``[S, T]`` the search also starts
-    from)."""
+    from; ``clock`` times each source). Against an exact certificate the search is a
+    cross-check with :func:`~advonline.evaluation.cross_check_budget`."""
+    clock = clock or SourceClock("policy")
     key_adversary, key_random = jax.random.split(key)
-    certificate = problem.certificate(setting, policy)
+    found = {}
+    certificate = None
+
+    def exact_source() -> SourceRatio:
+        nonlocal certificate
+        certificate = problem.certificate(setting, policy)
+        if certificate is None:
+            return SourceRatio(None, "no certificate: the other sources are lower bounds on the CR")
+        if certificate.exact:
+            return SourceRatio(certificate.ratio, "the problem's exact certificate")
+        return SourceRatio(None, "the certificate bounds the CR from above: see upper_bound")
+
+    found["exact"] = clock.run("exact", exact_source)
     if certificate is None:
-        exact = SourceRatio(None, "no certificate: the other sources are lower bounds on the CR")
         bound = SourceRatio(None, "no certificate for this policy")
     elif certificate.exact:
-        exact = SourceRatio(certificate.ratio, "the problem's exact certificate")
         bound = SourceRatio(None, "exact: see exact")
     else:
-        exact = SourceRatio(None, "the certificate bounds the CR from above: see upper_bound")
         bound = SourceRatio(certificate.ratio, "the problem's certificate (an upper bound)")
-    found = {
-        "exact": exact,
-        "adversary": adversary_source(
-            problem, setting, policy, budget, key_adversary, certificate, starts
-        ),
-        "families": families_source(problem, setting, policy),
-        "random": random_source(problem, setting, policy, budget, key_random),
-    }
+    searched, prefix = budget, ""
+    if certificate is not None and certificate.exact:
+        searched = cross_check_budget(budget)
+        prefix = cross_check_note(searched)
+
+    def adversary() -> SourceRatio:
+        args = (problem, setting, policy, searched, key_adversary, certificate, starts)
+        found = adversary_source(*args)
+        return dataclasses.replace(found, note=prefix + found.note)
+
+    found["adversary"] = clock.run("adversary", adversary)
+    found["families"] = clock.run("families", lambda: families_source(problem, setting, policy))
+    found["random"] = clock.run(
+        "random", lambda: random_source(problem, setting, policy, budget, key_random)
+    )
     return found, bound

@@ -46,21 +46,33 @@ def _rows(path: Path) -> list[dict]:
     return list(csv.DictReader(text[: text.rfind("\n") + 1].splitlines()))
 
 
-def train_timed(config: Path, seed: int, python: str, folder: Path, cache: Path) -> list[dict]:
-    """The metrics rows of a fresh ``advonline train`` of ``config`` with ``seed`` (the
-    advonline of ``python``, compilation cache in ``cache``), each with ``since_start``:
-    seconds from launching the process to the row."""
+def seeded_config(config: Path, seed: int, folder: Path) -> Path:
+    """A copy of ``config`` in ``folder`` whose ``[game] seed`` is ``seed``."""
     folder.mkdir(parents=True, exist_ok=True)
     seeded = folder / f"{config.stem}-seed{seed}.toml"
     text, replaced = re.subn(r"(?m)^seed\s*=\s*\d+", f"seed = {seed}", config.read_text())
     if not replaced:
         text = text.replace("[game]\n", f"[game]\nseed = {seed}\n", 1)
     seeded.write_text(text)
+    return seeded
+
+
+def cache_environment(cache: Path) -> dict:
+    """The environment of a run whose compilation cache is ``cache``."""
+    environ = {**os.environ, "ADVONLINE_COMPILATION_CACHE": str(cache)}
+    environ.pop("JAX_COMPILATION_CACHE_DIR", None)
+    return environ
+
+
+def train_timed(config: Path, seed: int, python: str, folder: Path, cache: Path) -> list[dict]:
+    """The metrics rows of a fresh ``advonline train`` of ``config`` with ``seed`` (the
+    advonline of ``python``, compilation cache in ``cache``), each with ``since_start``:
+    seconds from launching the process to the row."""
+    seeded = seeded_config(config, seed, folder)
     out = folder / f"{config.stem}-seed{seed}"
     command = [python, "-m", "advonline", "train", str(seeded), "--out", str(out), "--quiet"]
     started = time.perf_counter()
-    environ = {**os.environ, "ADVONLINE_COMPILATION_CACHE": str(cache)}
-    environ.pop("JAX_COMPILATION_CACHE_DIR", None)
+    environ = cache_environment(cache)
     process = subprocess.Popen(  # from the scratch folder: `-m` imports from the cwd first
         command, cwd=folder, env=environ, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
     )

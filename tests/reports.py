@@ -31,3 +31,9 @@ def metrics_without_timings(run: Path) -> list[dict]:
         {k: v for k, v in row.items() if k not in timings and not k.startswith("seconds_")}
         for row in rows
     ]
+
+
+def figures(report: dict) -> list[dict]:
+    """A report's results without the seconds each source took: what measuring the same
+    policies again must reproduce exactly."""
+    return [{k: v for k, v in row.items() if k != "seconds"} for row in report["results"]]

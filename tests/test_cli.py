@@ -160,9 +160,9 @@ def test_evaluate_reaches_every_problem_through_the_one_evaluator(capsys, monkey
 
     seen = []
 
-    def spy(problem, setting, name, policy, budget, mesh=None):
+    def spy(problem, setting, name, policy, budget, *args):
         seen.append((problem.name, name, budget.search_steps))
-        return measure(problem, setting, name, policy, budget, mesh)
+        return measure(problem, setting, name, policy, budget, *args)
 
     measure = evaluation.measure
     monkeypatch.setattr(evaluation, "measure", spy)

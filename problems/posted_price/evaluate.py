@@ -31,7 +31,14 @@ from jax.sharding import Mesh
 from advonline import parallel
 from advonline.configs import OracleBudget
 from advonline.errors import InputError
-from advonline.evaluation import Budget, SourceRatio, evaluation_key
+from advonline.evaluation import (
+    Budget,
+    SourceClock,
+    SourceRatio,
+    cross_check_budget,
+    cross_check_note,
+    evaluation_key,
+)
 from advonline.mixture import SnapshotMixture
 from advonline.problems.posted_price import certify
 from advonline.problems.posted_price.adversary import build_adversary
@@ -172,7 +179,12 @@ def _source_ratios(
 
 
 def adversary_source(
-    setting: Setting, policy: Policy, budget: Budget, key: jax.Array, starts=None
+    setting: Setting,
+    policy: Policy,
+    budget: Budget,
+    key: jax.Array,
+    starts=None,
+    exact: SourceRatio | None = None,
 ) -> SourceRatio:
     """A best response computed from scratch against the frozen policy (method.md §5, source
     1), with the same budget and seed for every algorithm: the training loop's own oracle
@@ -184,7 +196,12 @@ def adversary_source(
     mixture's weighted payoff. Its hardest finds are scored again and the worst of those is the
     figure, the ratio of an input an oblivious adversary can write: K = 1 through the
     simulator's exact expectation (:func:`expected_welfare`), the path every other source
-    takes; K >= 2 by exact backward induction on the product grid against HiGHS's exact OPT."""
+    takes; K >= 2 by exact backward induction on the product grid against HiGHS's exact OPT.
+
+    Given the policy's ``exact`` source (its DP certificate, not the closed form: the policy
+    is deterministic) the search's first chain starts at the instance the DP's worst strategy writes
+    (:func:`~posted_price.certify.worst_runs`): the search is then a cross-check of the
+    certificate (advonline/evaluation.py, "Measured once")."""
     config = AdversaryConfig(
         batch=budget.adversary_batch,
         conditioning=ADVERSARY_CONDITIONING,
@@ -218,11 +235,15 @@ def adversary_source(
     key_starts, key_oracle, key_rescore = jax.random.split(key, 3)
     vocabulary = model.buyer_types
     known = np.zeros((0, setting.rounds), np.int32) if starts is None else np.asarray(starts)
+    if exact is not None and exact.ratio is not None and math.isfinite(exact.ratio):
+        key_worst = jax.random.fold_in(key, _CERTIFICATE_START)
+        runs = certify.worst_runs(setting, policy, exact.ratio, key_worst, 1)
+        known = np.concatenate([vocabulary.tokens(*runs), known])
     known = known.astype(np.int32)[: budget.search_chains // 2]
     fresh = random_types(vocabulary, key_starts, budget.search_chains // 2, setting.rounds)
     starts = jnp.concatenate([jnp.asarray(known), fresh[len(known) :]])
     search = (
-        f"local search {budget.search_chains} chains ({len(known)} from the run's archive) "
+        f"local search {budget.search_chains} chains ({len(known)} from known hard inputs) "
         f"x {budget.search_candidates} candidates "
         f"x {searched.search_steps} steps{fewer}, seed {budget.seed}"
     )
@@ -268,6 +289,9 @@ def adversary_source(
 
 #: The oracle's finds re-scored exactly (the hardest few).
 RESCORED = 8
+#: Folded into the adversary source's key for the draw from the DP's worst strategy (kept
+#: apart from the search's own keys, which every policy shares).
+_CERTIFICATE_START = 0xCE27
 
 
 def families_source(
@@ -335,19 +359,40 @@ def sources(
     key: jax.Array,
     mesh: Mesh | None = None,
     starts=None,
+    clock: SourceClock | None = None,
 ) -> tuple[dict[str, SourceRatio], SourceRatio]:
     """Posted pricing's sources of the evaluator (module docstring) and the DP's upper bound on
     a randomised policy's CR, in float64 (the caller enables it). With a ``mesh`` the families'
     and random instances are split over its devices; the fresh adversary and the certificate
-    run on one device. ``starts``: buyer types ``[S, T]`` the local search also starts from."""
+    run on one device. ``starts``: buyer types ``[S, T]`` the local search also starts from;
+    ``clock`` times each source. Where ``exact`` is the CR the adversary source is a
+    cross-check of it (:func:`~advonline.evaluation.cross_check_budget`)."""
+    clock = clock or SourceClock("policy")
     key_adversary, key_families, key_random = jax.random.split(key, 3)
-    found = {
-        "exact": exact_source(setting, policy, budget),
-        "adversary": adversary_source(setting, policy, budget, key_adversary, starts),
-        "families": families_source(setting, policy, budget, key_families, mesh),
-        "random": random_source(setting, policy, budget, key_random, mesh),
-    }
-    return found, upper_bound(setting, policy, budget)
+    found = {"exact": clock.run("exact", lambda: exact_source(setting, policy, budget))}
+    exact = found["exact"]
+
+    def adversary() -> SourceRatio:
+        if exact.ratio is None:
+            return adversary_source(setting, policy, budget, key_adversary, starts)
+        if exact.note.startswith("closed form"):
+            return SourceRatio(
+                None,
+                "no cross-check of the closed form: the setting is beyond "
+                "the DP, whose worst run the cross-check starts from",
+            )
+        searched = cross_check_budget(budget)
+        checked = adversary_source(setting, policy, searched, key_adversary, starts, exact)
+        return dataclasses.replace(checked, note=cross_check_note(searched) + checked.note)
+
+    found["adversary"] = clock.run("adversary", adversary)
+    found["families"] = clock.run(
+        "families", lambda: families_source(setting, policy, budget, key_families, mesh)
+    )
+    found["random"] = clock.run(
+        "random", lambda: random_source(setting, policy, budget, key_random, mesh)
+    )
+    return found, clock.run("upper_bound", lambda: upper_bound(setting, policy, budget))
 
 
 @dataclasses.dataclass(frozen=True)

@@ -1,0 +1,117 @@
+"""The main job's time: training against measuring, from a cold start, and the figures both
+halves give.
+
+Run: python benchmarks/main_job.py [--config CONFIG] [--seeds 0] [--against-python PYTHON]
+
+Each seed runs ``advonline run CONFIG`` in a fresh process with an empty compilation cache
+(what a user's first ``make run`` does after the install). The script prints, per seed, the
+whole job's wall time, the training's seconds and the measuring's (``training_seconds`` and
+``measuring_seconds`` of the run's ``evaluation.json``; a report without the latter shows
+n/a), the rest (start-up, export, figures), and every algorithm's measured CR with the
+learned policy's certified bound, so that two code versions (``--against-python``: the
+advonline installed for another Python, e.g. another checkout's ``.venv/bin/python``) are
+compared on the same machine in one invocation, figures side by side. Then the medians.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from time_to_certificate import cache_environment, seeded_config
+
+from advonline import environment
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def run_timed(config: Path, seed: int, python: str, folder: Path) -> dict:
+    """One cold ``advonline run`` of ``config`` with ``seed`` (the advonline of ``python``):
+    its wall seconds and its report."""
+    seeded = seeded_config(config, seed, folder)
+    out = folder / f"{config.stem}-seed{seed}"
+    command = [python, "-m", "advonline", "run", str(seeded), "--out", str(out), "--quiet"]
+    started = time.perf_counter()
+    finished = subprocess.run(  # from the scratch folder: `-m` imports from the cwd first
+        command,
+        cwd=folder,
+        env=cache_environment(folder / f"cache-{seed}"),
+        capture_output=True,
+        text=True,
+    )
+    wall = time.perf_counter() - started
+    if finished.returncode != 0:
+        raise SystemExit(f"{config} seed {seed}: advonline run failed:\n{finished.stderr}")
+    return {"wall": wall, "report": json.loads((out / "evaluation.json").read_text())}
+
+
+def _cells(result: dict, algorithms: list[str]) -> list[str]:
+    report = result["report"]
+    training = report["training_seconds"]
+    measuring = report.get("measuring_seconds")
+    rest = None if measuring is None else result["wall"] - training - measuring
+    by_name = {r["algorithm"]: r for r in report["results"]}
+    bound = by_name["learned"]["upper_bound"] if "learned" in by_name else None
+    cells = [f"{result['wall']:.0f}", f"{training:.0f}", _maybe(measuring), _maybe(rest)]
+    cells += [
+        f"{by_name[a]['competitive_ratio']:.4f}" if a in by_name else "n/a" for a in algorithms
+    ]
+    return [*cells, "n/a" if bound is None else f"{bound:.4f}"]
+
+
+def _maybe(seconds: float | None) -> str:
+    return "n/a" if seconds is None else f"{seconds:.0f}"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--config", type=Path, default=ROOT / "experiments/configs/k1-u10-oracle.toml"
+    )
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0])
+    parser.add_argument("--against-python", default=None)
+    args = parser.parse_args()
+    pythons = {"this code": sys.executable}
+    if args.against_python is not None:
+        pythons["other code"] = args.against_python
+        print(f"other code: the advonline of {args.against_python}")
+    described = environment.describe()
+    device = described["device"]
+    print(
+        f"device: {device['count']} x {device['kind']} ({device['platform']}); "
+        f"{os.cpu_count()} CPU cores; jax {described['jax']}; config {args.config.name}; "
+        "compilation cache cold"
+    )
+    results: dict[str, list[dict]] = {}
+    with tempfile.TemporaryDirectory() as scratch:
+        for number, (code, python) in enumerate(pythons.items()):
+            folder = Path(scratch) / f"code-{number}"
+            results[code] = [run_timed(args.config, s, python, folder) for s in args.seeds]
+    algorithms = [r["algorithm"] for r in next(iter(results.values()))[0]["report"]["results"]]
+    header = ["code", "seed", "s in all", "s training", "s measuring", "s other"]
+    header += [f"CR {a}" for a in algorithms] + ["learned bound"]
+    print("  ".join(f"{h:>14}" for h in header))
+    for code, runs in results.items():
+        rows = [_cells(run, algorithms) for run in runs]
+        for seed, cells in zip(args.seeds, rows, strict=True):
+            print("  ".join(f"{c:>14}" for c in [code, str(seed), *cells]))
+        if len(rows) > 1:
+            medians = [_median_cell([row[i] for row in rows]) for i in range(len(rows[0]))]
+            print("  ".join(f"{c:>14}" for c in [code, "median", *medians]))
+
+
+def _median_cell(cells: list[str]) -> str:
+    if any(c == "n/a" for c in cells):
+        return "n/a"
+    return f"{statistics.median(float(c) for c in cells):.4g}"
+
+
+if __name__ == "__main__":
+    main()
