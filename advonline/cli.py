@@ -294,13 +294,15 @@ def main(argv: list[str] | None = None) -> int:
     compilation_cache.enable()
     with warnings.catch_warnings():
         warnings.simplefilter("always", UnverifiedFile)
+        warnings.simplefilter("always", registry.PluginNote)
         warnings.showwarning = _show_warning
         return _main(argv)
 
 
 def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
-    """Notes about the user's files as one line each; other warnings as Python prints them."""
-    if issubclass(category, UnverifiedFile):
+    """Notes about the user's files and installed problems as one line each; other warnings
+    as Python prints them."""
+    if issubclass(category, (UnverifiedFile, registry.PluginNote)):
         print(f"advonline: note: {message}", file=sys.stderr)
     else:
         sys.stderr.write(warnings.formatwarning(message, category, filename, lineno, line))

@@ -1,0 +1,128 @@
+"""A problem from an installed package: the registry reads the package's entry point
+(``advonline.problems``), every command sees the problem, and a clash or a broken package
+gets one line, naming the package, without touching the other problems."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from advonline import cli
+from advonline import problems as registry
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def install(site: Path, package: str, entries: dict[str, str], modules: dict[str, str]) -> None:
+    """``package`` as an installer leaves it in ``site``: its modules (``{path: text}``) and a
+    ``.dist-info`` folder whose ``entry_points.txt`` declares ``entries`` (``{name: value}``)."""
+    for path, text in modules.items():
+        (site / path).parent.mkdir(parents=True, exist_ok=True)
+        (site / path).write_text(text)
+    info = site / f"{package.replace('-', '_')}-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {package}\nVersion: 0.1\n")
+    declared = "".join(f"{name} = {value}\n" for name, value in entries.items())
+    (info / "entry_points.txt").write_text(f"[{registry.ENTRY_POINT_GROUP}]\n{declared}")
+
+
+@pytest.fixture
+def site(tmp_path, monkeypatch):
+    """A folder on the import path, read afresh by the registry (its own reading of the
+    installed packages is put back after the test)."""
+    folder = tmp_path / "site"
+    folder.mkdir()
+    monkeypatch.syspath_prepend(str(folder))
+    monkeypatch.setattr(registry, "_plugins", None)
+    return folder
+
+
+SKI_CONFIG = """
+[problem]
+name = "ski-rental"
+
+[setting]
+buy = 4.0
+rounds = 10
+
+[game]
+epochs = 2
+
+[oracle]
+epoch_steps = 20
+chains = 8
+candidates = 1
+search_steps = 8
+probe_every = 0
+"""
+
+
+def test_an_installed_problem_runs_from_the_plain_command_line(tmp_path, site):
+    """A package that declares ski rental (tests/ski_rental.py) under the entry point, and
+    nothing else: ``advonline run`` in a fresh process trains it, measures it beside its
+    baselines and exports it, and ``evaluate --checkpoint`` reads the run without
+    ``--problem``."""
+    module = (ROOT / "tests" / "ski_rental.py").read_text()
+    files = {"skirental/__init__.py": "", "skirental/problem.py": module}
+    install(site, "skirental", {"ski-rental": "skirental.problem"}, files)
+    config = tmp_path / "ski.toml"
+    config.write_text(SKI_CONFIG)
+    out = tmp_path / "run"
+    environment = {**os.environ, "PYTHONPATH": str(site)}
+    budget = ["--search-steps", "8", "--random-instances", "8", "--adversary-steps", "2"]
+    command = [sys.executable, "-m", "advonline", "run", str(config), "--out", str(out)]
+    finished = subprocess.run(
+        [*command, "--quiet", *budget], cwd=tmp_path, env=environment, capture_output=True
+    )
+    assert finished.returncode == 0, finished.stderr.decode()[-2000:]
+    report = json.loads((out / "evaluation.json").read_text())
+    assert report["setting"]["problem"] == "ski-rental"
+    rows = {row["algorithm"]: row for row in report["results"]}
+    assert set(rows) == {"learned", "break-even", "never"}
+    assert rows["break-even"]["sources"]["exact"] == pytest.approx(2 - 1 / 4)
+    assert (out / "policy.json").is_file()
+    read = [*command[:3], "evaluate", "--checkpoint", str(out), "--json", "--quiet", *budget]
+    again = subprocess.run(read, cwd=tmp_path, env=environment, capture_output=True)
+    assert again.returncode == 0, again.stderr.decode()[-2000:]
+    assert json.loads(again.stdout)["setting"]["problem"] == "ski-rental"
+
+
+def test_clashes_and_broken_packages_get_one_line_each(site, capsys):
+    install(site, "clashing", {"adwords": "clashing_problem"}, {"clashing_problem.py": ""})
+    for twin in ("twin-a", "twin-b"):
+        install(site, twin, {"twin": "twin_problem"}, {"twin_problem.py": ""})
+    broken = "raise ImportError('needs a library that is not here')\n"
+    install(site, "broken", {"broken": "broken_problem"}, {"broken_problem.py": broken})
+    install(site, "odd", {"odd": "odd_problem:VALUE"}, {"odd_problem.py": "VALUE = 3\n"})
+    misnamed = "from advonline.problems.adwords.problem import PROBLEM\n"
+    install(site, "misnamed", {"other-name": "misnamed_problem"}, {"misnamed_problem.py": misnamed})
+
+    with pytest.warns(registry.PluginNote) as notes:
+        known = registry.names()
+    said = sorted(str(note.message) for note in notes)
+    assert said == [
+        "problem 'adwords' of package clashing 0.1 is ignored: a built-in problem has that name",
+        "problem 'twin' is declared by package twin-a 0.1 and package twin-b 0.1; both are ignored",
+    ]
+    assert known.count("adwords") == 1 and "twin" not in known
+    assert {"broken", "odd", "other-name"} <= set(known)
+    assert registry.get("adwords").name == "adwords"  # the built-in one, untouched
+    for name, message in [
+        ("broken", "package broken 0.1 cannot be loaded from 'broken_problem': ImportError"),
+        ("odd", "'odd_problem:VALUE' gives a 'int' object, not an advonline.problem.Problem"),
+        ("other-name", "its Problem is named 'adwords'"),
+    ]:
+        with pytest.raises(registry.PluginError, match=message):
+            registry.get(name)
+
+    registry._plugins = None  # read again, as a fresh process would
+    assert cli.main(["evaluate", "--problem", "broken"]) == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 3 and "Traceback" not in "".join(lines)
+    assert lines[0].startswith("advonline: note: problem 'adwords' of package clashing 0.1")
+    assert lines[2].startswith("advonline: error: problem 'broken' of package broken 0.1")
