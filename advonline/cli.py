@@ -592,7 +592,7 @@ def run_archive(args: argparse.Namespace) -> int:
     title = game.setting_title(run.setting.describe())
     print(
         f"archive of {Path(args.run_dir)}: {len(rows)} instances after {epochs} epochs "
-        f"({title}); ratios OPT / E[ALG], exact"
+        f"({title}); ratios {run.problem.ratio_name}, exact"
     )
     header = ("slot", "epoch", "found by", "weight", "OPT", "vs current", "vs delivered")
     print("  ".join(f"{name:>12}" for name in (*header, *game.archive_columns)))

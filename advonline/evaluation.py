@@ -40,7 +40,7 @@ from typing import Protocol
 import jax
 
 from advonline import environment
-from advonline.ratio import format_ratio
+from advonline.ratio import RATIO_NAMES, format_ratio
 
 #: The sources every problem's evaluator reports, in the table's order.
 SOURCE_NAMES = ("exact", "adversary", "families", "random")
@@ -354,6 +354,7 @@ def report(
     judged = learned is not None and baselines
     return {
         "setting": setting.describe(),
+        "ratio": problem.ratio_name,
         "budget": budget.describe(),
         **extra,
         "environment": environment.describe(),
@@ -378,6 +379,7 @@ def table(document: dict) -> str:
     the lower bound beside every algorithm's sources; then what a missing figure means."""
     budget = Budget(**document["budget"])
     lines = [f"setting: {setting_line(document['setting'])}", f"budget: {budget.summary()}"]
+    lines.append(f"ratio: {document.get('ratio', RATIO_NAMES['earn'])}, lower is better")
     if document["reference"]:
         reference = document["reference"]
         lines.append(f"reference: {reference['label']} = {reference['ratio']:.4f}")

@@ -427,6 +427,7 @@ def plot_runs(
 def _draw(runs: list[TrainedRun], metrics: list, out: Path, budget, say) -> list[Path]:
     """:func:`plot_runs`' figures, into the claimed folder ``out``."""
     written, bars, bounds, convergence, updates, budgets = [], [], [], {}, set(), set()
+    ratios = set()
     for run, rows in zip(runs, metrics, strict=True):
         name = run.folder.name
         evaluation = stored_evaluation(run)
@@ -442,7 +443,9 @@ def _draw(runs: list[TrainedRun], metrics: list, out: Path, budget, say) -> list
         known = evaluation["reference"]
         reference = None if known is None else (known["label"], known["ratio"])
         written += plots.ratio_figure(name, rows, evaluation, out, title, reference)
-        written += plots.exploitability_figure(name, rows, title, out)
+        ratio = run.problem.ratio_name
+        ratios.add(ratio)
+        written += plots.exploitability_figure(name, rows, title, out, ratio)
         written += game.policy_figures(name, run.policies(), out)
         results = evaluation["results"]
         bars.append((f"{name}\n{title}", {r["algorithm"]: r["competitive_ratio"] for r in results}))
@@ -459,6 +462,7 @@ def _draw(runs: list[TrainedRun], metrics: list, out: Path, budget, say) -> list
         "learned-vs-baselines",
         f"Learned vs baselines, measured CR\n{budget_text}",
         bounds,
+        ratios.pop() if len(ratios) == 1 else "(earned and cost ratios mixed)",
     )
     title = (
         "Per-round vs REINFORCE update: training convergence"

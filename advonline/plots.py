@@ -19,7 +19,15 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 from matplotlib.ticker import NullFormatter, ScalarFormatter  # noqa: E402
 
-RATIO_LABEL = "competitive ratio OPT / E[ALG]"
+from advonline.ratio import RATIO_NAMES  # noqa: E402
+
+
+def ratio_label(ratio: str = RATIO_NAMES["earn"]) -> str:
+    """An axis label for a competitive ratio that is ``ratio`` (``OPT / E[ALG]`` or
+    ``E[cost] / OPT``: :data:`advonline.ratio.RATIO_NAMES`)."""
+    return f"competitive ratio {ratio}"
+
+
 LEARNED = ("learned", "learned-deterministic")
 
 
@@ -121,19 +129,22 @@ def ratio_figure(
     drawn += [reference[1] if reference else None]
     _ratio_scale(axis, drawn)
     axis.set_xlabel("training step")
-    axis.set_ylabel(RATIO_LABEL)
+    axis.set_ylabel(ratio_label(evaluation.get("ratio", RATIO_NAMES["earn"])))
     note = f"; not drawn: {', '.join(unplotted)}" if unplotted else ""
     axis.set_title(f"{name}: ratio over training\n{title}{note}", fontsize=9)
     axis.legend(fontsize=7)
     return save(figure, out, f"{name}-ratio")
 
 
-def exploitability_figure(name: str, rows: list[dict], title: str, out: Path) -> list[Path]:
+def exploitability_figure(
+    name: str, rows: list[dict], title: str, out: Path, ratio: str = RATIO_NAMES["earn"]
+) -> list[Path]:
     """The simultaneous loop: each epoch's search's worst ratio against the training
     adversary's, and their difference; the oracle loop: the probe's ratio against the
-    restricted game's and the ratio gap. ``title`` names the setting."""
+    restricted game's and the ratio gap. ``title`` names the setting, ``ratio`` what the
+    ratios are."""
     if any(r.get("restricted_ratio") is not None for r in rows):
-        return _oracle_exploitability_figure(name, rows, title, out)
+        return _oracle_exploitability_figure(name, rows, title, out, ratio)
     kept = [r for r in rows if r.get("oracle_ratio") is not None]
     steps = [r["step"] for r in kept]
     figure, axis = plt.subplots(figsize=(7, 4.2))
@@ -144,13 +155,15 @@ def exploitability_figure(name: str, rows: list[dict], title: str, out: Path) ->
     )
     axis.axhline(0, color="grey", linewidth=0.8)
     axis.set_xlabel("training step")
-    axis.set_ylabel(f"{RATIO_LABEL} (exploitability: difference)")
+    axis.set_ylabel(f"{ratio_label(ratio)} (exploitability: difference)")
     axis.set_title(f"{name}: exploitability over training\n{title}", fontsize=9)
     axis.legend(fontsize=8)
     return save(figure, out, f"{name}-exploitability")
 
 
-def _oracle_exploitability_figure(name: str, rows: list[dict], title: str, out: Path) -> list[Path]:
+def _oracle_exploitability_figure(
+    name: str, rows: list[dict], title: str, out: Path, ratio: str
+) -> list[Path]:
     figure, (ratios, gap) = plt.subplots(1, 2, figsize=(10, 4))
     ratios.plot(*_column(rows, "restricted_ratio"), "s-", label="restricted game's CR (1 / value)")
     ratios.plot(*_column(rows, "probe_ratio"), "o-", label="probe's worst ratio")
@@ -160,7 +173,7 @@ def _oracle_exploitability_figure(name: str, rows: list[dict], title: str, out: 
         ratios.plot(mixture_steps, mixture_ratios, "d-", label="mixture's worst ratio found")
     shown = ("restricted_ratio", "probe_ratio", "mixture_ratio")
     _ratio_scale(ratios, [r.get(k) for r in rows for k in shown])
-    ratios.set_ylabel(RATIO_LABEL)
+    ratios.set_ylabel(ratio_label(ratio))
     ratios.legend(fontsize=8)
     steps, values = _column(rows, "exploitability")
     gap.plot(steps, values, "^-", label="network: max(probe, archive) / restricted - 1")
@@ -184,9 +197,11 @@ def bars_figure(
     stem: str,
     title: str,
     bounds: list[dict[str, float]] | None = None,
+    ratio: str = RATIO_NAMES["earn"],
 ) -> list[Path]:
     """Grouped bars: one group per setting, one bar per algorithm's measured CR (log scale; an
-    infinite ratio is drawn as a hatched bar reaching the top and labelled inf). ``bounds``
+    infinite ratio is drawn as a hatched bar reaching the top and labelled inf; ``ratio``:
+    what the ratios are). ``bounds``
     (per row, algorithm -> DP upper bound of a randomised policy) are drawn as markers above the
     bar: the true CR lies between the bar (worst instance found) and the marker."""
     algorithms = list(dict.fromkeys(a for _, ratios in rows for a in ratios))
@@ -249,7 +264,7 @@ def bars_figure(
     axis.set_xticks(np.arange(len(rows)), [label for label, _ in rows], fontsize=7)
     axis.set_yscale("log")
     axis.set_ylim(bottom=1.0, top=top * 2)
-    axis.set_ylabel(f"measured {RATIO_LABEL}")
+    axis.set_ylabel(f"measured {ratio_label(ratio)}")
     axis.set_title(_wrapped(title, figure_width), fontsize=9)
     axis.legend(fontsize=7)
     return save(figure, out, stem)
@@ -268,7 +283,7 @@ def convergence_figure(
     title: str,
     target: float | None = None,
     column: str = "pool_ratio",
-    label: str = "worst ratio OPT / E[ALG] in the training pool",
+    label: str = f"worst ratio {RATIO_NAMES['earn']} in the training pool",
     step_label: str = "training step",
 ) -> list[Path]:
     """A metrics ``column`` (by default the training pool's worst ratio) against steps and

@@ -155,10 +155,11 @@ class Problem:
     - ``restore(dict) -> (setting, policy)``: a policy file read back as a policy the
       simulator runs (``advonline evaluate --policy``); InputError says why it cannot be.
 
-    - ``sources(setting, policy, budget, key, mesh, starts) -> ({name: SourceRatio},
+    - ``sources(setting, policy, budget, key, mesh, starts, clock) -> ({name: SourceRatio},
       upper_bound)``: the evaluator's sources (advonline/evaluation.py) computed the
       problem's own way (``starts``: inputs ``[S, T]`` its search should also start from, or
-      None); default :func:`advonline.sources.sources`, over the token encoding.
+      None; ``clock``: an :class:`advonline.evaluation.SourceClock` that runs and times each
+      source); default :func:`advonline.sources.sources`, over the token encoding.
     - ``trace(setting_table, path, names, budget) -> (report, text)``: the named baselines
       run on a user's input file (``advonline evaluate --instances``); default: refused in
       one line.
@@ -166,6 +167,9 @@ class Problem:
       largest arrays, checked before it runs; default: no estimate.
     - ``training``: the problem's own game and config tables (:class:`Training`); None for
       one that plays the core's game (:class:`advonline.problem_game.ProblemGame`).
+    - ``objective``: ``"earn"`` (welfare, revenue: the ratio is ``OPT / E[ALG]``) or
+      ``"pay"`` (a cost: the ratio is ``E[cost] / OPT``), for the labels of reports,
+      tables, figures and listings (:data:`advonline.ratio.RATIO_NAMES`).
     """
 
     name: str
@@ -187,6 +191,23 @@ class Problem:
     trace: Callable | None = None
     evaluation_needs: Callable | None = None
     training: Training | None = None
+    objective: str = "earn"
+
+    def __post_init__(self):
+        from advonline.ratio import RATIO_NAMES
+
+        if self.objective not in RATIO_NAMES:
+            raise ValueError(
+                f"problem {self.name!r}: objective must be one of {sorted(RATIO_NAMES)}, "
+                f"got {self.objective!r}"
+            )
+
+    @property
+    def ratio_name(self) -> str:
+        """What its competitive ratio is: ``OPT / E[ALG]`` or ``E[cost] / OPT``."""
+        from advonline.ratio import RATIO_NAMES
+
+        return RATIO_NAMES[self.objective]
 
 
 def payoffs_of(problem: Problem, setting, policy, instances) -> jax.Array:

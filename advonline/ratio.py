@@ -2,7 +2,9 @@
 
 The payoff of an algorithm on an input is ``ALG / OPT`` (what the algorithm maximises), 1 where
 OPT is 0 (nothing could be earned, so nothing was lost). The ratio is ``OPT / ALG = 1 /
-payoff``: infinite where the algorithm earns nothing that OPT could have earned.
+payoff``: infinite where the algorithm earns nothing that OPT could have earned. For a problem
+that pays (a cost to minimise) the payoff is ``OPT / cost`` and the ratio ``cost / OPT``;
+:data:`RATIO_NAMES` says which, for labels.
 """
 
 from __future__ import annotations
@@ -10,6 +12,9 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 import numpy as np
+
+#: What a problem's competitive ratio is, by its objective (``Problem.objective``).
+RATIO_NAMES = {"earn": "OPT / E[ALG]", "pay": "E[cost] / OPT"}
 
 
 def payoff(earned: jax.Array, optimum: jax.Array) -> jax.Array:

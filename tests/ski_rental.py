@@ -155,4 +155,5 @@ PROBLEM = Problem(
     export=export,
     load=load,
     reference=reference,
+    objective="pay",
 )

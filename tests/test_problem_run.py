@@ -354,11 +354,23 @@ def test_a_problem_from_outside_the_package_runs(tmp_path, monkeypatch, capsys):
 
     monkeypatch.setitem(registry._MODULES, "ski-rental", "ski_rental")  # undone after the test
     registry.register("ski-rental", "ski_rental")
+    from advonline import plots
+
+    labels = []
+    save = plots.save
+
+    def saved(figure, out, stem):  # each figure's axis labels, then the figure as drawn
+        labels.extend(axis.get_ylabel() for axis in figure.axes)
+        return save(figure, out, stem)
+
+    monkeypatch.setattr(plots, "save", saved)
     config = tmp_path / "ski.toml"
     config.write_text(SKI_RENTAL)
     out = tmp_path / "run"
     budget = ["--search-steps", "16", "--random-instances", "16"]
     assert cli.main(["run", str(config), "--out", str(out), "--quiet", *budget]) == 0
+    assert "measured competitive ratio E[cost] / OPT" in labels
+    assert not any("OPT / E[ALG]" in label for label in labels)
     report = json.loads((out / "evaluation.json").read_text())
     algorithms = by_algorithm(report)
     assert certified(algorithms["break-even"]) == pytest.approx(2 - 1 / 4)
@@ -367,7 +379,12 @@ def test_a_problem_from_outside_the_package_runs(tmp_path, monkeypatch, capsys):
     assert certified(algorithms["learned"]) < certified(algorithms["break-even"])
     assert certified(algorithms["learned"]) <= 1.05 * report["reference"]["ratio"]
     assert (out / "figures" / "learned-vs-baselines.png").is_file()
-    assert "ski-rental" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "ski-rental" in printed
+    # a cost problem's ratio is named as one in the report, the table and the listing
+    assert report["ratio"] == "E[cost] / OPT" and "ratio: E[cost] / OPT" in printed
+    assert cli.main(["archive", str(out), "--top", "1"]) == 0
+    assert "ratios E[cost] / OPT, exact" in capsys.readouterr().out
 
 
 def test_bad_budget_flags_get_one_line_before_any_work(tmp_path, capsys):
