@@ -17,17 +17,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-from time_to_certificate import cache_environment, seeded_config
-
-from advonline import environment
+from time_to_certificate import cache_environment, code_versions, seeded_config
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -78,17 +74,8 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, nargs="+", default=[0])
     parser.add_argument("--against-python", default=None)
     args = parser.parse_args()
-    pythons = {"this code": sys.executable}
-    if args.against_python is not None:
-        pythons["other code"] = args.against_python
-        print(f"other code: the advonline of {args.against_python}")
-    described = environment.describe()
-    device = described["device"]
-    print(
-        f"device: {device['count']} x {device['kind']} ({device['platform']}); "
-        f"{os.cpu_count()} CPU cores; jax {described['jax']}; config {args.config.name}; "
-        "compilation cache cold"
-    )
+    detail = f"config {args.config.name}; compilation cache cold"
+    pythons = code_versions(args.against_python, detail)
     results: dict[str, list[dict]] = {}
     with tempfile.TemporaryDirectory() as scratch:
         for number, (code, python) in enumerate(pythons.items()):

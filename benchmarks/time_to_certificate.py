@@ -64,6 +64,22 @@ def cache_environment(cache: Path) -> dict:
     return environ
 
 
+def code_versions(against_python: str | None, detail: str) -> dict[str, str]:
+    """``{"this code": this Python, "other code": against_python}`` (the latter where given),
+    having printed what the other code is and the device line, with ``detail`` at its end."""
+    pythons = {"this code": sys.executable}
+    if against_python is not None:
+        pythons["other code"] = against_python
+        print(f"other code: the advonline of {against_python}")
+    described = environment.describe()
+    device = described["device"]
+    print(
+        f"device: {device['count']} x {device['kind']} ({device['platform']}); "
+        f"{os.cpu_count()} CPU cores; jax {described['jax']}; {detail}"
+    )
+    return pythons
+
+
 def train_timed(config: Path, seed: int, python: str, folder: Path, cache: Path) -> list[dict]:
     """The metrics rows of a fresh ``advonline train`` of ``config`` with ``seed`` (the
     advonline of ``python``, compilation cache in ``cache``), each with ``since_start``:
@@ -129,16 +145,7 @@ def main() -> None:
     )
     args = parser.parse_args()
     configs = args.config or [ROOT / "experiments/configs/k1-u10-oracle.toml"]
-    pythons = {"this code": sys.executable}
-    if args.against_python is not None:
-        pythons["other code"] = args.against_python
-        print(f"other code: the advonline of {args.against_python}")
-    described = environment.describe()
-    device = described["device"]
-    print(
-        f"device: {device['count']} x {device['kind']} ({device['platform']}); "
-        f"{os.cpu_count()} CPU cores; jax {described['jax']}; compilation cache {args.cache}"
-    )
+    pythons = code_versions(args.against_python, f"compilation cache {args.cache}")
     phases = [c.removeprefix("seconds_") for c in profile.COLUMNS]
     header = ["code", "config", "seed", "s to train", *[f"s to <={lv}" for lv in args.levels]]
     header += ["final", "s"]
