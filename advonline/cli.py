@@ -19,6 +19,7 @@ from tqdm import tqdm
 
 from advonline import (
     archive_view,
+    checks,
     compilation_cache,
     configs,
     evaluation,
@@ -107,6 +108,17 @@ def build_parser() -> argparse.ArgumentParser:
         help="run the baselines on your own input file (for a problem that reads one)",
     )
     ev.set_defaults(run=run_evaluate)
+
+    ck = commands.add_parser("check", help="the checks every problem should pass, on a setting")
+    ck.add_argument("problem", help=f"a registered problem: {', '.join(registry.names())}")
+    ck.add_argument(
+        "--setting",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a field of the problem's setting (repeatable; default: the setting's defaults)",
+    )
+    ck.set_defaults(run=run_check)
 
     tr = commands.add_parser("train", help="train the algorithm network against the adversary")
     tr.add_argument("config", help="TOML config (see experiments/configs/)")
@@ -389,6 +401,22 @@ def run_evaluate(args: argparse.Namespace) -> int:
     if not args.json and (measured := evaluation.time_line(document)) is not None:
         print(measured)
     return 0
+
+
+def run_check(args: argparse.Namespace) -> int:
+    """``advonline check NAME``: every check of :mod:`advonline.checks` on the problem's
+    setting, as a table; status 1 if any fails."""
+    problem = _problem(args.problem)
+    setting = problem.setting.from_config(_setting_table(args.setting))
+    results = checks.check_problem(problem, setting)
+    print(f"checks of {problem.name} on {evaluation.setting_line(setting.describe())}")
+    width = max(len(result.name) for result in results) + 2
+    for result in results:
+        verdict = "pass" if result.passed else "FAIL"
+        print(f"{result.name:<{width}}{verdict:<6}{result.detail}")
+    failed = [result.name for result in results if not result.passed]
+    print("all checks passed" if not failed else f"failed: {', '.join(failed)}")
+    return 1 if failed else 0
 
 
 def _evaluate_checkpoint(args: argparse.Namespace, budget: evaluation.Budget) -> int:

@@ -19,7 +19,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import struct
 
-from advonline.problem import Certificate, PolicyHead, Problem
+from advonline.problem import Certificate, PolicyHead, Problem, setting_from_table
 from advonline.ratio import payoff
 
 
@@ -30,7 +30,7 @@ class Setting:
 
     @staticmethod
     def from_config(section: dict) -> Setting:
-        return Setting(**section)
+        return setting_from_table(Setting, section)  # unknown keys, wrong types: one line
 
     def describe(self) -> dict:
         return {"problem": "ski-rental", "buy": self.buy, "rounds": self.rounds}

@@ -90,6 +90,31 @@ def test_an_installed_problem_runs_from_the_plain_command_line(tmp_path, site):
     again = subprocess.run(read, cwd=tmp_path, env=environment, capture_output=True)
     assert again.returncode == 0, again.stderr.decode()[-2000:]
     assert json.loads(again.stdout)["setting"]["problem"] == "ski-rental"
+    check = [*command[:3], "check", "ski-rental", "--setting", "buy=4", "--setting", "rounds=10"]
+    checked = subprocess.run(check, cwd=tmp_path, env=environment, capture_output=True, text=True)
+    assert checked.returncode == 0, checked.stdout + checked.stderr[-2000:]
+    assert checked.stdout.strip().endswith("all checks passed")
+
+
+def test_the_checks_catch_a_certificate_that_claims_too_much(capsys, monkeypatch):
+    """``advonline check`` fails, with status 1 and the check named, a problem whose
+    certificates are half what its inputs reach; the other checks still run and pass."""
+    import dataclasses
+
+    import ski_rental
+
+    from advonline.problem import Certificate
+
+    def halved(setting, policy):
+        found = ski_rental.certificate(setting, policy)
+        return Certificate(found.ratio / 2, found.exact, found.worst)
+
+    wrong = dataclasses.replace(ski_rental.PROBLEM, certificate=halved)
+    monkeypatch.setattr(cli, "_problem", lambda name: wrong)
+    assert cli.main(["check", "ski-rental"]) == 1
+    printed = capsys.readouterr().out
+    assert "certificates  FAIL  CheckFailed: break-even: a search found" in printed
+    assert printed.count("pass ") == 4 and printed.strip().endswith("failed: certificates")
 
 
 def test_clashes_and_broken_packages_get_one_line_each(site, capsys):

@@ -1,0 +1,182 @@
+"""The checks any problem of the interface should pass, on a setting of its own
+(``advonline check NAME``): a built-in problem and an installed package's alike.
+
+Each check is a function ``(problem, setting) -> detail`` that raises :class:`CheckFailed`
+(or any exception: a problem that crashes fails the check) and returns one line saying what
+it saw. :func:`check_problem` runs them all and reports each, so one failure never hides the
+others. What needs a reference only the problem has (its simulator against a loop written by
+hand, its optimum against a solver) stays in that problem's own tests.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from collections.abc import Callable
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from advonline.problem import Problem, payoffs_of
+from advonline.ratio import ratio_of_payoff
+from advonline.search import hill_climb
+
+#: Relative rounding a float64 ratio may carry.
+_ROUNDING = 1e-9
+
+
+class CheckFailed(AssertionError):
+    """A check found something wrong; the message says what."""
+
+
+@dataclasses.dataclass(frozen=True)
+class CheckResult:
+    """One check's outcome: passed or not, and one line of what it saw."""
+
+    name: str
+    passed: bool
+    detail: str
+
+
+def _require(condition: bool, message: str) -> None:
+    if not condition:
+        raise CheckFailed(message)
+
+
+def setting_round_trip(problem: Problem, setting) -> str:
+    """The setting is hashable, names its problem, and reads back from its own description;
+    an unknown key is refused with a ValueError (the command line's one line)."""
+    described = setting.describe()
+    _require(described.get("problem") == problem.name, f"describe() names {described!r}")
+    fields = {k: v for k, v in described.items() if k != "problem"}
+    again = problem.setting.from_config(json.loads(json.dumps(fields)))
+    _require(again == setting and hash(again) == hash(setting), "from_config(describe()) differs")
+    try:
+        problem.setting.from_config({**fields, "no_such_key": 1})
+    except ValueError:
+        return f"{len(fields)} fields read back; an unknown key is refused"
+    raise CheckFailed("from_config accepted the unknown key 'no_such_key'")
+
+
+def encoding_in_vocabulary(problem: Problem, setting) -> str:
+    """Random and mutated token sequences stay in ``[0, vocabulary)``, with the encoding's
+    length, and a mutation changes most sequences."""
+    encoding = problem.encoding(setting)
+    tokens = encoding.random(jax.random.key(0), 32)
+    _require(tokens.shape == (32, encoding.length), f"random() gave shape {tokens.shape}")
+    mutated = encoding.mutate(jax.random.key(1), tokens)
+    _require(mutated.shape == tokens.shape, f"mutate() gave shape {mutated.shape}")
+    for found in (tokens, mutated):
+        low, high = int(found.min()), int(found.max())
+        _require(0 <= low and high < encoding.vocabulary, f"tokens in [{low}, {high}]")
+    changed = int(jnp.sum(jnp.any(mutated != tokens, axis=1)))
+    _require(changed >= 16, f"mutate() changed {changed} of 32 sequences")
+    return f"vocabulary {encoding.vocabulary}, length {encoding.length}; {changed}/32 mutated"
+
+
+def payoffs_in_range(problem: Problem, setting) -> str:
+    """Every baseline's payoff on random inputs is in [0, 1] (no algorithm beats OPT), and
+    OPT is never negative."""
+    encoding = problem.encoding(setting)
+    with jax.enable_x64(True):
+        instances = encoding.decode(encoding.random(jax.random.key(2), 16))
+        optima = np.asarray(problem.offline_optimum(setting, instances))
+        _require(bool(np.all(optima >= 0)), f"OPT as low as {optima.min():.6g}")
+        for name, make in problem.baselines.items():
+            payoffs = np.asarray(payoffs_of(problem, setting, make(setting), instances))
+            inside = np.all((payoffs >= 0) & (payoffs <= 1 + _ROUNDING))
+            _require(bool(inside), f"{name}: payoffs in [{payoffs.min()}, {payoffs.max()}]")
+    return f"{len(problem.baselines)} baselines x 16 inputs"
+
+
+def certificates_hold(problem: Problem, setting) -> str:
+    """No input a hill climb finds beats a baseline's certificate; an exact certificate's
+    worst input attains it; the lower bound on every algorithm is below every certificate."""
+    encoding = problem.encoding(setting)
+    bound = problem.lower_bound(setting)
+    seen = []
+    with jax.enable_x64(True):
+        for name, make in problem.baselines.items():
+            policy = make(setting)
+            certificate = problem.certificate(setting, policy)
+            if certificate is None:
+                continue
+
+            def score(tokens, policy=policy):
+                instances = encoding.decode(tokens)
+                return ratio_of_payoff(payoffs_of(problem, setting, policy, instances))
+
+            starts = encoding.random(jax.random.key(3), 16)
+            _, found = hill_climb(score, encoding.mutate, jax.random.key(4), starts, 64)
+            worst = float(found.max())
+            _require(
+                worst <= certificate.ratio * (1 + _ROUNDING),
+                f"{name}: a search found {worst:.6g} above its certificate {certificate.ratio:.6g}",
+            )
+            if certificate.exact and certificate.worst is not None:
+                attained = float(score(jnp.asarray(certificate.worst)[None])[0])
+                _require(
+                    math.isclose(attained, certificate.ratio, rel_tol=1e-9),
+                    f"{name}: its worst input has ratio {attained:.6g}, the certificate says "
+                    f"{certificate.ratio:.6g}",
+                )
+            if bound is not None:
+                _require(
+                    bound.ratio <= certificate.ratio * (1 + _ROUNDING),
+                    f"{name}: certified {certificate.ratio:.6g} below the lower bound "
+                    f"{bound.ratio:.6g}",
+                )
+            seen.append(f"{name} {certificate.ratio:.4g}")
+    if not seen:
+        return "no baseline has a certificate here"
+    lower = "no lower bound" if bound is None else f"lower bound {bound.ratio:.4g}"
+    return f"certified: {', '.join(seen)}; {lower}"
+
+
+def policy_file_round_trip(problem: Problem, setting) -> str:
+    """A learned policy (a fresh policy head's, with default sizes) exports to JSON, loads
+    back, and where the problem restores files measures as the policy it came from."""
+    if problem.export is None or problem.load is None:
+        return "not run: the problem has no export and load (its own game writes its files)"
+    encoding = problem.encoding(setting)
+    head = problem.policy_head(setting, {})
+    policy = head.to_policy(head.module.init(jax.random.key(6), *head.example))
+    document = json.loads(json.dumps(problem.export(setting, policy)))
+    problem.load(document)
+    if problem.restore is None:
+        return "a fresh learned policy exported and loaded (the problem restores no files)"
+    _, restored = problem.restore(document)
+    with jax.enable_x64(True):
+        instances = encoding.decode(encoding.random(jax.random.key(5), 8))
+        before = np.asarray(payoffs_of(problem, setting, policy, instances))
+        after = np.asarray(payoffs_of(problem, setting, restored, instances))
+    _require(
+        np.allclose(before, after, rtol=1e-5, atol=1e-9),
+        f"the restored file earns {after} where the policy earns {before}",
+    )
+    return "a fresh learned policy exported, loaded and restored: the same payoffs"
+
+
+#: Every check, by name, in the order run.
+CHECKS: dict[str, Callable] = {
+    "setting": setting_round_trip,
+    "encoding": encoding_in_vocabulary,
+    "payoffs": payoffs_in_range,
+    "certificates": certificates_hold,
+    "policy file": policy_file_round_trip,
+}
+
+
+def check_problem(problem: Problem, setting) -> list[CheckResult]:
+    """Every check of :data:`CHECKS` on ``setting``; each failure or crash is reported, not
+    raised."""
+    results = []
+    for name, check in CHECKS.items():
+        try:
+            results.append(CheckResult(name, True, check(problem, setting)))
+        except Exception as error:  # a crash of the problem's code fails its check
+            first = (str(error).strip().splitlines() or [type(error).__name__])[0]
+            results.append(CheckResult(name, False, f"{type(error).__name__}: {first}"))
+    return results
