@@ -94,7 +94,9 @@ class Certificate(NamedTuple):
 class LowerBound(NamedTuple):
     """A lower bound on every online algorithm's competitive ratio in the setting, certified:
     ``ratio = 1 / best_response``, where ``best_response`` is the best any algorithm can do
-    (an exact computation) against ``distribution``, a distribution over ``inputs``."""
+    (an exact computation) against ``distribution``, a distribution over ``inputs``: by Yao's
+    principle the largest ``E[ALG] / E[OPT]`` of a deterministic rule for a problem that
+    earns, the largest ``E[OPT] / E[cost]`` for one that pays."""
 
     ratio: float
     best_response: float
