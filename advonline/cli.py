@@ -682,7 +682,7 @@ def run_main_job(args: argparse.Namespace) -> int:
     if (measured := evaluation.time_line(result.report)) is not None:
         print(measured)
     print(f"measured ratios: {folder}/{pipeline.EVALUATION_NAME}")
-    print("exported policies: " + ", ".join(str(path) for path in result.policies))
+    print("exported policies: " + (", ".join(str(path) for path in result.policies) or "none"))
     print(f"figures: {folder}/figures/ ({len(result.figures)} files, PNG and PDF)")
     return 0
 

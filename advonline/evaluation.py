@@ -349,8 +349,9 @@ def report(
     the budget, the environment, the problem's known optimum and its certified lower bound
     on every online algorithm beside the figures; with a ``learned`` policy among them and
     ``baselines`` beside it, the verdict (:func:`verdict`)."""
-    bound = problem.lower_bound(setting)
-    label, reference = problem.reference(setting) or (None, None)
+    bound = problem.lower_bound(setting) if problem.lower_bound is not None else None
+    known = problem.reference(setting) if problem.reference is not None else None
+    label, reference = known or (None, None)
     judged = learned is not None and baselines
     return {
         "setting": setting.describe(),

@@ -35,6 +35,7 @@ from advonline.evaluation import (
     report,
     with_source,
 )
+from advonline.export import ExportError
 from advonline.mixture import SnapshotMixture
 from advonline.oracle_loop import delivered_mixture
 from advonline.simultaneous_loop import hardest_replayed
@@ -330,6 +331,11 @@ def export_run(
         summary = measured_summary(measured, budget, "the checkpoint's policy")
     elif budget is not None:
         problem = run.problem
+        if problem.restore is None:
+            raise ExportError(
+                f"{problem.name} reads no policy files back (it has no restore), so the file "
+                "cannot be measured: pass --no-measure"
+            )
         setting, loaded = problem.restore(document)
         measured = measure(problem, setting, algorithm, loaded, budget)
         summary = measured_summary(measured, budget, "the exported file")
@@ -342,7 +348,10 @@ def export_run(
 
 def check_kept_policies(folder: str | Path, problem) -> None:
     """Refuse, before any work, a resumed run whose kept policy files do not load (a resume
-    keeps them as they are): InputError names the file."""
+    keeps them as they are): InputError names the file. A problem that reads no files back
+    has none to check."""
+    if problem.restore is None:
+        return
     for name in POLICY_NAMES.values():
         if (path := Path(folder) / name).exists():
             problem.restore(export.read(path))
@@ -394,8 +403,11 @@ def finish_run(
             continue
         if resume and target.exists():
             exported.append(target)
-        else:
+            continue
+        try:
             exported.append(export_run(run, target, algorithm, budget, by_name[algorithm])[0])
+        except ExportError as error:  # a problem without policy files: measured, not written
+            say(f"advonline: note: {algorithm} is not exported: {error}")
     figures = plot_runs([run.folder], run.folder / "figures", budget, say)
     return FinishedRun(run, document, results, exported, figures)
 

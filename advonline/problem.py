@@ -151,8 +151,11 @@ class Problem:
     - ``export(setting, policy) -> dict`` and ``load(dict) -> (setting, numpy_policy)``: the
       policy file (the loaded policy needs NumPy only).
     - ``reference(setting) -> (label, ratio) | None``: the known optimal ratio, if any.
-    Optional capabilities (None: the core's default serves, or the command that needs one
-    refuses in one line):
+
+    ``certificate``, ``lower_bound``, ``families`` and ``reference`` may be None (the problem
+    has none: the reports say so); without ``export`` a run is measured but writes no policy
+    file, and ``advonline export`` refuses in one line. Further optional capabilities (None:
+    the core's default serves, or the command that needs one refuses in one line):
 
     - ``restore(dict) -> (setting, policy)``: a policy file read back as a policy the
       simulator runs (``advonline evaluate --policy``); InputError says why it cannot be.
@@ -182,12 +185,12 @@ class Problem:
     encoding: Callable
     policy_head: Callable
     baselines: Mapping[str, Callable]
-    certificate: Callable
-    lower_bound: Callable
-    families: Callable
-    export: Callable
-    load: Callable
-    reference: Callable
+    certificate: Callable | None = None
+    lower_bound: Callable | None = None
+    families: Callable | None = None
+    export: Callable | None = None
+    load: Callable | None = None
+    reference: Callable | None = None
     restore: Callable | None = None
     sources: Callable | None = None
     trace: Callable | None = None

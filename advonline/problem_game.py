@@ -43,6 +43,7 @@ from jax.sharding import Mesh
 
 from advonline.adversary import TokenWriter
 from advonline.archive import on_padded_rows
+from advonline.export import ExportError
 from advonline.networks import AdversaryNetwork
 from advonline.parallel import shard_batch, spread
 from advonline.problem import Problem, payoffs_of
@@ -110,6 +111,8 @@ class ProblemGame:
     @functools.cached_property
     def certifies(self) -> bool:
         """Whether the problem certifies its policies (asked once, of a fresh head's)."""
+        if self.problem.certificate is None:
+            return False
         params = self.init_params(jax.random.key(0))
         return self.problem.certificate(self.setting, self.policy(params)) is not None
 
@@ -231,6 +234,8 @@ class ProblemGame:
         """The problem's certificate of the policy ``params`` (None where there is none) and,
         given ``key``, the input that attains it ``[1, T]`` (None without one). Outside
         ``jit``; ``start`` is not needed."""
+        if self.problem.certificate is None:
+            return None, None
         certificate = self.problem.certificate(self.setting, self.policy(params))
         if certificate is None:
             return None, None
@@ -258,7 +263,10 @@ class ProblemGame:
         return {"learned": self.policy(params)}
 
     def network_document(self, params, deterministic: bool, provenance: dict) -> dict:
-        """The problem's policy file of the network ``params``, with its ``provenance``."""
+        """The problem's policy file of the network ``params``, with its ``provenance``
+        (ExportError where the problem writes none)."""
+        if self.problem.export is None:
+            raise ExportError(f"{self.problem.name} writes no policy files (it has no export)")
         return {**self.problem.export(self.setting, self.policy(params)), "provenance": provenance}
 
     @staticmethod

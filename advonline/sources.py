@@ -112,7 +112,8 @@ def hard_starts(problem: Problem, setting, certificate, starts, count: int) -> n
     if certificate is not None and certificate.worst is not None:
         rows.append(np.asarray(certificate.worst, np.int32).reshape(1, length))
     pools = [] if starts is None else [np.asarray(starts, np.int32).reshape(-1, length)]
-    pools += [np.asarray(t, np.int32) for t in (problem.families(setting) or {}).values()]
+    families = problem.families(setting) if problem.families is not None else None
+    pools += [np.asarray(t, np.int32) for t in (families or {}).values()]
     deepest = max((len(pool) for pool in pools), default=0)
     rows += [pool[i : i + 1] for i in range(deepest) for pool in pools if i < len(pool)]
     if not rows or count < 1:
@@ -172,7 +173,7 @@ def adversary_source(
 
 def families_source(problem: Problem, setting, policy) -> SourceRatio:
     """The worst member of the problem's held-out hard families."""
-    families = problem.families(setting)
+    families = problem.families(setting) if problem.families is not None else None
     if not families:
         return SourceRatio(None, "the problem has no hard families")
     worst, chosen = None, None
@@ -215,7 +216,8 @@ def sources(
 
     def exact_source() -> SourceRatio:
         nonlocal certificate
-        certificate = problem.certificate(setting, policy)
+        if problem.certificate is not None:
+            certificate = problem.certificate(setting, policy)
         if certificate is None:
             return SourceRatio(None, "no certificate: the other sources are lower bounds on the CR")
         if certificate.exact:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import json
 import shutil
+import sys
 
 import pytest
 
@@ -402,3 +403,55 @@ def test_bad_budget_flags_get_one_line_before_any_work(tmp_path, capsys):
         assert cli.main([*evaluate, flag, value]) == 2
         assert message in capsys.readouterr().err
     assert not out.exists()
+
+
+def test_a_problem_with_only_the_required_pieces_runs_and_says_what_it_lacks(
+    tmp_path, monkeypatch, capsys
+):
+    """An outside problem without a certificate, lower bound, families, reference or policy
+    files: ``run`` trains and measures it, says in one line that it exports nothing,
+    ``evaluate`` measures its baselines, and ``export`` refuses in one line."""
+    import dataclasses
+
+    import ski_rental
+
+    from advonline import problems as registry
+
+    bare = dataclasses.replace(
+        ski_rental.PROBLEM,
+        certificate=None,
+        lower_bound=None,
+        families=None,
+        export=None,
+        load=None,
+        reference=None,
+        restore=None,
+    )
+    module = type(ski_rental)("bare_ski_rental")
+    module.PROBLEM = bare
+    monkeypatch.setitem(sys.modules, "bare_ski_rental", module)
+    monkeypatch.setitem(registry._MODULES, "ski-rental", "bare_ski_rental")
+    config = tmp_path / "ski.toml"
+    config.write_text(SKI_RENTAL.replace("epochs = 8", "epochs = 2"))
+    out = tmp_path / "run"
+    budget = ["--search-steps", "8", "--random-instances", "8"]
+    assert cli.main(["run", str(config), "--out", str(out), *budget]) == 0
+    printed = capsys.readouterr()
+    report = json.loads((out / "evaluation.json").read_text())
+    assert report["lower_bound"] is None and report["reference"] is None
+    assert all(row["sources"]["exact"] is None for row in report["results"])
+    assert all(row["sources"]["families"] is None for row in report["results"])
+    assert "note: learned is not exported: ski-rental writes no policy files" in printed.err
+    assert "exported policies: none" in printed.out
+    assert "Traceback" not in printed.err and not (out / "policy.json").exists()
+    target = tmp_path / "policy.json"
+    assert cli.main(["export", "--checkpoint", str(out), "--out", str(target)]) == 2
+    error = capsys.readouterr().err.strip().splitlines()
+    assert error[-1] == "advonline: error: ski-rental writes no policy files (it has no export)"
+    assert not target.exists() and "Traceback" not in "".join(error)
+    argv = ["evaluate", "--problem", "ski-rental", "--quiet", "--json", *budget]
+    assert cli.main(argv) == 0
+    assert {r["algorithm"] for r in json.loads(capsys.readouterr().out)["results"]} == {
+        "break-even",
+        "never",
+    }
