@@ -569,12 +569,10 @@ def run_export(args: argparse.Namespace) -> int:
     run = pipeline.open_run(args.checkpoint)
     algorithm = "learned-deterministic" if args.read_out else "learned"
     budget = None if args.no_measure else evaluation.Budget()
-    if budget is not None:
-        print(
-            f"measuring the exported {algorithm} policy (budget {budget.describe()})",
-            file=sys.stderr,
-        )
-    path, measured = pipeline.export_run(run, args.out, algorithm, budget, table=args.table)
+    say = functools.partial(print, file=sys.stderr)
+    path, measured = pipeline.export_run(
+        run, args.out, algorithm, budget, table=args.table, say=say
+    )
     figure = "" if measured is None else f"; measured CR {format_ratio(measured.competitive_ratio)}"
     version = "version 1, table" if args.table else "version 2, network"
     print(f"wrote {path} ({algorithm}, {version}, {run.steps} training steps{figure})")

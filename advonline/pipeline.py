@@ -301,6 +301,7 @@ def export_run(
     budget=None,
     measured: Measurement | None = None,
     table: bool = False,
+    say: Callable[[str], None] | None = None,
 ) -> tuple[Path, Measurement | None]:
     """Write the run's ``algorithm`` (``learned`` or ``learned-deterministic``) as a policy file:
     the network (version 2, any K; a delivered mixture of snapshots as kind ``mixture``) or
@@ -308,8 +309,8 @@ def export_run(
 
     The provenance's measured ratio is ``measured`` (a measurement of the checkpoint's policy,
     which the file equals: exactly for version 2, on the grid for version 1) or, given a
-    ``budget``, a fresh measurement of the exported file itself; with neither it is null.
-    ``out`` must not exist.
+    ``budget``, a fresh measurement of the exported file itself (``say`` hears when it
+    starts); with neither it is null. ``out`` must not exist.
     """
     game, params = run.delivered()
     if algorithm not in run.policies():
@@ -337,6 +338,8 @@ def export_run(
                 "cannot be measured: pass --no-measure"
             )
         setting, loaded = problem.restore(document)
+        if say is not None:
+            say(f"measuring the exported {algorithm} policy (budget {budget.describe()})")
         measured = measure(problem, setting, algorithm, loaded, budget)
         summary = measured_summary(measured, budget, "the exported file")
     else:

@@ -446,9 +446,9 @@ def test_a_problem_with_only_the_required_pieces_runs_and_says_what_it_lacks(
     assert "Traceback" not in printed.err and not (out / "policy.json").exists()
     target = tmp_path / "policy.json"
     assert cli.main(["export", "--checkpoint", str(out), "--out", str(target)]) == 2
-    error = capsys.readouterr().err.strip().splitlines()
-    assert error[-1] == "advonline: error: ski-rental writes no policy files (it has no export)"
-    assert not target.exists() and "Traceback" not in "".join(error)
+    error = capsys.readouterr().err.strip()
+    assert error == "advonline: error: ski-rental writes no policy files (it has no export)"
+    assert not target.exists()
     argv = ["evaluate", "--problem", "ski-rental", "--quiet", "--json", *budget]
     assert cli.main(argv) == 0
     assert {r["algorithm"] for r in json.loads(capsys.readouterr().out)["results"]} == {
