@@ -95,16 +95,18 @@ def certificates_hold(problem: Problem, setting) -> str:
     """No input a hill climb finds beats a baseline's certificate; an exact certificate's
     worst input attains it; the lower bound on every algorithm is below every certificate."""
     encoding = problem.encoding(setting)
-    bound = problem.lower_bound(setting)
+    bound = problem.lower_bound_of(setting)
     seen = []
     with jax.enable_x64(True):
         for name, make in problem.baselines.items():
             policy = make(setting)
-            certificate = problem.certificate(setting, policy)
+            certificate = problem.certificate_of(setting, policy)
             if certificate is None:
                 continue
 
             def score(tokens, policy=policy):
+                # this check's encoding, built (and its tables filled by ``random``) outside
+                # the search's trace: one built inside it would keep the trace's values
                 instances = encoding.decode(tokens)
                 return ratio_of_payoff(payoffs_of(problem, setting, policy, instances))
 

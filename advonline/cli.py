@@ -669,8 +669,9 @@ def run_main_job(args: argparse.Namespace) -> int:
         bar.close()
         mesh = parallel.batch_mesh(run_config.devices)
         measuring = MeasuringBar(args.quiet)
-        args_finish = (folder, budget, say, baselines, mesh, args.resume, measuring)
-        result = pipeline.finish_run(*args_finish)
+        result = pipeline.finish_run(
+            folder, budget, say, baselines, mesh, resume=args.resume, progress=measuring
+        )
         measuring.close()
     print(evaluation.table(result.report))
     print(

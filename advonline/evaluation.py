@@ -131,13 +131,17 @@ def cross_check_budget(budget: Budget) -> Budget:
     )
 
 
-def cross_check_note(budget: Budget) -> str:
-    """What a cross-check's note starts with."""
+def cross_checked(budget: Budget, search: Callable[[Budget], SourceRatio]) -> SourceRatio:
+    """``search`` run with :func:`cross_check_budget` of ``budget``, its note saying that it
+    is a cross-check of the exact certificate."""
+    cut = cross_check_budget(budget)
+    found = search(cut)
     share = f"1/{round(1 / CROSS_CHECK_SHARE)}"
-    return (
+    said = (
         f"cross-check of the exact certificate ({share} of the budget's steps: "
-        f"{budget.adversary_steps} network, {budget.search_steps} search): "
+        f"{cut.adversary_steps} network, {cut.search_steps} search): "
     )
+    return dataclasses.replace(found, note=said + found.note)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -349,9 +353,8 @@ def report(
     the budget, the environment, the problem's known optimum and its certified lower bound
     on every online algorithm beside the figures; with a ``learned`` policy among them and
     ``baselines`` beside it, the verdict (:func:`verdict`)."""
-    bound = problem.lower_bound(setting) if problem.lower_bound is not None else None
-    known = problem.reference(setting) if problem.reference is not None else None
-    label, reference = known or (None, None)
+    bound = problem.lower_bound_of(setting)
+    label, reference = problem.reference_of(setting) or (None, None)
     judged = learned is not None and baselines
     return {
         "setting": setting.describe(),

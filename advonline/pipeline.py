@@ -457,9 +457,9 @@ def _draw(runs: list[TrainedRun], metrics: list, out: Path, budget, say) -> list
         title = game.setting_title(setting)
         known = evaluation["reference"]
         reference = None if known is None else (known["label"], known["ratio"])
-        written += plots.ratio_figure(name, rows, evaluation, out, title, reference)
         ratio = run.problem.ratio_name
         ratios.add(ratio)
+        written += plots.ratio_figure(name, rows, evaluation, out, title, reference, ratio)
         written += plots.exploitability_figure(name, rows, title, out, ratio)
         written += game.policy_figures(name, run.policies(), out)
         results = evaluation["results"]

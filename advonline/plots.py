@@ -96,10 +96,12 @@ def ratio_figure(
     out: Path,
     title: str,
     reference: tuple[str, float] | None = None,
+    ratio: str = RATIO_NAMES["earn"],
 ) -> list[Path]:
     """Ratio over training (training adversary, fresh adversary) with the final measured CR of the
     learned policies, each baseline's measured CR, and the ``reference`` ratio ``(label,
-    value)`` (a known optimum), each as a line; ``title`` names the setting."""
+    value)`` (a known optimum), each as a line; ``title`` names the setting, ``ratio`` what
+    the ratios are."""
     figure, axis = plt.subplots(figsize=(7.5, 4.5))
     for key, style, label in TRAINING_RATIOS:
         steps, values = _column(rows, key)
@@ -129,7 +131,7 @@ def ratio_figure(
     drawn += [reference[1] if reference else None]
     _ratio_scale(axis, drawn)
     axis.set_xlabel("training step")
-    axis.set_ylabel(ratio_label(evaluation.get("ratio", RATIO_NAMES["earn"])))
+    axis.set_ylabel(ratio_label(ratio))
     note = f"; not drawn: {', '.join(unplotted)}" if unplotted else ""
     axis.set_title(f"{name}: ratio over training\n{title}{note}", fontsize=9)
     axis.legend(fontsize=7)

@@ -207,6 +207,25 @@ class Problem:
                 f"got {self.objective!r}"
             )
 
+    # The optional pieces asked for by what they give, None where the problem has none: every
+    # caller treats an absent piece the same way.
+
+    def certificate_of(self, setting, policy) -> Certificate | None:
+        """``certificate(setting, policy)``, or None without a certificate."""
+        return None if self.certificate is None else self.certificate(setting, policy)
+
+    def lower_bound_of(self, setting) -> LowerBound | None:
+        """``lower_bound(setting)``, or None without one."""
+        return None if self.lower_bound is None else self.lower_bound(setting)
+
+    def families_of(self, setting) -> Mapping | None:
+        """``families(setting)``, or None without held-out families."""
+        return None if self.families is None else self.families(setting)
+
+    def reference_of(self, setting) -> tuple[str, float] | None:
+        """``reference(setting)``, or None without a known optimum."""
+        return None if self.reference is None else self.reference(setting)
+
     @property
     def ratio_name(self) -> str:
         """What its competitive ratio is: ``OPT / E[ALG]`` or ``E[cost] / OPT``."""

@@ -111,10 +111,8 @@ class ProblemGame:
     @functools.cached_property
     def certifies(self) -> bool:
         """Whether the problem certifies its policies (asked once, of a fresh head's)."""
-        if self.problem.certificate is None:
-            return False
         params = self.init_params(jax.random.key(0))
-        return self.problem.certificate(self.setting, self.policy(params)) is not None
+        return self.problem.certificate_of(self.setting, self.policy(params)) is not None
 
     def init_params(self, key: jax.Array):
         return self.head.module.init(key, *self.head.example)
@@ -234,9 +232,7 @@ class ProblemGame:
         """The problem's certificate of the policy ``params`` (None where there is none) and,
         given ``key``, the input that attains it ``[1, T]`` (None without one). Outside
         ``jit``; ``start`` is not needed."""
-        if self.problem.certificate is None:
-            return None, None
-        certificate = self.problem.certificate(self.setting, self.policy(params))
+        certificate = self.problem.certificate_of(self.setting, self.policy(params))
         if certificate is None:
             return None, None
         worst = None

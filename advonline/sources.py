@@ -24,7 +24,6 @@ one structure shares them.
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 
 import jax
@@ -33,13 +32,7 @@ import numpy as np
 
 from advonline.adversary import TokenWriter, train_fresh
 from advonline.configs import AdversaryTable
-from advonline.evaluation import (
-    Budget,
-    SourceClock,
-    SourceRatio,
-    cross_check_budget,
-    cross_check_note,
-)
+from advonline.evaluation import Budget, SourceClock, SourceRatio, cross_checked
 from advonline.networks import AdversaryNetwork
 from advonline.preflight import WRITER_LOGITS, writer_fits
 from advonline.problem import Problem, payoffs_of
@@ -112,8 +105,7 @@ def hard_starts(problem: Problem, setting, certificate, starts, count: int) -> n
     if certificate is not None and certificate.worst is not None:
         rows.append(np.asarray(certificate.worst, np.int32).reshape(1, length))
     pools = [] if starts is None else [np.asarray(starts, np.int32).reshape(-1, length)]
-    families = problem.families(setting) if problem.families is not None else None
-    pools += [np.asarray(t, np.int32) for t in (families or {}).values()]
+    pools += [np.asarray(t, np.int32) for t in (problem.families_of(setting) or {}).values()]
     deepest = max((len(pool) for pool in pools), default=0)
     rows += [pool[i : i + 1] for i in range(deepest) for pool in pools if i < len(pool)]
     if not rows or count < 1:
@@ -173,7 +165,7 @@ def adversary_source(
 
 def families_source(problem: Problem, setting, policy) -> SourceRatio:
     """The worst member of the problem's held-out hard families."""
-    families = problem.families(setting) if problem.families is not None else None
+    families = problem.families_of(setting)
     if not families:
         return SourceRatio(None, "the problem has no hard families")
     worst, chosen = None, None
@@ -216,8 +208,7 @@ def sources(
 
     def exact_source() -> SourceRatio:
         nonlocal certificate
-        if problem.certificate is not None:
-            certificate = problem.certificate(setting, policy)
+        certificate = problem.certificate_of(setting, policy)
         if certificate is None:
             return SourceRatio(None, "no certificate: the other sources are lower bounds on the CR")
         if certificate.exact:
@@ -231,17 +222,15 @@ def sources(
         bound = SourceRatio(None, "exact: see exact")
     else:
         bound = SourceRatio(certificate.ratio, "the problem's certificate (an upper bound)")
-    searched, prefix = budget, ""
-    if certificate is not None and certificate.exact:
-        searched = cross_check_budget(budget)
-        prefix = cross_check_note(searched)
 
-    def adversary() -> SourceRatio:
+    def search(searched: Budget) -> SourceRatio:
         args = (problem, setting, policy, searched, key_adversary, certificate, starts)
-        found = adversary_source(*args)
-        return dataclasses.replace(found, note=prefix + found.note)
+        return adversary_source(*args)
 
-    found["adversary"] = clock.run("adversary", adversary)
+    exact = certificate is not None and certificate.exact
+    found["adversary"] = clock.run(
+        "adversary", lambda: cross_checked(budget, search) if exact else search(budget)
+    )
     found["families"] = clock.run("families", lambda: families_source(problem, setting, policy))
     found["random"] = clock.run(
         "random", lambda: random_source(problem, setting, policy, budget, key_random)

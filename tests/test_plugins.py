@@ -14,6 +14,7 @@ import pytest
 
 from advonline import cli
 from advonline import problems as registry
+from tests.test_problem_run import SHORT_SKI_RENTAL
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -42,26 +43,6 @@ def site(tmp_path, monkeypatch):
     return folder
 
 
-SKI_CONFIG = """
-[problem]
-name = "ski-rental"
-
-[setting]
-buy = 4.0
-rounds = 10
-
-[game]
-epochs = 2
-
-[oracle]
-epoch_steps = 20
-chains = 8
-candidates = 1
-search_steps = 8
-probe_every = 0
-"""
-
-
 def test_an_installed_problem_runs_from_the_plain_command_line(tmp_path, site):
     """A package that declares ski rental (tests/ski_rental.py) under the entry point, and
     nothing else: ``advonline run`` in a fresh process trains it, measures it beside its
@@ -71,7 +52,7 @@ def test_an_installed_problem_runs_from_the_plain_command_line(tmp_path, site):
     files = {"skirental/__init__.py": "", "skirental/problem.py": module}
     install(site, "skirental", {"ski-rental": "skirental.problem"}, files)
     config = tmp_path / "ski.toml"
-    config.write_text(SKI_CONFIG)
+    config.write_text(SHORT_SKI_RENTAL)
     out = tmp_path / "run"
     environment = {**os.environ, "PYTHONPATH": str(site)}
     budget = ["--search-steps", "8", "--random-instances", "8", "--adversary-steps", "2"]

@@ -345,6 +345,9 @@ search_steps = 32
 probe_every = 0
 """
 
+#: The same problem, two epochs: for the tests that exercise the commands, not the learning.
+SHORT_SKI_RENTAL = SKI_RENTAL.replace("epochs = 8", "epochs = 2")
+
 
 def test_a_problem_from_outside_the_package_runs(tmp_path, monkeypatch, capsys):
     """A researcher's own problem (tests/ski_rental.py), registered by module name, trains,
@@ -432,7 +435,7 @@ def test_a_problem_with_only_the_required_pieces_runs_and_says_what_it_lacks(
     monkeypatch.setitem(sys.modules, "bare_ski_rental", module)
     monkeypatch.setitem(registry._MODULES, "ski-rental", "bare_ski_rental")
     config = tmp_path / "ski.toml"
-    config.write_text(SKI_RENTAL.replace("epochs = 8", "epochs = 2"))
+    config.write_text(SHORT_SKI_RENTAL)
     out = tmp_path / "run"
     budget = ["--search-steps", "8", "--random-instances", "8"]
     assert cli.main(["run", str(config), "--out", str(out), *budget]) == 0
@@ -455,3 +458,7 @@ def test_a_problem_with_only_the_required_pieces_runs_and_says_what_it_lacks(
         "break-even",
         "never",
     }
+    from advonline import checks
+
+    setting = bare.setting(buy=4.0, rounds=10)
+    assert all(result.passed for result in checks.check_problem(bare, setting))

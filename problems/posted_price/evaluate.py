@@ -35,8 +35,7 @@ from advonline.evaluation import (
     Budget,
     SourceClock,
     SourceRatio,
-    cross_check_budget,
-    cross_check_note,
+    cross_checked,
     evaluation_key,
 )
 from advonline.mixture import SnapshotMixture
@@ -381,9 +380,9 @@ def sources(
                 "no cross-check of the closed form: the setting is beyond "
                 "the DP, whose worst run the cross-check starts from",
             )
-        searched = cross_check_budget(budget)
-        checked = adversary_source(setting, policy, searched, key_adversary, starts, exact)
-        return dataclasses.replace(checked, note=cross_check_note(searched) + checked.note)
+        return cross_checked(
+            budget, lambda cut: adversary_source(setting, policy, cut, key_adversary, starts, exact)
+        )
 
     found["adversary"] = clock.run("adversary", adversary)
     found["families"] = clock.run(
