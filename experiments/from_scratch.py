@@ -42,8 +42,9 @@ one-resource settings and the classic model's, a randomised table's certificate 
 and a deterministic price curve's exact CR beside ``threshold``'s. ``--only k1-u10`` (a
 setting's name there) runs just that.
 
-Problems on the interface alone (one-way trading, AdWords) have their own tables, from
-``experiments/one_way_trading.py`` and ``experiments/adwords.py``; ``--only`` takes their configs
+Problems on the interface alone (one-way trading, AdWords, ski rental) have their own
+tables, from ``experiments/one_way_trading.py``, ``experiments/adwords.py`` and
+``experiments/ski_rental.py``; ``--only`` takes their configs
 too, and the full sweep prints them after the posted-pricing table.
 
 Run: python experiments/from_scratch.py [--out results] [--seeds 3] [--only k1-u10-oracle]
@@ -71,6 +72,7 @@ import adwords
 import certificate_descent
 import lower_bounds
 import one_way_trading
+import ski_rental
 from common import (
     fmt,
     load_config,
@@ -104,9 +106,11 @@ TARGETS = {
     "k3-u10-oracle": ("ratio", 0.85, 1200),
 }
 #: config -> the experiment whose table it belongs to (problems on the interface alone)
-OTHER_PROBLEMS = {name: adwords for name in adwords.CONFIGS} | {
-    name: one_way_trading for name in one_way_trading.CONFIGS
-}
+OTHER_PROBLEMS = (
+    {name: adwords for name in adwords.CONFIGS}
+    | {name: one_way_trading for name in one_way_trading.CONFIGS}
+    | {name: ski_rental for name in ski_rental.CONFIGS}
+)
 #: one-resource config -> (median, every seed) limits on its bracket: the learned certificate
 #: over the certified lower bound for every algorithm in its setting (None: none set)
 BRACKET_TARGETS = {

@@ -6,7 +6,7 @@ A problem outside this repository comes in one of two ways:
 
 - **an installed package** declares it under the entry-point group
   :data:`ENTRY_POINT_GROUP` (``[project.entry-points."advonline.problems"]`` in its
-  ``pyproject.toml``: ``ski-rental = "skirental.problem"``, a module that defines
+  ``pyproject.toml``: ``rent-or-buy = "rentorbuy.problem"``, a module that defines
   ``PROBLEM``, or ``"module:attribute"``). Every command then sees it. A declared name that a
   built-in problem or a second package already uses is ignored with one note naming the
   packages; a package whose problem cannot be loaded is refused in one line, naming it, when
@@ -34,6 +34,7 @@ _MODULES: dict[str, str] = {
     "posted-price": "advonline.problems.posted_price.problem",
     "one-way-trading": "advonline.problems.one_way_trading.problem",
     "adwords": "advonline.problems.adwords.problem",
+    "ski-rental": "advonline.problems.ski_rental.problem",
 }
 
 #: The built-in problems (the ones this repository ships and tests).

@@ -144,7 +144,7 @@ def test_every_shipped_config_is_valid():
     for path in shipped:
         config = configs.load(path)
         assert config.setting.describe()["problem"] == config.problem.name
-        prefix = {"one-way-trading": "owt-", "adwords": "adwords-", "posted-price": ""}
+        prefix = {"one-way-trading": "owt-", "adwords": "adwords-", "ski-rental": "ski-", "posted-price": ""}
         assert path.stem.startswith(prefix[config.problem.name])
         # every table reads back to the same config (what a checkpoint stores)
         assert configs.from_tables(config.to_tables()) == config

@@ -14,7 +14,7 @@ import pytest
 
 from advonline import cli
 from advonline import problems as registry
-from tests.test_problem_run import SHORT_SKI_RENTAL
+from tests.test_problem_run import SHORT_RENT_OR_BUY
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -44,15 +44,15 @@ def site(tmp_path, monkeypatch):
 
 
 def test_an_installed_problem_runs_from_the_plain_command_line(tmp_path, site):
-    """A package that declares ski rental (tests/ski_rental.py) under the entry point, and
+    """A package that declares rent or buy (tests/rent_or_buy.py) under the entry point, and
     nothing else: ``advonline run`` in a fresh process trains it, measures it beside its
     baselines and exports it, and ``evaluate --checkpoint`` reads the run without
     ``--problem``."""
-    module = (ROOT / "tests" / "ski_rental.py").read_text()
-    files = {"skirental/__init__.py": "", "skirental/problem.py": module}
-    install(site, "skirental", {"ski-rental": "skirental.problem"}, files)
-    config = tmp_path / "ski.toml"
-    config.write_text(SHORT_SKI_RENTAL)
+    module = (ROOT / "tests" / "rent_or_buy.py").read_text()
+    files = {"rentorbuy/__init__.py": "", "rentorbuy/problem.py": module}
+    install(site, "rentorbuy", {"rent-or-buy": "rentorbuy.problem"}, files)
+    config = tmp_path / "rent.toml"
+    config.write_text(SHORT_RENT_OR_BUY)
     out = tmp_path / "run"
     environment = {**os.environ, "PYTHONPATH": str(site)}
     budget = ["--search-steps", "8", "--random-instances", "8", "--adversary-steps", "2"]
@@ -62,7 +62,7 @@ def test_an_installed_problem_runs_from_the_plain_command_line(tmp_path, site):
     )
     assert finished.returncode == 0, finished.stderr.decode()[-2000:]
     report = json.loads((out / "evaluation.json").read_text())
-    assert report["setting"]["problem"] == "ski-rental"
+    assert report["setting"]["problem"] == "rent-or-buy"
     rows = {row["algorithm"]: row for row in report["results"]}
     assert set(rows) == {"learned", "break-even", "never"}
     assert rows["break-even"]["sources"]["exact"] == pytest.approx(2 - 1 / 4)
@@ -70,8 +70,8 @@ def test_an_installed_problem_runs_from_the_plain_command_line(tmp_path, site):
     read = [*command[:3], "evaluate", "--checkpoint", str(out), "--json", "--quiet", *budget]
     again = subprocess.run(read, cwd=tmp_path, env=environment, capture_output=True)
     assert again.returncode == 0, again.stderr.decode()[-2000:]
-    assert json.loads(again.stdout)["setting"]["problem"] == "ski-rental"
-    check = [*command[:3], "check", "ski-rental", "--setting", "buy=4", "--setting", "rounds=10"]
+    assert json.loads(again.stdout)["setting"]["problem"] == "rent-or-buy"
+    check = [*command[:3], "check", "rent-or-buy", "--setting", "buy=4", "--setting", "rounds=10"]
     checked = subprocess.run(check, cwd=tmp_path, env=environment, capture_output=True, text=True)
     assert checked.returncode == 0, checked.stdout + checked.stderr[-2000:]
     assert checked.stdout.strip().endswith("all checks passed")
@@ -82,17 +82,17 @@ def test_the_checks_catch_a_certificate_that_claims_too_much(capsys, monkeypatch
     certificates are half what its inputs reach; the other checks still run and pass."""
     import dataclasses
 
-    import ski_rental
+    import rent_or_buy
 
     from advonline.problem import Certificate
 
     def halved(setting, policy):
-        found = ski_rental.certificate(setting, policy)
+        found = rent_or_buy.certificate(setting, policy)
         return Certificate(found.ratio / 2, found.exact, found.worst)
 
-    wrong = dataclasses.replace(ski_rental.PROBLEM, certificate=halved)
+    wrong = dataclasses.replace(rent_or_buy.PROBLEM, certificate=halved)
     monkeypatch.setattr(cli, "_problem", lambda name: wrong)
-    assert cli.main(["check", "ski-rental"]) == 1
+    assert cli.main(["check", "rent-or-buy"]) == 1
     printed = capsys.readouterr().out
     assert "certificates  FAIL  CheckFailed: break-even: a search found" in printed
     assert printed.count("pass ") == 4 and printed.strip().endswith("failed: certificates")

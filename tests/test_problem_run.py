@@ -325,9 +325,9 @@ def test_a_run_cut_short_resumes_to_the_uninterrupted_result(tmp_path, capsys, m
     assert curve_of(trained / "policy.json") == curve_of(whole / "policy.json")
 
 
-SKI_RENTAL = """
+RENT_OR_BUY = """
 [problem]
-name = "ski-rental"
+name = "rent-or-buy"
 
 [setting]
 buy = 4.0
@@ -346,18 +346,18 @@ probe_every = 0
 """
 
 #: The same problem, two epochs: for the tests that exercise the commands, not the learning.
-SHORT_SKI_RENTAL = SKI_RENTAL.replace("epochs = 8", "epochs = 2")
+SHORT_RENT_OR_BUY = RENT_OR_BUY.replace("epochs = 8", "epochs = 2")
 
 
 def test_a_problem_from_outside_the_package_runs(tmp_path, monkeypatch, capsys):
-    """A researcher's own problem (tests/ski_rental.py), registered by module name, trains,
+    """A researcher's own problem (tests/rent_or_buy.py), registered by module name, trains,
     measures beside its baselines, exports and plots with no change to advonline. Its learned
     buying curve, certified exactly, beats break-even's 2 - 1/buy and comes within 5% of the
     best randomised ratio."""
     from advonline import problems as registry
 
-    monkeypatch.setitem(registry._MODULES, "ski-rental", "ski_rental")  # undone after the test
-    registry.register("ski-rental", "ski_rental")
+    monkeypatch.setitem(registry._MODULES, "rent-or-buy", "rent_or_buy")  # undone after the test
+    registry.register("rent-or-buy", "rent_or_buy")
     from advonline import plots
 
     labels = []
@@ -368,8 +368,8 @@ def test_a_problem_from_outside_the_package_runs(tmp_path, monkeypatch, capsys):
         return save(figure, out, stem)
 
     monkeypatch.setattr(plots, "save", saved)
-    config = tmp_path / "ski.toml"
-    config.write_text(SKI_RENTAL)
+    config = tmp_path / "rent.toml"
+    config.write_text(RENT_OR_BUY)
     out = tmp_path / "run"
     budget = ["--search-steps", "16", "--random-instances", "16"]
     assert cli.main(["run", str(config), "--out", str(out), "--quiet", *budget]) == 0
@@ -384,7 +384,7 @@ def test_a_problem_from_outside_the_package_runs(tmp_path, monkeypatch, capsys):
     assert certified(algorithms["learned"]) <= 1.05 * report["reference"]["ratio"]
     assert (out / "figures" / "learned-vs-baselines.png").is_file()
     printed = capsys.readouterr().out
-    assert "ski-rental" in printed
+    assert "rent-or-buy" in printed
     # a cost problem's ratio is named as one in the report, the table and the listing
     assert report["ratio"] == "E[cost] / OPT" and "ratio: E[cost] / OPT" in printed
     assert cli.main(["archive", str(out), "--top", "1"]) == 0
@@ -416,12 +416,12 @@ def test_a_problem_with_only_the_required_pieces_runs_and_says_what_it_lacks(
     ``evaluate`` measures its baselines, and ``export`` refuses in one line."""
     import dataclasses
 
-    import ski_rental
+    import rent_or_buy
 
     from advonline import problems as registry
 
     bare = dataclasses.replace(
-        ski_rental.PROBLEM,
+        rent_or_buy.PROBLEM,
         certificate=None,
         lower_bound=None,
         families=None,
@@ -430,12 +430,12 @@ def test_a_problem_with_only_the_required_pieces_runs_and_says_what_it_lacks(
         reference=None,
         restore=None,
     )
-    module = type(ski_rental)("bare_ski_rental")
+    module = type(rent_or_buy)("bare_rent_or_buy")
     module.PROBLEM = bare
-    monkeypatch.setitem(sys.modules, "bare_ski_rental", module)
-    monkeypatch.setitem(registry._MODULES, "ski-rental", "bare_ski_rental")
-    config = tmp_path / "ski.toml"
-    config.write_text(SHORT_SKI_RENTAL)
+    monkeypatch.setitem(sys.modules, "bare_rent_or_buy", module)
+    monkeypatch.setitem(registry._MODULES, "rent-or-buy", "bare_rent_or_buy")
+    config = tmp_path / "rent.toml"
+    config.write_text(SHORT_RENT_OR_BUY)
     out = tmp_path / "run"
     budget = ["--search-steps", "8", "--random-instances", "8"]
     assert cli.main(["run", str(config), "--out", str(out), *budget]) == 0
@@ -444,15 +444,15 @@ def test_a_problem_with_only_the_required_pieces_runs_and_says_what_it_lacks(
     assert report["lower_bound"] is None and report["reference"] is None
     assert all(row["sources"]["exact"] is None for row in report["results"])
     assert all(row["sources"]["families"] is None for row in report["results"])
-    assert "note: learned is not exported: ski-rental writes no policy files" in printed.err
+    assert "note: learned is not exported: rent-or-buy writes no policy files" in printed.err
     assert "exported policies: none" in printed.out
     assert "Traceback" not in printed.err and not (out / "policy.json").exists()
     target = tmp_path / "policy.json"
     assert cli.main(["export", "--checkpoint", str(out), "--out", str(target)]) == 2
     error = capsys.readouterr().err.strip()
-    assert error == "advonline: error: ski-rental writes no policy files (it has no export)"
+    assert error == "advonline: error: rent-or-buy writes no policy files (it has no export)"
     assert not target.exists()
-    argv = ["evaluate", "--problem", "ski-rental", "--quiet", "--json", *budget]
+    argv = ["evaluate", "--problem", "rent-or-buy", "--quiet", "--json", *budget]
     assert cli.main(argv) == 0
     assert {r["algorithm"] for r in json.loads(capsys.readouterr().out)["results"]} == {
         "break-even",

@@ -109,9 +109,29 @@ def test_allocation_optimum_matches_highs_on_a_thousand_random_instances(values)
         assert optima[i] == pytest.approx(_allocation_optimum(setting, one, whole), abs=1e-7)
 
 
+def _renting_loop(setting, rule, season) -> float:
+    """Ski rental by hand: each morning of the season, buy what the rule buys that day (at
+    ``buy`` per pair) and rent for what is not owned."""
+    owned, cost, before = np.asarray(rule.owned, np.float64), 0.0, 0.0
+    for day in range(int(season)):
+        cost += setting.buy * (owned[day] - before) + (1.0 - owned[day])
+        before = owned[day]
+    return cost
+
+
+def _renting_optimum(setting, season) -> float:
+    """OPT by trying every buying day and never buying, knowing the season."""
+    season = int(season)
+    return float(min([season] + [day - 1 + setting.buy for day in range(1, season + 1)]))
+
+
 def _earned(rollout) -> float:
-    """What one run earned: one-way trading's revenue, posted pricing's welfare."""
-    return float(getattr(rollout, "welfare", rollout.revenue))
+    """What one run earned or paid: one-way trading's revenue, posted pricing's welfare, ski
+    rental's cost."""
+    for field in ("welfare", "revenue"):
+        if hasattr(rollout, field):
+            return float(getattr(rollout, field))
+    return float(rollout)
 
 
 def _trading_optimum(setting, rates) -> float:
@@ -155,6 +175,10 @@ CASES = {
     "one-way-trading": [
         ({"low": 1.0, "high": 10.0, "rounds": 12, "levels": 9}, _trading_loop, _trading_optimum),
         ({"low": 2.0, "high": 50.0, "rounds": 6, "levels": 11}, _trading_loop, _trading_optimum),
+    ],
+    "ski-rental": [
+        ({"buy": 4, "rounds": 10}, _renting_loop, _renting_optimum),
+        ({"buy": 7, "rounds": 5}, _renting_loop, _renting_optimum),
     ],
     "posted-price": [
         ({"rounds": 16, "max_demand": 0.125}, _selling_loop, _selling_optimum),
@@ -216,7 +240,8 @@ def test_simulator_and_optimum_match_brute_force(name, index):
                 earned = loop(setting, policy, one)
                 simulated = _earned(jax.tree.map(lambda leaf, i=i: leaf[i], episodes))
                 assert simulated == pytest.approx(earned, rel=1e-9, abs=1e-12), algorithm
-                assert payoffs[i] == pytest.approx(earned / optima[i], rel=1e-9), algorithm
+                ratio = earned / optima[i] if problem.objective == "earn" else optima[i] / earned
+                assert payoffs[i] == pytest.approx(ratio, rel=1e-9), algorithm
                 assert optima[i] == pytest.approx(solver(setting, one), rel=1e-7)
 
 

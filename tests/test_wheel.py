@@ -54,6 +54,7 @@ def test_wheel_installs_problems_inside_the_namespace(tmp_path):
         "import advonline.problems.posted_price.model, advonline.problems.one_way_trading.model\n"
         "import advonline.problems.adwords.model, advonline.baselines.adwords\n"
         "import advonline.baselines.posted_price, advonline.baselines.one_way_trading\n"
+        "import advonline.problems.ski_rental.model, advonline.baselines.ski_rental\n"
         "from advonline import problems\n"
         "print(advonline.__file__)\n"
         "print(sorted(problems.names()))\n"
@@ -69,5 +70,5 @@ def test_wheel_installs_problems_inside_the_namespace(tmp_path):
         check=True,
     ).stdout.splitlines()
     assert found[0].startswith(str(target))
-    assert found[1] == "['adwords', 'one-way-trading', 'posted-price']"
+    assert found[1] == "['adwords', 'one-way-trading', 'posted-price', 'ski-rental']"
     assert found[2] == "None None"

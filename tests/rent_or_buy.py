@@ -1,6 +1,8 @@
-"""A problem brought from outside the package, as a researcher would bring one: ski rental
-with fractional buying, written against the interface (advonline/problem.py) and registered
-with ``advonline.problems.register`` (tests/test_problem_run.py).
+"""A problem brought from outside the package, as a researcher would bring one: rent or buy
+(ski rental with fractional buying, the smallest version of the shipped ``ski-rental``),
+written against the interface (advonline/problem.py) and registered with
+``advonline.problems.register`` (tests/test_problem_run.py) or installed as a package
+(tests/test_plugins.py).
 
 Skis rent for 1 a day or are bought once for ``buy``; the season lasts ``n`` days, unknown in
 advance. A token per day says whether the season goes on (1) or has ended (0; every day after
@@ -33,7 +35,7 @@ class Setting:
         return setting_from_table(Setting, section)  # unknown keys, wrong types: one line
 
     def describe(self) -> dict:
-        return {"problem": "ski-rental", "buy": self.buy, "rounds": self.rounds}
+        return {"problem": "rent-or-buy", "buy": self.buy, "rounds": self.rounds}
 
 
 @struct.dataclass
@@ -141,7 +143,7 @@ def reference(setting: Setting) -> tuple[str, float]:
 
 
 PROBLEM = Problem(
-    name="ski-rental",
+    name="rent-or-buy",
     setting=Setting,
     payoffs=payoffs,
     rollout=rollout,

@@ -1,0 +1,37 @@
+"""Ski rental as an advonline problem (advonline/problem.py): its ``PROBLEM``."""
+
+from __future__ import annotations
+
+from advonline.baselines.ski_rental import BASELINES, karlin_ratio
+from advonline.problem import Problem
+from advonline.problems.ski_rental import exact, model, policy, policy_file
+
+
+def reference(setting: model.Setting) -> tuple[str, float] | None:
+    """Karlin, Manasse, McGeoch and Owicki's best randomised ratio (Algorithmica 1994), for
+    seasons of any length. Seasons of at most ``2 buy - 2`` days let a rule do better (it
+    may rent through them all; at most ``buy`` days, renting is optimal): there the lower
+    bound, the exact optimum of the setting, is the only figure, and this returns None."""
+    if setting.rounds < 2 * setting.buy - 1:
+        return None
+    return "1 / (1 - (1 - 1/B)^B)", karlin_ratio(setting.buy)
+
+
+PROBLEM = Problem(
+    name="ski-rental",
+    setting=model.Setting,
+    payoffs=model.payoffs,
+    rollout=model.rollout,
+    offline_optimum=model.offline_optimum,
+    encoding=model.SeasonEncoding,
+    policy_head=policy.policy_head,
+    baselines=BASELINES,
+    certificate=exact.certificate,
+    lower_bound=exact.lower_bound,
+    families=lambda setting: {"every season": model.every_season(setting)},
+    export=policy.export,
+    load=policy_file.load,
+    restore=policy.restore,
+    reference=reference,
+    objective="pay",
+)

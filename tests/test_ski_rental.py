@@ -1,0 +1,114 @@
+"""Ski rental's own figures: the classic rules' ratios in closed form, the certificate against
+every season run through the simulator, the lower bound against the best mixed rule solved
+as the algorithm's LP, and the policy file's draws."""
+
+from __future__ import annotations
+
+import json
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from scipy.optimize import linprog
+
+from advonline.baselines.ski_rental import BASELINES, karlin_ratio
+from advonline.problems.ski_rental import exact, model, policy, policy_file
+from advonline.problems.ski_rental.problem import PROBLEM
+
+SETTINGS = [
+    model.Setting(buy=b, rounds=t) for b, t in ((10, 30), (4, 10), (3, 3), (7, 5), (4, 7), (4, 6))
+]
+
+
+@pytest.mark.parametrize("setting", SETTINGS, ids=str)
+def test_certificate_is_the_worst_season_through_the_simulator(setting):
+    seasons = jnp.arange(1, setting.rounds + 1)
+    with jax.enable_x64(True):
+        optimum = model.offline_optimum(setting, seasons)
+        for name, make in BASELINES.items():
+            rule = make(setting)
+            payoffs = np.asarray(model.payoffs(setting, rule, seasons, optimum))
+            found = exact.certificate(setting, rule)
+            assert found.exact
+            assert found.ratio == pytest.approx(1 / payoffs.min(), rel=1e-12), name
+            assert payoffs[found.worst[0] - 1] == payoffs.min(), name
+
+
+@pytest.mark.parametrize("setting", SETTINGS[:2], ids=str)
+def test_classic_rules_have_their_known_ratios(setting):
+    with jax.enable_x64(True):  # the rules in float64, as the evaluator makes them
+        rules = {name: make(setting) for name, make in BASELINES.items()}
+    ratios = {name: exact.certificate(setting, rule).ratio for name, rule in rules.items()}
+    buy = setting.buy
+    assert ratios["break-even"] == pytest.approx(2 - 1 / buy, rel=1e-12)
+    assert ratios["randomised"] == pytest.approx(karlin_ratio(buy), rel=1e-12)
+    assert ratios["never"] == pytest.approx(setting.rounds / buy, rel=1e-12)
+    assert ratios["buy-at-once"] == pytest.approx(buy, rel=1e-12)
+
+
+def _best_mixed_rule(setting) -> float:
+    """The algorithm's LP: the distribution over buying days (and never) with the smallest
+    worst ratio over every season, solved on its own (the lower bound solves the dual)."""
+    costs = exact.deterministic_costs(setting)[:, 1:]  # [rules, seasons]
+    optima = exact.season_optima(setting)[1:]
+    rules = costs.shape[0]
+    # variables: p (rules), r; minimise r s.t. p @ costs <= r optima, sum p = 1
+    upper = np.concatenate([costs.T, -optima[:, None]], axis=1)
+    equal = np.concatenate([np.ones(rules), [0.0]])[None, :]
+    solved = linprog(
+        np.concatenate([np.zeros(rules), [1.0]]),
+        A_ub=upper,
+        b_ub=np.zeros(optima.size),
+        A_eq=equal,
+        b_eq=[1.0],
+        bounds=[(0, None)] * rules + [(None, None)],
+        method="highs",
+    )
+    return float(solved.fun)
+
+
+@pytest.mark.parametrize("setting", SETTINGS, ids=str)
+def test_lower_bound_is_the_best_mixed_rule_and_karlin_s_where_seasons_are_long(setting):
+    bound = exact.lower_bound(setting)
+    assert bound.ratio == pytest.approx(_best_mixed_rule(setting), rel=1e-9)
+    assert bound.ratio == pytest.approx(1 / bound.best_response, rel=1e-15)
+    assert bound.distribution.sum() == pytest.approx(1.0, rel=1e-12)
+    reference = PROBLEM.reference(setting)
+    if setting.rounds >= 2 * setting.buy - 1:
+        assert bound.ratio == pytest.approx(reference[1], rel=1e-9)
+        return
+    assert reference is None  # shorter seasons: a rule can do better than Karlin's
+    assert bound.ratio < karlin_ratio(setting.buy) - 1e-3
+    if setting.rounds <= setting.buy:  # buying never pays: renting is optimal
+        assert bound.ratio == pytest.approx(1.0, rel=1e-12)
+
+
+def test_policy_file_draws_buying_days_with_the_rule_s_chances(tmp_path):
+    setting = model.Setting(buy=4, rounds=10)
+    rule = BASELINES["randomised"](setting)
+    path = tmp_path / "policy.json"
+    path.write_text(json.dumps(policy.export(setting, rule)))
+    described, loaded = policy_file.load(json.loads(path.read_text()))
+    assert described == setting.describe()
+    rng = np.random.default_rng(3)
+    days = [loaded.buying_day(rng) for _ in range(20000)]
+    drawn = np.asarray([np.mean([d is not None and d <= t for d in days]) for t in range(1, 11)])
+    np.testing.assert_allclose(drawn, np.asarray(rule.owned), atol=0.015)
+    assert loaded.buying_day(np.random.default_rng(0)) is not None  # it always buys by day 4
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"format": "x"}, "not a ski rental policy file"),
+        ({"owned": [0.5, 0.2, 1.0, 1.0]}, "never decrease"),
+        ({"owned": [0.5, 1.0]}, "need 4 values"),
+        ({"setting": {"problem": "ski-rental", "buy": 0, "rounds": 4}}, "setting.buy"),
+    ],
+)
+def test_a_bad_policy_file_is_refused_in_one_line(change, message):
+    setting = model.Setting(buy=2, rounds=4)
+    document = {**policy.export(setting, BASELINES["break-even"](setting)), **change}
+    with pytest.raises(policy_file.PolicyFileError, match=message):
+        policy.restore(document)
