@@ -204,6 +204,11 @@ class OracleConfig:
     # (the adversary's side of double oracle over the final snapshots), until the mixture's
     # exploitability is at most closing_tolerance
     closing_tolerance: float = 0.01
+    descent_epochs: int = 0  # where the game descends its certificate: the last this many
+    # epochs train by certificate descent (epoch_steps gradient steps of the best network
+    # down its own certificate, each against the exact worst adversary strategy) instead of
+    # against the archive
+    descent_learning_rate: float = 0.002
     rescore_best: bool = False  # without a certificate, one network kept: before a probed
     # network is compared with the kept one, the kept one's measured worst case is raised to
     # its worst ratio on the current archive, so both are measured on everything found so far
@@ -236,6 +241,10 @@ class OracleConfig:
             problems.append("oracle.worst_case_weight must lie in [0, 1]")
         if self.closing_rounds < 0:
             problems.append("oracle.closing_rounds must be >= 0")
+        if self.descent_epochs < 0:
+            problems.append("oracle.descent_epochs must be >= 0")
+        if not 0 < self.descent_learning_rate < float("inf"):
+            problems.append("oracle.descent_learning_rate must be a finite number > 0")
         if not 0 <= self.closing_tolerance < float("inf"):
             problems.append("oracle.closing_tolerance must be a finite number >= 0")
         return problems
@@ -247,6 +256,8 @@ NOT_APPLICABLE = {
     "mixtures": "one network is delivered, never a mixture of snapshots",
     "closing_rounds": "one network is delivered, never a mixture of snapshots",
     "closing_tolerance": "one network is delivered, never a mixture of snapshots",
+    "descent_epochs": "the problem's certificate has no gradient to descend",
+    "descent_learning_rate": "the problem's certificate has no gradient to descend",
 }
 #: The [oracle] values a problem playing the core's game runs with (it has no anchor and
 #: delivers no mixture).

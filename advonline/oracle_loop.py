@@ -553,10 +553,29 @@ def training_batch(
     return archive.types[slots], archive.optimum[slots], valid, weights
 
 
-def train_epoch(game, oracle: OracleConfig, temperature: float, state: OracleState) -> OracleState:
+def descends(oracle: OracleConfig, state: OracleState, epochs: int) -> bool:
+    """Whether the training after the measurement just taken (``state.epoch`` counts it) is
+    certificate descent: one of the last ``oracle.descent_epochs`` of ``epochs``, with a
+    certified network to start from."""
+    late = int(state.epoch) > epochs - oracle.descent_epochs
+    return late and math.isfinite(float(state.best_score))
+
+
+def train_epoch(
+    game, oracle: OracleConfig, temperature: float, state: OracleState, epochs: int = 0
+) -> OracleState:
     """Step 5: ``oracle.epoch_steps`` updates against the archive's mixture, on the archive's
-    filled slots (:func:`training_batch`), with the softmin's ``temperature``."""
+    filled slots (:func:`training_batch`), with the softmin's ``temperature``. In the last
+    ``oracle.descent_epochs`` of the run's ``epochs`` they are instead steps of certificate
+    descent from the best certified network (:meth:`~posted_price.game.Game.descend`): the
+    network trains against the exact worst case itself, and the next measurement certifies
+    the best network it reached."""
     steps = oracle.epoch_steps
+    if oracle.descent_epochs and descends(oracle, state, epochs):
+        params = game.descend(
+            state.best_algorithm, float(state.best_score), steps, oracle.descent_learning_rate
+        )
+        return state.replace(algorithm=params, step=state.step + steps)
     mesh = getattr(game, "mesh", None)  # the devices the game shards its batches over
     devices = 1 if mesh is None else mesh.size
     params, opt_state = train_against(
@@ -604,7 +623,8 @@ def run_epochs(
         if not last:
             trained = time.perf_counter()
             with clock.phase("training"):
-                state = train_epoch(game, oracle, temperature, state)
+                epochs = steps // oracle.epoch_steps
+                state = train_epoch(game, oracle, temperature, state, epochs)
                 jax.block_until_ready(state.algorithm)  # asynchronous dispatch: time the work
             seconds = time.perf_counter() - trained
         yield Epoch(state, record, measured_at, seconds)

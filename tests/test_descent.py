@@ -8,10 +8,17 @@ import jax
 import numpy as np
 import pytest
 
-from advonline.problems.posted_price.certify import certificate_gradient, certify_dp
+from advonline.problems.posted_price.certify import (
+    certificate_gradient,
+    certify_dp,
+    strategy_gradient,
+    worst_strategy,
+)
 from advonline.problems.posted_price.descent import (
     DescentConfig,
+    TableOf,
     descend,
+    descend_params,
     initial_params,
     policy_document,
     price_table,
@@ -83,6 +90,48 @@ def test_a_short_descent_delivers_its_lowest_certificate(policy):
         assert np.all(np.diff(curve) >= 0)
         assert np.all((curve >= SETTING.low) & (curve <= SETTING.high))
         assert "exact" in found.certificate.note
+
+
+@pytest.mark.parametrize("policy", ["randomised", "deterministic"])
+def test_the_worst_strategy_s_gradient_is_the_certificate_s(policy):
+    """The worst adversary strategy, held fixed, attains the certificate, and the gradient of
+    its ratio is the certificate's gradient through the whole induction (the envelope
+    theorem), at a generic point; indivisible buyers of two sizes move ALG and OPT by more
+    than one unit."""
+    setting = Setting(
+        resources=1, low=1.0, high=4.0, rounds=8, max_demand=0.5, demand_levels=2, divisible=False
+    )
+    config = DescentConfig(policy=policy, atoms=4, round_seen=True)
+    shape = initial_params(setting, config, jax.random.key(3)).shape
+    params = 0.5 * np.random.default_rng(1).normal(size=shape)
+    table_of = TableOf(setting, config)
+    with jax.enable_x64(True):
+        certified = certify_dp(setting, table_policy(setting, config, table_of(params))).ratio
+        ratio, bound, strategy = worst_strategy(setting, table_of(params), 1.0)
+        attained, slope = strategy_gradient(setting, table_of, params, strategy)
+        whole = certificate_gradient(setting, table_of, params, certified)
+    assert setting.demand_levels == 2
+    assert bound == pytest.approx(certified, rel=1e-12) and ratio == bound
+    assert float(attained) == pytest.approx(certified, rel=1e-9)
+    assert np.abs(np.asarray(slope)).max() > 0
+    np.testing.assert_allclose(np.asarray(slope), np.asarray(whole), rtol=1e-4, atol=1e-7)
+
+
+def test_descending_any_parameters_lowers_the_certificate_of_what_it_returns():
+    """``descend_params`` (the oracle loop's descent epochs) on a table's parameters: what it
+    returns is certified at the ratio it reports (up to the settled tolerance), below the
+    start, and a step it could not improve returns the start itself."""
+    config = DescentConfig(policy="randomised", atoms=4, round_seen=False)
+    params = initial_params(SETTING, config, jax.random.key(1))
+    table_of = TableOf(SETTING, config)
+    start = _certificate(config, params)
+    found = descend_params(SETTING, table_of, params, start, steps=25, learning_rate=0.1)
+    assert len(found.history) == 25
+    assert found.certificate == pytest.approx(min(found.history), rel=1e-12)
+    assert found.certificate < 0.95 * start
+    assert _certificate(config, found.params) == pytest.approx(found.certificate, rel=1e-6)
+    same = descend_params(SETTING, table_of, params, 1.0, steps=1, learning_rate=0.1)
+    np.testing.assert_array_equal(np.asarray(same.params), np.asarray(params))
 
 
 def test_a_seen_round_starts_from_the_shared_row():

@@ -144,7 +144,12 @@ def test_every_shipped_config_is_valid():
     for path in shipped:
         config = configs.load(path)
         assert config.setting.describe()["problem"] == config.problem.name
-        prefix = {"one-way-trading": "owt-", "adwords": "adwords-", "ski-rental": "ski-", "posted-price": ""}
+        prefix = {
+            "one-way-trading": "owt-",
+            "adwords": "adwords-",
+            "ski-rental": "ski-",
+            "posted-price": "",
+        }
         assert path.stem.startswith(prefix[config.problem.name])
         # every table reads back to the same config (what a checkpoint stores)
         assert configs.from_tables(config.to_tables()) == config
@@ -164,6 +169,24 @@ def test_every_shipped_config_is_valid():
         ({"game": {"learning_rate": 0.1}}, "belongs in [algorithm]"),
         ({"game": {"loop": "oracle", "replay_size": 8}}, "replay_size applies to"),
         ({"oracle": {"snapshots": 4}}, "snapshots does not apply to the simultaneous loop"),
+        (
+            {"game": {"loop": "oracle", "epochs": 2}, "oracle": {"descent_epochs": 3}},
+            "descent_epochs must be <= game.epochs",
+        ),
+        (
+            {
+                "game": {"loop": "oracle"},
+                "setting": {"resources": 2, "rounds": 12, "max_demand": 0.25},
+                "adversary": {"conditioning": "state"},
+                "oracle": {"descent_epochs": 1},
+            },
+            "descent_epochs needs one resource",
+        ),
+        (
+            {"problem": {"name": "one-way-trading"}, "oracle": {"descent_epochs": 1}},
+            "certificate has no gradient to descend",
+        ),
+        ({"game": {"loop": "oracle"}, "oracle": {"descent_learning_rate": 0}}, "must be a finite"),
         ({"algorithm": {"update": "adam"}}, "algorithm.update must be one of"),
         ({"setting": {"low": 3.0, "high": 2.0}}, "must exceed L"),
         ({"game": {"loop": "oracle"}, "oracle": {"mixtures": 1}}, "expected true or false"),

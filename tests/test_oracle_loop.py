@@ -23,6 +23,7 @@ from advonline.archive_view import hardest_delivered
 from advonline.evaluation import Budget
 from advonline.oracle_loop import train_against, training_batch, training_slots
 from advonline.problems.posted_price import families
+from advonline.problems.posted_price.certify import certify_dp
 from advonline.problems.posted_price.game import Game
 from advonline.train import METRIC_FIELDS, train
 
@@ -411,3 +412,28 @@ def test_the_certificates_strategy_is_an_oracle(tmp_path):
     origins = np.asarray(state.archive.origin)[instance_slots(state.archive)]
     assert ORIGINS.index("certificate") in set(origins.tolist())
     assert ORIGINS.index("probe") in set(origins.tolist())
+
+
+def test_descent_epochs_train_the_best_network_down_its_certificate(tmp_path):
+    """With ``oracle.descent_epochs`` the last epochs' training is certificate descent from
+    the best certified network: the next measurement certifies a lower bound than any epoch
+    before it, and the run delivers that network, with the steps counted as usual."""
+    descent = "epoch_steps = 10\ndescent_epochs = 2\ndescent_learning_rate = 0.05\n"
+    text = TINY_ORACLE_TOML.format(epochs=6).replace("epoch_steps = 2\n", descent)
+    path = tmp_path / "descent.toml"
+    path.write_text(text)
+    config = configs.load(path)
+    assert config.oracle.descent_epochs == 2
+    folder = tmp_path / "run"
+    train(config, folder)
+    rows = _rows(folder)
+    assert [int(r["step"]) for r in rows] == list(range(0, 70, 10))
+    guarantee = [float(r["guarantee"]) for r in rows]
+    assert guarantee[-1] < guarantee[4]  # below everything trained against the archive
+    state, _, _ = checkpoint.load(folder)
+    game = config.build_game()
+    with jax.enable_x64(True):
+        params = jax.tree.map(lambda leaf: jnp.asarray(leaf, jnp.float64), state.best_algorithm)
+        certified = certify_dp(config.setting, game.policy(params)).ratio
+    assert float(state.best_score) == pytest.approx(guarantee[-1])
+    assert certified == pytest.approx(guarantee[-1], rel=1e-5)

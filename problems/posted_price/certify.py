@@ -337,6 +337,116 @@ def _gradient(setting, table_of, params, ratio, paired: bool):
     return jax.tree.map(lambda leaf: leaf / alg, slope)
 
 
+def worst_strategy(
+    setting: Setting, table, start: float, give_up_at: float = math.inf, settled: float = 0.0
+) -> tuple[float, float | None, jax.Array | None]:
+    """Dinkelbach's iteration for a float64 price ``table`` (``[T, G+1, A]``, inside x64) from
+    ``start``, keeping the strategy behind each raise: ``(ratio, bound, strategy)``.
+
+    ``ratio`` is the last iterate, a ratio the returned ``strategy`` (the maximising choices
+    ``[T, G+1, G+1]`` of :func:`_induction`) attains, so a lower bound on the programme's
+    value; ``bound`` is that value when the iteration converged there (``F(ratio) <= tol``:
+    the certificate), None when it stopped early because ``ratio`` reached ``give_up_at`` (a
+    bound already known elsewhere that this table cannot beat), or when a raise was at most
+    ``settled`` times the ratio (the iteration converges superlinearly, so ``ratio`` is then
+    within about that much of the value; the sweep that would certify it is skipped). A
+    ``start`` at or above the value is lowered by 1% until it is below (each such ``start``
+    bounds the value too; the lowest is kept in ``bound`` if no strategy is found).
+    ``strategy`` is None only then, or where some instance leaves ALG with nothing (``ratio``
+    inf).
+    """
+    paired = _pairs(setting, table.prices)
+    ratio, bound, strategy = max(float(start), 1.0), None, None
+    for _ in range(_MAX_DINKELBACH_STEPS):
+        (gap, opt, alg), choices = _induction(
+            setting, table.prices, table.probs, jnp.float64(ratio), True, paired
+        )
+        gap, opt, alg = float(gap), float(opt), float(alg)
+        if opt > 0 and alg <= 0:
+            return math.inf, None, None
+        if gap <= _TOLERANCE * max(opt, 1.0):  # the value is at most ratio
+            bound = ratio
+            if strategy is not None or ratio <= 1.0:
+                return ratio, bound, strategy
+            ratio = max(1.0, ratio * 0.99)  # no strategy yet: start below the value
+            continue
+        raised, ratio, strategy = opt / alg - ratio, opt / alg, choices
+        if ratio >= give_up_at or raised <= settled * ratio:
+            return ratio, None, strategy
+    return ratio, None, strategy
+
+
+def strategy_gradient(setting: Setting, table_of, params, strategy: jax.Array):
+    """``(ratio, gradient)``: the ratio ``E[OPT] / E[ALG]`` that the fixed adversary strategy
+    ``strategy`` (choices ``[T, G+1, G+1]`` from :func:`worst_strategy`) attains against the
+    table ``table_of(params)``, and its gradient with respect to ``params``. At the strategy
+    behind a certificate this is the certificate's gradient (the envelope theorem, as in
+    :func:`certificate_gradient`), at the cost of one pass over the states instead of the
+    derivative of the whole induction. Inside x64; ``table_of`` is a static argument."""
+    paired = _pairs(setting, table_of(params).prices)
+    atoms = table_of(params).prices.shape[-1]
+    meaning = tuple(jnp.asarray(column, jnp.int32) for column in _choices(setting, atoms))
+    return _strategy_gradient(setting, table_of, paired, params, strategy, meaning)
+
+
+@functools.partial(jax.jit, static_argnums=(0, 1, 2))
+def _strategy_gradient(setting, table_of, paired, params, strategy, meaning):
+    def ratio(params):
+        table = table_of(params)
+        opt, alg = _strategy_values(setting, table.prices, table.probs, strategy, meaning, paired)
+        return opt / alg
+
+    return jax.value_and_grad(ratio)(params)
+
+
+def _shifted(table: jax.Array, rows: int, columns: int) -> jax.Array:
+    """``table[u_A + rows, u_O + columns]``, 0 past the grid."""
+    size = table.shape[0]
+    if rows:
+        table = jnp.concatenate([table[rows:], jnp.zeros((rows, size), table.dtype)], 0)
+    if columns:
+        table = jnp.concatenate([table[:, columns:], jnp.zeros((size, columns), table.dtype)], 1)
+    return table
+
+
+def _strategy_values(setting, prices, probs, strategy, meaning, paired):
+    """``(E[OPT], E[ALG])`` of the fixed strategy against the table ``[T, G+1, A]``: the
+    induction of :func:`_induction` with each state's choice given, so nothing is maximised
+    (differentiable in the table; moves are shifts of the ``(u_A, u_O)`` grid)."""
+    level_of, amount_of, candidate_of = meaning
+    grid, levels = setting.grid_size, setting.demand_levels
+    unit = setting.capacities[0] / grid
+    units = jnp.arange(grid + 1)[:, None]
+
+    def back(tables, inputs):
+        choices, round_prices, round_probs = inputs
+        density, sale, _ = _candidates(setting, round_prices, round_probs, paired)
+        level, amount = level_of[choices], amount_of[choices]
+        density = jnp.take_along_axis(density, candidate_of[choices], 1)
+        chance = jnp.take_along_axis(sale, candidate_of[choices], 1)
+        if setting.divisible:
+            sold = jnp.minimum(level, grid - units)
+        else:
+            sold = jnp.where(units + level <= grid, level, 0)
+        gains = (density * (amount * unit), chance * density * (sold * unit))
+        after = []
+        for table in tables:
+            stayed = sum(
+                jnp.where(amount == b, _shifted(table, 0, b), 0.0) for b in range(levels + 1)
+            )
+            moved = sum(
+                jnp.where((sold == a) & (amount == b), _shifted(table, a, b), 0.0)
+                for a in range(levels + 1)
+                for b in range(levels + 1)
+            )
+            after.append(chance * moved + (1 - chance) * stayed)
+        return tuple(gain + rest for gain, rest in zip(gains, after, strict=True)), None
+
+    zero = jnp.zeros((grid + 1, grid + 1), prices.dtype)
+    (opt, alg), _ = jax.lax.scan(back, (zero, zero), (strategy, prices, probs), reverse=True)
+    return opt[0, 0], alg[0, 0]
+
+
 class WorstRuns(NamedTuple):
     """Instances drawn from the DP's maximising adversary strategy (:func:`worst_runs`)."""
 

@@ -97,6 +97,10 @@ def check_run(config: RunConfig) -> list[str]:
             "search alone: set oracle.restarts = 0 (fresh adversary networks of several "
             'resources need adversary.conditioning = "state", which the oracle loop alone takes)'
         )
+    if config.oracle.descent_epochs and several:
+        problems.append("oracle.descent_epochs needs one resource (the DP certificate)")
+    if config.oracle.descent_epochs > config.game.epochs:
+        problems.append("oracle.descent_epochs must be <= game.epochs")
     if several and not config.setting.divisible:
         problems.append("several resources need divisible buyers (OPT from the JAX dual LP)")
     if config.game.loop == "oracle" and several:

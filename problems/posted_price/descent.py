@@ -32,6 +32,7 @@ import dataclasses
 import math
 import time
 from collections.abc import Callable
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -43,6 +44,8 @@ from advonline.problems.posted_price.certify import (
     Certificate,
     certificate_gradient,
     certify_dp,
+    strategy_gradient,
+    worst_strategy,
 )
 from advonline.problems.posted_price.learned import price_atoms
 from advonline.problems.posted_price.model import (
@@ -56,6 +59,10 @@ POLICY_CLASSES = ("randomised", "deterministic")
 #: Each step's Dinkelbach iteration starts at these fractions of the last certificate in
 #: turn, until one is below the root.
 _WARM_STARTS = (0.97, 0.8)
+#: Each step of :func:`descend_params` starts its iteration this fraction of the last ratio.
+_BELOW_LAST = 0.99
+#: :func:`descend_params` takes a ratio as settled once Dinkelbach raises it by at most this.
+_SETTLED = 1e-7
 #: The learning rate decays along a cosine to this fraction of its start.
 _FINAL_RATE = 0.05
 
@@ -224,3 +231,56 @@ def _certify(setting, config, table, work_limit, last) -> Certificate:
         if start == 1.0 or certificate.ratio > start:
             return certificate
     return certificate
+
+
+class Descended(NamedTuple):
+    """What :func:`descend_params` delivers: the parameters with the lowest ratio seen, that
+    ratio (within a relative ``_SETTLED`` of its certificate, or the certificate itself), and
+    each step's ratio."""
+
+    params: object
+    certificate: float
+    history: tuple[float, ...]
+
+
+def descend_params(
+    setting: Setting,
+    table_of: Callable,
+    params,
+    certificate: float,
+    steps: int,
+    learning_rate: float,
+) -> Descended:
+    """``steps`` Adam steps (cosine-decayed ``learning_rate``) of any K = 1 policy's
+    parameters ``params`` down their DP certificate, from ``certificate``, theirs.
+
+    ``table_of(params)`` is the policy's float64 price table (hashable: a ``jit`` static
+    argument). Each step runs Dinkelbach's iteration from a little below the last ratio
+    (:func:`~posted_price.certify.worst_strategy`), keeping the worst adversary strategy; it
+    stops once the ratio has settled (a raise of at most a relative ``_SETTLED``: within
+    about that of the certificate) or reached the best ratio so far (the table cannot beat
+    it). The step then descends that strategy's ratio
+    (:func:`~posted_price.certify.strategy_gradient`: at the worst strategy, the
+    certificate's gradient). The parameters returned are those of the lowest settled ratio,
+    ``params`` when no step went below ``certificate``; the caller certifies them (the
+    oracle loop's next measurement does). Float64, outside ``jit`` (each sweep and gradient
+    is jitted)."""
+    optimiser = optax.adam(optax.cosine_decay_schedule(learning_rate, steps, _FINAL_RATE))
+    with jax.enable_x64(True):
+        params = jax.tree.map(lambda leaf: jnp.asarray(leaf, jnp.float64), params)
+        state = optimiser.init(params)
+        best, best_params, ratio, history = certificate, params, certificate, []
+        for _ in range(steps):
+            start = ratio * _BELOW_LAST
+            table = table_of(params)
+            ratio, bound, strategy = worst_strategy(setting, table, start, best, _SETTLED)
+            settled = ratio if bound is None else bound
+            history.append(settled)
+            if settled < best:
+                best, best_params = settled, params
+            if strategy is None:  # nothing left to descend (or a table that loses everything)
+                break
+            _, slope = strategy_gradient(setting, table_of, params, strategy)
+            update, state = optimiser.update(jax.tree.map(jnp.nan_to_num, slope), state)
+            params = optax.apply_updates(params, update)
+    return Descended(best_params, best, tuple(history))

@@ -46,6 +46,7 @@ from advonline.problems.posted_price.adversary import (
 )
 from advonline.problems.posted_price.certify import certify_and_draw, worst_runs
 from advonline.problems.posted_price.config import AdversaryConfig, AlgorithmConfig
+from advonline.problems.posted_price.descent import descend_params
 from advonline.problems.posted_price.learned import (
     LearnedPolicy,
     LearnedPriceCurve,
@@ -67,6 +68,18 @@ from advonline.problems.posted_price.optimum import offline_optimum
 from advonline.problems.posted_price.oracles import best_responses, mixture_search
 from advonline.problems.posted_price.typed_payoffs import algorithm_table, typed_payoffs
 from advonline.search import Found
+
+
+@dataclasses.dataclass(frozen=True)
+class NetworkTable:
+    """The game's pricing network as a function of its parameters: its float64 price table
+    ``[T, G + 1, A]`` (K = 1). Hashable, so the certificate's sweeps and gradients compile
+    once per game."""
+
+    game: Game
+
+    def __call__(self, params: dict):
+        return price_table(self.game.setting, self.game.policy(params), jnp.float64)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -207,6 +220,16 @@ class Game:
         policy = self.policy(params)
         found, runs = certify_and_draw(self.setting, policy, key, count, start=start)
         return found.ratio, None if runs is None else self.adversary.buyer_types.tokens(*runs)
+
+    def descend(self, params: dict, certificate: float, steps: int, learning_rate: float):
+        """The network ``params``, whose certificate is ``certificate``, after ``steps`` steps
+        of certificate descent (:func:`~posted_price.descent.descend_params`, K = 1): the
+        best certified parameters it reached, in the network's own precision. Float64,
+        outside ``jit``."""
+        found = descend_params(
+            self.setting, NetworkTable(self), params, certificate, steps, learning_rate
+        )
+        return jax.tree.map(lambda new, old: jnp.asarray(new, old.dtype), found.params, params)
 
     def certificate_instances(self, params: dict, ratio: float, key: jax.Array) -> np.ndarray:
         """``oracle.certificate_instances`` instances ``[N, T]`` (host token array) drawn
