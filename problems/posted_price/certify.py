@@ -226,11 +226,6 @@ def _induction(setting, prices, probs, ratio, keep_choices: bool, paired: bool =
     units = jnp.arange(grid + 1)
     minus_inf = jnp.float64(-jnp.inf)
 
-    def shift_opt(table: jax.Array, amount: int) -> jax.Array:
-        """table[:, u_O + amount], 0 where OPT would overflow (masked by the caller)."""
-        shifted = jnp.concatenate([table[:, amount:], jnp.zeros((grid + 1, amount))], 1)
-        return shifted if amount else table
-
     def blocks():
         """(units ALG sells ``[G+1]``, units OPT takes) of every demand level and OPT share,
         in the order of :func:`_choices`."""
@@ -275,8 +270,9 @@ def _induction(setting, prices, probs, ratio, keep_choices: bool, paired: bool =
             )
             rows = units + sold
             # after a sale the next state is (rows, u_O + amount), else (u_A, u_O + amount)
-            stayed = [shift_opt(table, amount) for table in tables]
-            moved = [shift_opt(table[rows], amount) for table in tables]
+            # 0 where OPT would overflow (masked below)
+            stayed = [_shifted(table, 0, amount) for table in tables]
+            moved = [_shifted(table[rows], 0, amount) for table in tables]
             # the value of candidate c is affine in the continuation's difference:
             # own[c] + sale[c] * (moved - stayed) + stayed
             spread = moved[0] - stayed[0]
@@ -383,10 +379,11 @@ def strategy_gradient(setting: Setting, table_of, params, strategy: jax.Array):
     behind a certificate this is the certificate's gradient (the envelope theorem, as in
     :func:`certificate_gradient`), at the cost of one pass over the states instead of the
     derivative of the whole induction. Inside x64; ``table_of`` is a static argument."""
-    paired = _pairs(setting, table_of(params).prices)
-    atoms = table_of(params).prices.shape[-1]
-    meaning = tuple(jnp.asarray(column, jnp.int32) for column in _choices(setting, atoms))
-    return _strategy_gradient(setting, table_of, paired, params, strategy, meaning)
+    prices = table_of(params).prices
+    meaning = tuple(
+        jnp.asarray(column, jnp.int32) for column in _choices(setting, prices.shape[-1])
+    )
+    return _strategy_gradient(setting, table_of, _pairs(setting, prices), params, strategy, meaning)
 
 
 @functools.partial(jax.jit, static_argnums=(0, 1, 2))
