@@ -5,7 +5,8 @@ Each check is a function ``(problem, setting) -> detail`` that raises :class:`Ch
 (or any exception: a problem that crashes fails the check) and returns one line saying what
 it saw. :func:`check_problem` runs them all and reports each, so one failure never hides the
 others. What needs a reference only the problem has (its simulator against a loop written by
-hand, its optimum against a solver) stays in that problem's own tests.
+hand, its optimum against a solver) the problem supplies as its
+:class:`~advonline.problem.Cases`, with the small settings to run on.
 """
 
 from __future__ import annotations
@@ -13,6 +14,9 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import os
+import subprocess
+import sys
 from collections.abc import Callable
 
 import jax
@@ -91,6 +95,50 @@ def payoffs_in_range(problem: Problem, setting) -> str:
     return f"{len(problem.baselines)} baselines x 16 inputs"
 
 
+def matches_references(problem: Problem, setting) -> str:
+    """On random inputs, OPT equals the problem's solver by hand, and each deterministic
+    baseline's payoff equals what the problem's loop by hand earns (or pays) against that OPT,
+    as ``E[ALG] / OPT`` or ``OPT / E[cost]``: the simulator and the optimum, each against an
+    independent computation."""
+    cases = problem.cases
+    if cases is None or (cases.earned is None and cases.optimum is None):
+        return "not run: the problem supplies no loop or solver by hand (Cases)"
+    encoding = problem.encoding(setting)
+    count = 6
+    with jax.enable_x64(True):
+        instances = encoding.decode(encoding.random(jax.random.key(2), count))
+        optima = np.asarray(problem.offline_optimum(setting, instances))
+        singles = [
+            jax.tree.map(lambda leaf, i=i: np.asarray(leaf[i]), instances) for i in range(count)
+        ]
+        seen = []
+        if cases.optimum is not None:
+            solved = np.asarray([cases.optimum(setting, one) for one in singles])
+            _require(
+                np.allclose(optima, solved, rtol=1e-7, atol=1e-12),
+                f"offline_optimum gives {optima.tolist()}, the solver by hand {solved.tolist()}",
+            )
+            seen.append(f"OPT on {count} inputs")
+        compared = 0
+        for name, make in problem.baselines.items() if cases.earned is not None else ():
+            policy = make(setting)
+            if not getattr(policy, "deterministic", True):
+                continue
+            payoffs = np.asarray(payoffs_of(problem, setting, policy, instances))
+            earned = np.asarray([cases.earned(setting, policy, one) for one in singles])
+            # ALG / OPT or OPT / cost, 1 where the divisor is 0 (advonline.ratio's convention)
+            over, under = (earned, optima) if problem.objective == "earn" else (optima, earned)
+            by_hand = np.where(under > 0, over / np.where(under > 0, under, 1.0), 1.0)
+            _require(
+                np.allclose(payoffs, by_hand, rtol=1e-9, atol=0.0),
+                f"{name}: payoffs {payoffs.tolist()}, by hand {by_hand.tolist()}",
+            )
+            compared += 1
+        if cases.earned is not None:
+            seen.append(f"{compared} deterministic baselines' payoffs")
+    return " and ".join(seen) + " match the problem's own by hand"
+
+
 def certificates_hold(problem: Problem, setting) -> str:
     """No input a hill climb finds beats a baseline's certificate; an exact certificate's
     worst input attains it; the lower bound on every algorithm is below every certificate."""
@@ -147,8 +195,9 @@ def policy_file_round_trip(problem: Problem, setting) -> str:
     policy = head.to_policy(head.module.init(jax.random.key(6), *head.example))
     document = json.loads(json.dumps(problem.export(setting, policy)))
     problem.load(document)
+    _loads_without_jax(problem, document)
     if problem.restore is None:
-        return "a fresh learned policy exported and loaded (the problem restores no files)"
+        return "a fresh learned policy exported and loaded without JAX (it restores no files)"
     _, restored = problem.restore(document)
     with jax.enable_x64(True):
         instances = encoding.decode(encoding.random(jax.random.key(5), 8))
@@ -158,7 +207,35 @@ def policy_file_round_trip(problem: Problem, setting) -> str:
         np.allclose(before, after, rtol=1e-5, atol=1e-9),
         f"the restored file earns {after} where the policy earns {before}",
     )
-    return "a fresh learned policy exported, loaded and restored: the same payoffs"
+    return "a fresh learned policy exported, loaded without JAX and restored: the same payoffs"
+
+
+def _loads_without_jax(problem: Problem, document: dict) -> None:
+    """``problem.load`` reads ``document`` in a fresh Python where JAX cannot be imported: the
+    policy file's promise to a service that has NumPy only."""
+    load = problem.load
+    if "<" in load.__qualname__:  # a lambda or a nested function: nothing to import by name
+        return
+    script = (
+        "import json, sys\n"
+        "sys.modules['jax'] = sys.modules['jaxlib'] = sys.modules['flax'] = None\n"
+        f"from {load.__module__} import {load.__qualname__} as load\n"
+        "load(json.loads(sys.stdin.read()))\n"
+    )
+    environment = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, sys.path))}
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        input=json.dumps(document),
+        capture_output=True,
+        text=True,
+        env=environment,
+        timeout=300,
+    )
+    last = (done.stderr.strip().splitlines() or ["no message"])[-1]
+    _require(
+        done.returncode == 0,
+        f"{load.__module__}.{load.__qualname__} cannot load the file without JAX: {last}",
+    )
 
 
 #: Every check, by name, in the order run.
@@ -166,6 +243,7 @@ CHECKS: dict[str, Callable] = {
     "setting": setting_round_trip,
     "encoding": encoding_in_vocabulary,
     "payoffs": payoffs_in_range,
+    "by hand": matches_references,
     "certificates": certificates_hold,
     "policy file": policy_file_round_trip,
 }

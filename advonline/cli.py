@@ -116,7 +116,8 @@ def build_parser() -> argparse.ArgumentParser:
         action="append",
         default=[],
         metavar="KEY=VALUE",
-        help="a field of the problem's setting (repeatable; default: the setting's defaults)",
+        help="a field of the problem's setting (repeatable; default: each small setting of the "
+        "problem's own cases)",
     )
     ck.set_defaults(run=run_check)
 
@@ -404,18 +405,25 @@ def run_evaluate(args: argparse.Namespace) -> int:
 
 
 def run_check(args: argparse.Namespace) -> int:
-    """``advonline check NAME``: every check of :mod:`advonline.checks` on the problem's
-    setting, as a table; status 1 if any fails."""
+    """``advonline check NAME``: every check of :mod:`advonline.checks`, as a table, on the
+    ``--setting`` given, else on each small setting the problem's cases name (else on its
+    default setting); status 1 if any fails."""
     problem = _problem(args.problem)
-    setting = problem.setting.from_config(_setting_table(args.setting))
-    results = checks.check_problem(problem, setting)
-    print(f"checks of {problem.name} on {evaluation.setting_line(setting.describe())}")
-    width = max(len(result.name) for result in results) + 2
-    for result in results:
-        verdict = "pass" if result.passed else "FAIL"
-        print(f"{result.name:<{width}}{verdict:<6}{result.detail}")
-    failed = [result.name for result in results if not result.passed]
-    print("all checks passed" if not failed else f"failed: {', '.join(failed)}")
+    if args.setting or problem.cases is None:
+        tables = [_setting_table(args.setting)]
+    else:
+        tables = [dict(table) for table in problem.cases.settings]
+    settings = [problem.setting.from_config(table) for table in tables]  # all read, then run
+    failed = []
+    for setting in settings:
+        results = checks.check_problem(problem, setting)
+        print(f"checks of {problem.name} on {evaluation.setting_line(setting.describe())}")
+        width = max(len(result.name) for result in results) + 2
+        for result in results:
+            verdict = "pass" if result.passed else "FAIL"
+            print(f"{result.name:<{width}}{verdict:<6}{result.detail}")
+        failed += [result.name for result in results if not result.passed]
+    print("all checks passed" if not failed else f"failed: {', '.join(dict.fromkeys(failed))}")
     return 1 if failed else 0
 
 

@@ -104,6 +104,24 @@ class LowerBound(NamedTuple):
     inputs: Any
 
 
+class Cases(NamedTuple):
+    """The problem's own references, for the checks every problem passes
+    (:mod:`advonline.checks`, ``advonline check NAME``).
+
+    - ``settings``: small settings (as ``[setting]`` tables) the checks run on;
+    - ``earned(setting, policy, instance) -> float``: what a deterministic policy earns (or
+      pays) on one instance, by a loop written by hand, not through ``rollout``;
+    - ``optimum(setting, instance) -> float``: OPT of one instance by a solver or by brute
+      force, not through ``offline_optimum``.
+
+    Either reference may be None: the checks then say what they did not compare.
+    """
+
+    settings: tuple[Mapping, ...]
+    earned: Callable | None = None
+    optimum: Callable | None = None
+
+
 class Training(NamedTuple):
     """What a problem that brings its own game (instead of the core's,
     :class:`advonline.problem_game.ProblemGame`) provides to the run config and the loops.
@@ -151,11 +169,14 @@ class Problem:
     - ``export(setting, policy) -> dict`` and ``load(dict) -> (setting, numpy_policy)``: the
       policy file (the loaded policy needs NumPy only).
     - ``reference(setting) -> (label, ratio) | None``: the known optimal ratio, if any.
+    - ``cases``: the small settings and the loop and solver by hand the checks compare the
+      simulator and OPT against (:class:`Cases`).
 
-    ``certificate``, ``lower_bound``, ``families`` and ``reference`` may be None (the problem
-    has none: the reports say so); without ``export`` a run is measured but writes no policy
-    file, and ``advonline export`` refuses in one line. Further optional capabilities (None:
-    the core's default serves, or the command that needs one refuses in one line):
+    ``certificate``, ``lower_bound``, ``families``, ``reference`` and ``cases`` may be None
+    (the problem has none: the reports and checks say so); without ``export`` a run is
+    measured but writes no policy file, and ``advonline export`` refuses in one line. Further
+    optional capabilities (None: the core's default serves, or the command that needs one
+    refuses in one line):
 
     - ``restore(dict) -> (setting, policy)``: a policy file read back as a policy the
       simulator runs (``advonline evaluate --policy``); InputError says why it cannot be.
@@ -191,6 +212,7 @@ class Problem:
     export: Callable | None = None
     load: Callable | None = None
     reference: Callable | None = None
+    cases: Cases | None = None
     restore: Callable | None = None
     sources: Callable | None = None
     trace: Callable | None = None

@@ -20,8 +20,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from flax import struct
+from rent_or_buy_file import load  # the policy file needs NumPy only
 
-from advonline.problem import Certificate, PolicyHead, Problem, setting_from_table
+from advonline.problem import Cases, Certificate, PolicyHead, Problem, setting_from_table
 from advonline.ratio import payoff
 
 
@@ -132,8 +133,21 @@ def export(setting: Setting, policy: Curve) -> dict:
     return {"setting": setting.describe(), "bought": np.asarray(policy.bought).tolist()}
 
 
-def load(document: dict):
-    return document["setting"], np.asarray(document["bought"])
+def paid_by_hand(setting: Setting, policy: Curve, days) -> float:
+    """The cost by a loop over the days, for the checks."""
+    cost, owned = 0.0, 0.0
+    for day, on in enumerate(np.asarray(days)):
+        if not on:
+            break
+        bought = float(policy.bought[day])
+        cost, owned = cost + setting.buy * (bought - owned) + 1.0 - bought, bought
+    return cost
+
+
+def optimum_by_hand(setting: Setting, days) -> float:
+    """OPT by brute force: rent throughout, or buy on one of the season's days."""
+    season = int(np.cumprod(np.asarray(days)).sum())
+    return min([float(season)] + [day + setting.buy for day in range(season)])
 
 
 def reference(setting: Setting) -> tuple[str, float]:
@@ -157,5 +171,6 @@ PROBLEM = Problem(
     export=export,
     load=load,
     reference=reference,
+    cases=Cases(({"buy": 4.0, "rounds": 10},), paid_by_hand, optimum_by_hand),
     objective="pay",
 )

@@ -17,12 +17,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from allocation_lp import allocation_optimum
 
 from advonline import cli
 from advonline import problems as registry
 from advonline.problem import payoffs_of
 from advonline.problems.adwords import families, lower_bound, model, policy
+from advonline.problems.adwords.by_hand import allocation_optimum
 from advonline.problems.adwords.policy_file import eligible
 from advonline.ratio import ratio_of_payoff
 from tests.reports import by_algorithm, certified

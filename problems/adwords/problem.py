@@ -11,8 +11,15 @@ from __future__ import annotations
 import math
 
 from advonline.baselines.adwords import BASELINES
-from advonline.problem import Problem
-from advonline.problems.adwords import families, lower_bound, model, policy, policy_file
+from advonline.problem import Cases, Problem
+from advonline.problems.adwords import (
+    by_hand,
+    families,
+    lower_bound,
+    model,
+    policy,
+    policy_file,
+)
 
 
 def reference(setting: model.Setting) -> tuple[str, float]:
@@ -36,4 +43,15 @@ PROBLEM = Problem(
     load=policy_file.load,
     restore=policy.restore,
     reference=reference,
+    cases=Cases(
+        settings=(
+            {"advertisers": 4, "queries": 12, "max_bid": 0.25, "bid_levels": 3},
+            {"advertisers": 3, "queries": 8, "max_bid": 0.5, "bid_levels": 1},
+            {"advertisers": 4, "queries": 16, "max_bid": 0.25, "allocation": "integral"},
+            # two tokens per query; the JAX optimum by proportional allocation
+            {"advertisers": 20, "queries": 30, "max_bid": 0.2, "bid_levels": 2},
+        ),
+        earned=by_hand.earned,
+        optimum=by_hand.optimum,
+    ),
 )

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 
 from advonline.baselines.one_way_trading import BASELINES, optimal_ratio
-from advonline.problem import Certificate, Problem
-from advonline.problems.one_way_trading import exact, model, policy, policy_file
+from advonline.problem import Cases, Certificate, Problem
+from advonline.problems.one_way_trading import by_hand, exact, model, policy, policy_file
 
 
 def certificate(setting: model.Setting, trading_policy) -> Certificate | None:
@@ -36,4 +36,12 @@ PROBLEM = Problem(
     load=policy_file.load,
     restore=policy.restore,
     reference=reference,
+    cases=Cases(
+        settings=(
+            {"low": 1.0, "high": 10.0, "rounds": 12, "levels": 9},
+            {"low": 2.0, "high": 50.0, "rounds": 6, "levels": 11},
+        ),
+        earned=by_hand.earned,
+        optimum=by_hand.optimum,
+    ),
 )

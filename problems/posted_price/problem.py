@@ -22,8 +22,9 @@ import jax.numpy as jnp
 
 from advonline import ratio
 from advonline.baselines.posted_price import BASELINES
-from advonline.problem import Certificate, LowerBound, PolicyHead, Problem, Training
+from advonline.problem import Cases, Certificate, LowerBound, PolicyHead, Problem, Training
 from advonline.problems.posted_price import (
+    by_hand,
     certify,
     config,
     evaluate,
@@ -157,6 +158,22 @@ PROBLEM = Problem(
     export=None,
     load=None,
     reference=reference,
+    cases=Cases(
+        settings=(
+            {"rounds": 16, "max_demand": 0.125},
+            {"resources": 2, "rounds": 12, "max_demand": 0.25, "capacities": [1.0, 1.0]},
+            {
+                "resources": 2,
+                "rounds": 10,
+                "max_demand": 0.5,
+                "demand_levels": 2,
+                "capacities": [1.0, 1.0],
+                "divisible": False,
+            },
+        ),
+        earned=by_hand.earned,
+        optimum=by_hand.optimum,
+    ),
     restore=restore,
     sources=evaluate.sources,
     trace=evaluate.trace,

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from advonline.baselines.ski_rental import BASELINES, karlin_ratio
-from advonline.problem import Problem
-from advonline.problems.ski_rental import exact, model, policy, policy_file
+from advonline.problem import Cases, Problem
+from advonline.problems.ski_rental import by_hand, exact, model, policy, policy_file
 
 
 def reference(setting: model.Setting) -> tuple[str, float] | None:
@@ -33,5 +33,6 @@ PROBLEM = Problem(
     load=policy_file.load,
     restore=policy.restore,
     reference=reference,
+    cases=Cases(({"buy": 4, "rounds": 10}, {"buy": 7, "rounds": 5}), by_hand.paid, by_hand.optimum),
     objective="pay",
 )
