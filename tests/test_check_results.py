@@ -1,0 +1,55 @@
+"""experiments/check_results.py: a re-run table is matched to docs/results.md row by row, and
+a figure that moved is reported while a time column is not."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _load(name: str, monkeypatch=None):
+    if monkeypatch is not None:  # the experiments import their shared helpers by name
+        monkeypatch.syspath_prepend(str(ROOT / "experiments"))
+    spec = importlib.util.spec_from_file_location(name, ROOT / "experiments" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+HEADER = "| config | learned ratio | bound | train s |\n|---|---|---|---|"
+DOCUMENT = f"""Some text.
+
+{HEADER}
+| a (small) | 1.5375 [1.5373, 1.5386] | 1.5353 | 3 |
+| b | 2.0000 | 1.9000 | 40 |
+
+More text.
+"""
+
+
+def test_a_moved_figure_a_missing_row_and_an_unknown_table_are_reported():
+    check = _load("check_results")
+    same = f"{HEADER}\n| a (small) | 1.5375 [1.5373, 1.5386] | 1.5353 | 9 |\n"
+    assert check.compare(same, DOCUMENT) == []  # only the time differs
+    moved = f"{HEADER}\n| a (small) | 1.5380 [1.5373, 1.5386] | 1.5353 | 3 |\n| c | 1 | 1 | 1 |\n"
+    assert check.compare(moved, DOCUMENT) == [
+        "a (small): learned ratio: docs/results.md says 1.5375 [1.5373, 1.5386], "
+        "now 1.5380 [1.5373, 1.5386]",
+        "c: no such row in docs/results.md",
+    ]
+    other = "| config | something else |\n|---|---|\n| a (small) | 1 |\n"
+    assert check.compare(other, DOCUMENT) == [
+        "no table in docs/results.md has the header | config | something else |"
+    ]
+
+
+def test_every_checked_experiment_prints_a_table_of_the_results_document(monkeypatch):
+    """The header each experiment prints heads a table in docs/results.md, so its rows have
+    something to be compared with."""
+    check = _load("check_results")
+    stored = check.tables((ROOT / "docs" / "results.md").read_text())
+    for name in check.EXPERIMENTS:
+        header = _load(name, monkeypatch).HEADER.splitlines()[0].strip()
+        assert header in stored, name
