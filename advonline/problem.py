@@ -191,6 +191,11 @@ class Problem:
       one line.
     - ``evaluation_needs(setting, budget) -> [advonline.preflight.Need]``: the evaluator's
       largest arrays, checked before it runs; default: no estimate.
+    - ``exact_optimum(setting) -> solve | None``: for a setting where ``offline_optimum`` is
+      only a lower bound on OPT (a heuristic's feasible solution), ``solve(setting,
+      instance) -> float``, OPT of one instance exactly, on the host (a solver, outside
+      ``jit``); the default sources score the hardest inputs they find again with it, so a
+      reported ratio is the input's true one. None (default): ``offline_optimum`` is exact.
     - ``training``: the problem's own game and config tables (:class:`Training`); None for
       one that plays the core's game (:class:`advonline.problem_game.ProblemGame`).
     - ``objective``: ``"earn"`` (welfare, revenue: the ratio is ``OPT / E[ALG]``) or
@@ -217,6 +222,7 @@ class Problem:
     sources: Callable | None = None
     trace: Callable | None = None
     evaluation_needs: Callable | None = None
+    exact_optimum: Callable | None = None
     training: Training | None = None
     objective: str = "earn"
 

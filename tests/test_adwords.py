@@ -414,3 +414,32 @@ def test_bad_settings_get_one_line_and_no_folder(tmp_path, capsys):
         error = capsys.readouterr().err.strip()
         assert error.count("\n") == 0 and "[setting]" in error
     assert not any(tmp_path.glob("run*"))
+
+
+def test_above_the_exact_advertiser_count_the_hardest_finds_get_highs_opt():
+    """With more advertisers than the min-cut enumerates, the JAX optimum is a feasible flow
+    (a lower bound on OPT): each source's hardest inputs are scored again against HiGHS's
+    OPT, never lower than before, and exactly as recomputed here; below, nothing changes."""
+    from advonline import sources
+
+    problem = registry.get("adwords")
+    setting = problem.setting(advertisers=14, queries=40, max_bid=0.2, bid_levels=2)
+    rule = problem.baselines["balance"](setting)
+    encoding = problem.encoding(setting)
+    with jax.enable_x64(True):
+        tokens = np.asarray(encoding.random(jax.random.key(3), 40))
+        heuristic = np.asarray(sources.input_ratios(problem, setting, rule, jnp.asarray(tokens)))
+        rescored, note = sources.exactly_rescored(problem, setting, rule, tokens, heuristic)
+        hardest = np.argsort(heuristic)[-sources.RESCORED :]
+        instances = encoding.decode(jnp.asarray(tokens[hardest]))
+        exact = [
+            allocation_optimum(instances.bids[i], instances.bidders[i]) for i in range(len(hardest))
+        ]
+        by_highs = ratio_of_payoff(problem.payoffs(setting, rule, instances, jnp.asarray(exact)))
+    assert "solved exactly" in note
+    assert np.all(rescored >= heuristic - 1e-12)
+    np.testing.assert_allclose(rescored[hardest], np.asarray(by_highs), rtol=1e-12)
+    untouched = np.delete(np.arange(len(tokens)), hardest)
+    np.testing.assert_array_equal(rescored[untouched], heuristic[untouched])
+    small = problem.setting(advertisers=4, queries=12, max_bid=0.25)
+    assert problem.exact_optimum(small) is None  # the min cut is exact: nothing to rescore

@@ -22,6 +22,12 @@ from advonline.problems.adwords import (
 )
 
 
+def exact_optimum(setting: model.Setting):
+    """HiGHS's OPT where the JAX optimum is proportional allocation's best flow (more than
+    ``EXACT_ADVERTISERS`` advertisers: a lower bound on OPT); None where it is exact."""
+    return by_hand.optimum if setting.advertisers > model.EXACT_ADVERTISERS else None
+
+
 def reference(setting: model.Setting) -> tuple[str, float]:
     del setting
     return "e / (e - 1): the best ratio as bids get small", math.e / (math.e - 1.0)
@@ -42,6 +48,7 @@ PROBLEM = Problem(
     export=policy.export,
     load=policy_file.load,
     restore=policy.restore,
+    exact_optimum=exact_optimum,
     reference=reference,
     cases=Cases(
         settings=(
