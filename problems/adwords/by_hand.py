@@ -1,7 +1,8 @@
 """Budgeted allocation written again by hand, for the checks (``advonline check adwords``):
 a NumPy loop around a rule's shares, and OPT by HiGHS on the sparse LP (or MILP). Neither
 goes through :func:`~advonline.problems.adwords.model.rollout` or the JAX optimum, so the
-checks compare two independent computations."""
+checks compare two independent computations. The evaluator also takes HiGHS's OPT where the
+JAX optimum is only a feasible flow (``problem.exact_optimum``)."""
 
 from __future__ import annotations
 
