@@ -312,7 +312,7 @@ def verdict(results: list[Measurement], learned: str, baselines: tuple[str, ...]
     measured CR). The learned policy is judged by its guarantee where it has one (a
     certificate's upper bound, or the exact CR), else by the worst ratio found; equal within
     float rounding (both at a certified optimum) it matches; a loss is a line starting with
-    ``WARNING``, never handed over quietly."""
+    ``WARNING`` that names the baseline to use instead, never handed over quietly."""
     by_name = {m.algorithm: m for m in results}
     mine = by_name[learned]
     best = min((by_name[name] for name in baselines), key=lambda m: m.competitive_ratio)
@@ -333,7 +333,7 @@ def verdict(results: list[Measurement], learned: str, baselines: tuple[str, ...]
     if figure <= best.competitive_ratio * (1 + MATCHING):
         return f"verdict: {described} matches {versus}: 1.00x"
     factor = "inf" if math.isinf(figure) else f"{figure / best.competitive_ratio:.4g}x"
-    return f"WARNING: {described} loses to {versus}: {factor}; do not use this policy"
+    return f"WARNING: {described} loses to {versus}: {factor}; use {best.algorithm} instead"
 
 
 def _short(ratio: float) -> str:

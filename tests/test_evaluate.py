@@ -177,8 +177,9 @@ def test_the_verdict_judges_the_learned_guarantee_against_the_best_baseline():
     assert beats == "verdict: learned 2.081 (certified <= 2.158) beats threshold 3.352: 0.64x"
     # the certificate decides, not the (lower) worst ratio found
     loose = [_measured("learned", 2.0, 3.5), *baselines]
-    assert verdict(loose, "learned", ("threshold", "greedy")).startswith(
-        "WARNING: learned 2.000 (certified <= 3.500) loses to threshold 3.352"
+    assert verdict(loose, "learned", ("threshold", "greedy")) == (
+        "WARNING: learned 2.000 (certified <= 3.500) loses to threshold 3.352: 1.044x; "
+        "use threshold instead"
     )
     # no certificate (several resources): the worst ratio found is the figure
     found = verdict([_measured("learned", 5.1, None), *baselines], "learned", ("greedy",))
