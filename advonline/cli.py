@@ -27,6 +27,7 @@ from advonline import (
     parallel,
     pipeline,
     preflight,
+    seeds,
 )
 from advonline import problems as registry
 from advonline.checkpoint import CheckpointError
@@ -191,6 +192,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--out", metavar="DIR", help="new run folder (default runs/<config>-<UTC time>)"
     )
     job.add_argument("--quiet", action="store_true", help="no progress bar")
+    job.add_argument(
+        "--seeds",
+        metavar="LIST",
+        help="train and measure these game seeds in turn in one process (0-4, 0,2,5), one run "
+        "folder each in --out, and summarise every figure as median [min, max]",
+    )
     job.add_argument(
         "--resume",
         action="store_true",
@@ -648,7 +655,8 @@ def run_archive(args: argparse.Namespace) -> int:
 
 
 def run_main_job(args: argparse.Namespace) -> int:
-    """``advonline run CONFIG``: train, measure beside the baselines, export, plot, summarise."""
+    """``advonline run CONFIG``: train, measure beside the baselines, export, plot, summarise;
+    with ``--seeds``, each seed in turn into its own folder, then a summary over them."""
     run_config = _run_config(args)
     budget = _budget(args)
     problem = run_config.problem
@@ -656,31 +664,16 @@ def run_main_job(args: argparse.Namespace) -> int:
     if args.resume and not args.out:
         raise UsageError("--resume continues the run in --out: name its folder")
     folder = args.out or pipeline.default_run_folder(args.config)
+    if args.seeds is not None:
+        return _several_seeds(args, run_config, budget, baselines, Path(folder))
     check_folder(folder, resume=args.resume)
     check_resumable(folder, run_config)  # before the banner and the progress bar
     if args.resume:
         pipeline.check_kept_policies(folder, problem)
-    largest, available = preflight.check(
-        [
-            *run_config.training_needs(),
-            *preflight.evaluation_needs(problem, run_config.setting, budget),
-        ]
-    )
+    largest, available = _preflight(run_config, budget)
     if args.check:
         return _checked(args.config, folder, largest, available)
-    with folders.FolderLock(folder):  # one writer from training to the last figure
-        say = (lambda line: None) if args.quiet else functools.partial(print, file=sys.stderr)
-        if not args.quiet:
-            _device_line("run", args.config, folder, run_config)
-        bar, report = _progress(run_config.total_steps, args.quiet)
-        train(run_config, folder, resume=args.resume, report=report)
-        bar.close()
-        mesh = parallel.batch_mesh(run_config.devices)
-        measuring = MeasuringBar(args.quiet)
-        result = pipeline.finish_run(
-            folder, budget, say, baselines, mesh, resume=args.resume, progress=measuring
-        )
-        measuring.close()
+    result = _one_run(args, run_config, budget, baselines, folder, args.resume)
     print(evaluation.table(result.report))
     print(
         f"trained {result.run.steps} steps in {result.run.wall_seconds:.0f} s; run folder {folder}"
@@ -691,6 +684,75 @@ def run_main_job(args: argparse.Namespace) -> int:
     print(f"measured ratios: {folder}/{pipeline.EVALUATION_NAME}")
     print("exported policies: " + (", ".join(str(path) for path in result.policies) or "none"))
     print(f"figures: {folder}/figures/ ({len(result.figures)} files, PNG and PDF)")
+    return 0
+
+
+def _preflight(run_config, budget) -> tuple[preflight.Need, float]:
+    """The memory pre-flight of training and measuring (PreflightError: not enough)."""
+    problem = run_config.problem
+    return preflight.check(
+        [
+            *run_config.training_needs(),
+            *preflight.evaluation_needs(problem, run_config.setting, budget),
+        ]
+    )
+
+
+def _one_run(args, run_config, budget, baselines, folder, resume: bool) -> pipeline.FinishedRun:
+    """Train ``run_config`` into ``folder`` (continuing it with ``resume``), then measure,
+    export and plot, holding the folder throughout."""
+    with folders.FolderLock(folder):  # one writer from training to the last figure
+        say = (lambda line: None) if args.quiet else functools.partial(print, file=sys.stderr)
+        if not args.quiet:
+            _device_line("run", args.config, folder, run_config)
+        bar, report = _progress(run_config.total_steps, args.quiet)
+        train(run_config, folder, resume=resume, report=report)
+        bar.close()
+        mesh = parallel.batch_mesh(run_config.devices)
+        measuring = MeasuringBar(args.quiet)
+        result = pipeline.finish_run(
+            folder, budget, say, baselines, mesh, resume=resume, progress=measuring
+        )
+        measuring.close()
+    return result
+
+
+def _several_seeds(args, run_config, budget, baselines, parent: Path) -> int:
+    """``run --seeds``: every seed's folder is checked before any work (with ``--resume`` a
+    seed whose folder holds a checkpoint continues, the others start), then each is trained,
+    measured, exported and plotted in turn; ``summary.json`` in ``parent`` holds every figure
+    over the seeds."""
+    try:
+        chosen = seeds.parse_seeds(args.seeds)
+    except ValueError as error:
+        raise UsageError(str(error)) from None
+    if check_path(parent, "--out").exists() and not parent.is_dir():
+        raise UsageError(f"--out {parent} is a file; name a folder for the seeds' runs")
+    if not args.resume and (parent / seeds.SUMMARY_NAME).exists():
+        raise UsageError(f"{parent} already holds a several-seed run; pass --resume or a new --out")
+    plan = []
+    for seed in chosen:
+        folder = seeds.seed_folder(parent, seed)
+        config = run_config.with_seed(seed)
+        resume = args.resume and folder.exists()
+        check_folder(folder, resume=resume)
+        check_resumable(folder, config)
+        if resume:
+            pipeline.check_kept_policies(folder, run_config.problem)
+        plan.append((seed, folder, config, resume))
+    largest, available = _preflight(run_config, budget)
+    if args.check:
+        return _checked(args.config, parent, largest, available)
+    parent.mkdir(parents=True, exist_ok=True)
+    reports = {}
+    for seed, folder, config, resume in plan:
+        result = _one_run(args, config, budget, baselines, folder, resume)
+        reports[seed] = result.report
+        print(f"seed {seed}: {result.report.get('verdict')}; run folder {folder}")
+    summary = seeds.summarise(args.config, reports)
+    path = seeds.write_summary(parent, summary)
+    print(seeds.summary_table(summary))
+    print(f"summary: {path}; runs: {', '.join(str(folder) for _, folder, _, _ in plan)}")
     return 0
 
 

@@ -377,6 +377,10 @@ class RunConfig:
         proposals = max(probe.chains * probe.candidates, oracle.archive_size)
         return token_needs(self.problem.encoding(self.setting), batch, proposals)
 
+    def with_seed(self, seed: int) -> RunConfig:
+        """This config with ``game.seed = seed`` (``run --seeds``)."""
+        return dataclasses.replace(self, game=dataclasses.replace(self.game, seed=seed))
+
     def on_devices(self, count: int) -> RunConfig:
         """This config with ``game.devices = count`` (the ``--devices`` flag)."""
         return dataclasses.replace(self, game=dataclasses.replace(self.game, devices=count))

@@ -1,0 +1,60 @@
+"""``advonline run CONFIG --seeds``: several seeds in one process, a run folder each, and a
+summary of every figure over them."""
+
+from __future__ import annotations
+
+import json
+import statistics
+
+import pytest
+
+from advonline import cli
+from advonline.seeds import parse_seeds
+
+BUDGET = ["--search-steps", "4", "--random-instances", "8", "--adversary-steps", "2"]
+CONFIG = "experiments/configs/ski-b10.toml"
+
+
+def test_seed_lists_read_and_bad_ones_refused():
+    assert parse_seeds("0-4") == (0, 1, 2, 3, 4)
+    assert parse_seeds("0,2,5") == (0, 2, 5)
+    assert parse_seeds("0-2, 7") == (0, 1, 2, 7)
+    for bad in ("", "a", "3-1", "-1", "0,0", "1-2,2"):
+        with pytest.raises(ValueError):
+            parse_seeds(bad)
+
+
+def test_several_seeds_run_in_one_process_and_are_summarised(tmp_path, capsys):
+    out = tmp_path / "runs"
+    assert cli.main(["run", CONFIG, "--seeds", "0-1", "--out", str(out), "--quiet", *BUDGET]) == 0
+    printed = capsys.readouterr().out
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["seeds"] == [0, 1] and "over seeds 0, 1" in printed
+    learned = []
+    for seed in (0, 1):
+        report = json.loads((out / f"seed{seed}" / "evaluation.json").read_text())
+        assert report["config"]["game"]["seed"] == seed
+        (row,) = [r for r in report["results"] if r["algorithm"] == "learned"]
+        learned.append(row["competitive_ratio"])
+    figure = summary["algorithms"]["learned"]["competitive_ratio"]
+    assert figure["by_seed"] == learned and figure["median"] == statistics.median(learned)
+    assert learned[0] != learned[1]  # two seeds, two runs
+    # the same folder again: refused in one line without --resume, nothing touched
+    before = (out / "summary.json").read_bytes()
+    again = ["run", CONFIG, "--seeds", "0-2", "--out", str(out), "--quiet", *BUDGET]
+    assert cli.main(again) == 2
+    assert capsys.readouterr().err.strip().count("\n") == 0
+    assert (out / "summary.json").read_bytes() == before and not (out / "seed2").exists()
+    # with --resume the kept seeds continue from their checkpoints and seed 2 starts
+    assert cli.main([*again, "--resume"]) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["seeds"] == [0, 1, 2]
+    assert summary["algorithms"]["learned"]["competitive_ratio"]["by_seed"][:2] == learned
+
+
+@pytest.mark.parametrize("seeds", ["x", "2-1"])
+def test_a_bad_seed_list_gets_one_line_and_no_folder(tmp_path, capsys, seeds):
+    out = tmp_path / "runs"
+    assert cli.main(["run", CONFIG, "--seeds", seeds, "--out", str(out), *BUDGET]) == 2
+    assert capsys.readouterr().err.strip().count("\n") == 0
+    assert not out.exists()
