@@ -698,9 +698,12 @@ def _preflight(run_config, budget) -> tuple[preflight.Need, float]:
     )
 
 
-def _one_run(args, run_config, budget, baselines, folder, resume: bool) -> pipeline.FinishedRun:
+def _one_run(
+    args, run_config, budget, baselines, folder, resume: bool, measured=None
+) -> pipeline.FinishedRun:
     """Train ``run_config`` into ``folder`` (continuing it with ``resume``), then measure,
-    export and plot, holding the folder throughout."""
+    export and plot, holding the folder throughout (``measured``: baselines measured already
+    on this setting and budget, reused)."""
     with folders.FolderLock(folder):  # one writer from training to the last figure
         say = (lambda line: None) if args.quiet else functools.partial(print, file=sys.stderr)
         if not args.quiet:
@@ -711,7 +714,7 @@ def _one_run(args, run_config, budget, baselines, folder, resume: bool) -> pipel
         mesh = parallel.batch_mesh(run_config.devices)
         measuring = MeasuringBar(args.quiet)
         result = pipeline.finish_run(
-            folder, budget, say, baselines, mesh, resume=resume, progress=measuring
+            folder, budget, say, baselines, mesh, resume, measuring, measured
         )
         measuring.close()
     return result
@@ -721,7 +724,8 @@ def _several_seeds(args, run_config, budget, baselines, parent: Path) -> int:
     """``run --seeds``: every seed's folder is checked before any work (with ``--resume`` a
     seed whose folder holds a checkpoint continues, the others start), then each is trained,
     measured, exported and plotted in turn; ``summary.json`` in ``parent`` holds every figure
-    over the seeds."""
+    over the seeds. The baselines are measured once, in the first seed's run, and the later
+    reports take those measurements (they depend on the setting and the budget alone)."""
     try:
         chosen = seeds.parse_seeds(args.seeds)
     except ValueError as error:
@@ -744,10 +748,12 @@ def _several_seeds(args, run_config, budget, baselines, parent: Path) -> int:
     if args.check:
         return _checked(args.config, parent, largest, available)
     parent.mkdir(parents=True, exist_ok=True)
-    reports = {}
+    reports, measured = {}, None
     for seed, folder, config, resume in plan:
-        result = _one_run(args, config, budget, baselines, folder, resume)
+        result = _one_run(args, config, budget, baselines, folder, resume, measured)
         reports[seed] = result.report
+        if measured is None:  # the baselines do not depend on the seed: measured once
+            measured = {m.algorithm: m for m in result.results if m.algorithm in baselines}
         print(f"seed {seed}: {result.report.get('verdict')}; run folder {folder}")
     summary = seeds.summarise(args.config, reports)
     path = seeds.write_summary(parent, summary)

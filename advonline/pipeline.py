@@ -144,6 +144,7 @@ def evaluate_run(
     mesh: Mesh | None = None,
     store: bool = True,
     progress: Progress | None = None,
+    measured: dict[str, Measurement] | None = None,
 ) -> tuple[dict, list[Measurement]]:
     """Measure the learned policies and ``baselines`` (default: every one of the problem's)
     on the run's setting with the one evaluator and one budget (the instance batches split
@@ -152,16 +153,29 @@ def evaluate_run(
     (``learned``) of an oracle-loop run also has its own archive as a source: a worst case is
     a claim about every input, so an archived instance the evaluator's search did not match
     still counts, and the evaluator's search against the learned policies also starts from
-    its hardest archived instances. ``progress`` hears each source begin and end."""
+    its hardest archived instances. ``progress`` hears each source begin and end.
+
+    ``measured``: baselines already measured on this setting with this budget (by another
+    seed's run of the same config), taken as they are: a baseline's measurement depends on
+    the setting and the budget alone (the evaluator's key is the budget's seed), so measuring
+    it again would give the same figures. Their seconds are left out of this report's."""
     problem = run.problem
     baselines = tuple(problem.baselines) if baselines is None else baselines
+    reused = {
+        name: dataclasses.replace(measured[name], seconds={})
+        for name in baselines
+        if measured and name in measured
+    }
     learned = run.policies()
-    policies = {**learned, **baseline_policies(problem, run.setting, baselines)}
+    fresh = tuple(name for name in baselines if name not in reused)
+    policies = {**learned, **baseline_policies(problem, run.setting, fresh)}
     starts = {}
     if run.kept_inputs is not None and run.game.encoding == problem.encoding(run.setting):
         kept = run.kept_inputs[0][:KEPT_STARTS]  # tokens mean the same to the evaluator
         starts = dict.fromkeys(learned, kept)
     results = measure_all(problem, run.setting, policies, budget, mesh, starts, progress)
+    by_name = {m.algorithm: m for m in results} | reused
+    results = [by_name[name] for name in (*learned, *baselines)]
     if (archived := run.archive_source()) is not None:
         results = [
             with_source(m, ARCHIVE_SOURCE, archived) if m.algorithm == "learned" else m
@@ -385,17 +399,24 @@ def finish_run(
     mesh: Mesh | None = None,
     resume: bool = False,
     progress: Progress | None = None,
+    measured: dict[str, Measurement] | None = None,
 ) -> FinishedRun:
     """After training (the main job's first half): measure the learned policies beside the
     ``baselines`` (default every one), export both learned policies, and draw the run's
     figures into ``folder/figures``. With ``resume`` (the job was interrupted after training)
     a policy file it already wrote is kept once it loads: the measurement is recomputed from
     the same checkpoint with the same evaluator stream, so it is the same file but for its
-    creation time. ``progress`` hears each source of the measurement begin and end."""
+    creation time. ``progress`` hears each source of the measurement begin and end;
+    ``measured``: baselines another seed's run measured already (:func:`evaluate_run`)."""
     run = open_run(folder)
     baselines = tuple(run.baselines()) if baselines is None else baselines
-    say(f"measuring learned and {', '.join(baselines)} (budget: {budget.describe()})")
-    document, results = evaluate_run(run, budget, baselines, mesh, progress=progress)
+    fresh = [name for name in baselines if not measured or name not in measured]
+    kept = "" if len(fresh) == len(baselines) else " (the other baselines as measured before)"
+    names = ", ".join(fresh) or "no baseline"
+    say(f"measuring learned and {names}{kept} (budget: {budget.describe()})")
+    document, results = evaluate_run(
+        run, budget, baselines, mesh, progress=progress, measured=measured
+    )
     by_name = {m.algorithm: m for m in results}
     exported = []
     if resume:

@@ -30,12 +30,21 @@ def test_several_seeds_run_in_one_process_and_are_summarised(tmp_path, capsys):
     printed = capsys.readouterr().out
     summary = json.loads((out / "summary.json").read_text())
     assert summary["seeds"] == [0, 1] and "over seeds 0, 1" in printed
-    learned = []
+    learned, rows = [], []
     for seed in (0, 1):
         report = json.loads((out / f"seed{seed}" / "evaluation.json").read_text())
         assert report["config"]["game"]["seed"] == seed
-        (row,) = [r for r in report["results"] if r["algorithm"] == "learned"]
-        learned.append(row["competitive_ratio"])
+        rows.append({r["algorithm"]: r for r in report["results"]})
+        learned.append(rows[-1]["learned"]["competitive_ratio"])
+    # the baselines, which do not depend on the seed, are measured once and reported by both
+    assert (
+        set(rows[1])
+        == set(rows[0])
+        == {"learned", "break-even", "randomised", "never", "buy-at-once"}
+    )
+    for name in ("break-even", "randomised", "never", "buy-at-once"):
+        assert rows[1][name]["competitive_ratio"] == rows[0][name]["competitive_ratio"]
+        assert rows[0][name]["seconds"] and not rows[1][name]["seconds"]
     figure = summary["algorithms"]["learned"]["competitive_ratio"]
     assert figure["by_seed"] == learned and figure["median"] == statistics.median(learned)
     assert learned[0] != learned[1]  # two seeds, two runs
