@@ -122,14 +122,21 @@ def certified(row: dict) -> float | None:
 
 def run_seeds(name: str, seeds: int, out: Path, budget: Budget | None = None) -> list[dict]:
     """The report of each seed's run (``advonline run``'s main job with ``budget``, default
-    the evaluator's; a run folder per seed under ``out``; kept ones reused)."""
-    reports = []
+    the evaluator's; a run folder per seed under ``out``; kept ones reused). In one process,
+    as ``advonline run --seeds``: the later seeds reuse the compiled programmes, and the
+    baselines measured in the first run measured here (they do not depend on the seed)."""
+    reports, measured = [], None
     for seed in range(seeds):
         folder = out / f"{name}-seed{seed}"
         stored = folder / pipeline.EVALUATION_NAME
         if not stored.is_file():  # a run cut short goes on from its checkpoint
             resume = checkpoint.checkpoint_path(folder).exists()
             train(load_config(name, seed), folder, resume=resume)
-            pipeline.finish_run(folder, budget or Budget(), lambda line: None, resume=resume)
+            finished = pipeline.finish_run(
+                folder, budget or Budget(), lambda line: None, resume=resume, measured=measured
+            )
+            if measured is None:
+                baselines = finished.run.baselines()
+                measured = {m.algorithm: m for m in finished.results if m.algorithm in baselines}
         reports.append(json.loads(stored.read_text()))
     return reports
