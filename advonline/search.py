@@ -9,7 +9,8 @@ solver joins through ``jax.pure_callback``). What an oracle returns is a :class:
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+from collections.abc import Callable, Iterator
 from typing import NamedTuple
 
 import jax
@@ -49,6 +50,19 @@ def hill_climb(
     tokens = place(tokens)
     (tokens, scores), _ = jax.lax.scan(step, (tokens, score(tokens)), jax.random.split(key, steps))
     return tokens, scores
+
+
+@contextlib.contextmanager
+def float64_everywhere() -> Iterator[None]:
+    """Float64 in every thread while it lasts. A host scorer joined through
+    ``jax.pure_callback`` runs on another thread, which sees only JAX's global flag, not a
+    ``jax.enable_x64`` scope of the caller's, and would return float32 to a float64 search."""
+    was_x64 = jax.config.jax_enable_x64
+    jax.config.update("jax_enable_x64", True)
+    try:
+        yield
+    finally:
+        jax.config.update("jax_enable_x64", was_x64)
 
 
 class Found(NamedTuple):

@@ -1,16 +1,17 @@
 """Measured competitive ratio (docs/method.md §5): the worst of several sources, alike for
 every algorithm.
 
-Sources: ``exact`` (the DP certificate for deterministic K = 1 policies, or the closed form
-in the small-demand limit; ``null`` for K >= 2, where no certificate exists), ``adversary`` (a
+Sources: ``exact`` (the DP certificate of a deterministic policy: over (round, units) for
+K = 1, with the closed form in the small-demand limit beyond the DP's reach, and over the
+product grid for K >= 2; ``null`` where neither fits the work limit), ``adversary`` (a
 best response found from scratch against the frozen policy: the training loop's oracle, fresh
 state-conditioned adversary networks then local search in instance space, with a larger
 budget, for every K), ``families`` (the known hard inputs on a fine grid of
-stopping densities) and ``random`` (a fixed seeded set of instances). For a randomised K = 1
-policy the DP gives an ``upper_bound`` on its oblivious CR instead, reported beside the
-measured CR (which is the worst instance found) and not part of it: together they bracket the
-true CR. Every ratio is computed in float64; an algorithm that earns nothing where OPT earns
-something has ratio ``inf``.
+stopping densities) and ``random`` (a fixed seeded set of instances). For a randomised
+policy or a mixture the certificate gives an ``upper_bound`` on its oblivious CR instead,
+reported beside the measured CR (which is the worst instance found) and not part of it:
+together they bracket the true CR. Every ratio is computed in float64; an algorithm that
+earns nothing where OPT earns something has ratio ``inf``.
 
 Welfare of a randomised policy on a fixed instance is its exact expectation (K = 1, backward
 induction) or a Monte Carlo mean (K >= 2). The adaptive ``ramp`` family is used for
@@ -39,7 +40,7 @@ from advonline.evaluation import (
     evaluation_key,
 )
 from advonline.mixture import SnapshotMixture
-from advonline.problems.posted_price import certify
+from advonline.problems.posted_price import certify, grid_certify
 from advonline.problems.posted_price.adversary import build_adversary
 from advonline.problems.posted_price.config import AdversaryConfig
 from advonline.problems.posted_price.families import (
@@ -84,6 +85,7 @@ ADVERSARY_ENTROPY = 1.0
 #: candidate updates) the certificate attempts.
 ADVERSARY_WORK_LIMIT = 1e10
 EXACT_WORK_LIMIT = certify.DEFAULT_WORK_LIMIT
+GRID_WORK_LIMIT = grid_certify.DEFAULT_WORK_LIMIT
 
 
 def oracle_budget(budget: Budget) -> OracleBudget:
@@ -106,29 +108,29 @@ def small_demand_regime(setting: Setting) -> bool:
 
 
 def upper_bound(setting: Setting, policy: Policy, budget: Budget) -> SourceRatio:
-    """For a randomised K = 1 policy, the DP's bound on its oblivious CR (certify_dp): the
-    measured CR (the worst instance found) and this bound bracket the true CR."""
+    """For a randomised policy or a mixture, the certificate's bound on its oblivious CR
+    (:func:`~posted_price.grid_certify.certify_policy`): the measured CR (the worst instance
+    found) and this bound bracket the true CR."""
     if policy.deterministic:
         return SourceRatio(None, "deterministic: the exact source is the CR itself")
-    found = certify.certify_dp(setting, policy, EXACT_WORK_LIMIT)
+    found = grid_certify.certify_policy(setting, policy, _work_limit(setting))
     return SourceRatio(found.ratio, found.note)
+
+
+def _work_limit(setting: Setting) -> float:
+    """The certificate's work limit: the K = 1 DP's, or the product-grid programme's."""
+    return EXACT_WORK_LIMIT if setting.resources == 1 else GRID_WORK_LIMIT
 
 
 def exact_source(setting: Setting, policy: Policy, budget: Budget) -> SourceRatio:
     """The DP certificate where it fits the budget, else the closed form in its regime
     (deterministic policies; a randomised policy gets :func:`upper_bound` instead)."""
     if not policy.deterministic:
-        note = (
-            "exact CR for deterministic policies only; see upper_bound"
-            if setting.resources == 1
-            else "no exact certificate or upper bound for K >= 2: the other sources are lower "
-            "bounds on the CR"
-        )
-        return SourceRatio(None, note)
-    found = certify.certify_dp(setting, policy, EXACT_WORK_LIMIT)
+        return SourceRatio(None, "exact CR for deterministic policies only; see upper_bound")
+    found = grid_certify.certify_policy(setting, policy, _work_limit(setting))
     if found.ratio is not None:
         return SourceRatio(found.ratio, found.note)
-    if not small_demand_regime(setting):
+    if setting.resources != 1 or not small_demand_regime(setting):
         return SourceRatio(None, f"{found.note}; the closed form covers only small demands")
     closed = certify.certify_closed_form(setting, policy)
     if closed.ratio is None:
@@ -372,7 +374,7 @@ def sources(
     exact = found["exact"]
 
     def adversary() -> SourceRatio:
-        if exact.ratio is None:
+        if exact.ratio is None or setting.resources != 1:  # no worst run to start from
             return adversary_source(setting, policy, budget, key_adversary, starts)
         if exact.note.startswith("closed form"):
             return SourceRatio(

@@ -51,7 +51,7 @@ from advonline.problems.posted_price.knapsack import (
 )
 from advonline.problems.posted_price.model import Setting
 from advonline.problems.posted_price.tree_bound import TreeFamily, flow_maximin
-from advonline.search import hill_climb
+from advonline.search import float64_everywhere, hill_climb
 
 
 @dataclasses.dataclass(frozen=True)
@@ -179,13 +179,8 @@ def search_lower_bound(
 
     propose = functools.partial(oracles.propose, vocabulary)
     climb = jax.jit(hill_climb, static_argnums=(0, 1, 4, 5))
-    # float64 scores: the callback runs on another thread, which sees only the global flag
-    was_x64 = jax.config.jax_enable_x64
-    jax.config.update("jax_enable_x64", True)
-    try:
+    with float64_everywhere():  # float64 scores from the callback's thread
         found = np.asarray(climb(score, propose, key, starts, steps, candidates)[0])
-    finally:
-        jax.config.update("jax_enable_x64", was_x64)
     return [_family_bound(setting, vocabulary, row) for row in found]
 
 

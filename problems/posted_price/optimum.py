@@ -50,16 +50,36 @@ def knapsack_optimum(values: jax.Array, units: jax.Array, grid_size: int) -> jax
 def offline_optimum(setting: Setting, instances: Instance) -> jax.Array:
     """OPT of a batch of instances (leading axis) on ``setting``'s grid -> ``[B]``.
 
-    K = 1 in JAX (greedy or knapsack DP); K >= 2 through SciPy, off the jit path.
+    K = 1 in JAX (greedy or knapsack DP); K >= 2 by SciPy's HiGHS on the host: called
+    directly on concrete instances, and inside a trace (a jitted search scoring with it)
+    through ``jax.pure_callback``, whose thread sees only JAX's global float64 flag
+    (:func:`advonline.search.float64_everywhere`).
     """
     if setting.resources != 1:
-        found = batch_optimum(
-            np.asarray(instances.values),
-            np.asarray(instances.demands),
-            np.asarray(setting.capacities, dtype=float),
-            setting.divisible,
+        capacities = np.asarray(setting.capacities, dtype=float)
+        values = instances.values
+
+        def solve(values: np.ndarray, demands: np.ndarray) -> np.ndarray:
+            rounds, resources = demands.shape[-2:]
+            found = batch_optimum(
+                values.reshape(-1, rounds),
+                demands.reshape(-1, rounds, resources),
+                capacities,
+                setting.divisible,
+            )
+            return found.reshape(values.shape[:-1])
+
+        if not isinstance(values, jax.core.Tracer):
+            found = solve(np.asarray(values), np.asarray(instances.demands))
+            return jnp.asarray(found, dtype=values.dtype)
+        shape = jax.ShapeDtypeStruct(values.shape[:-1], values.dtype)
+        return jax.pure_callback(
+            lambda *arrays: solve(*arrays).astype(shape.dtype),
+            shape,
+            values,
+            instances.demands,
+            vmap_method="broadcast_all",
         )
-        return jnp.asarray(found, dtype=instances.values.dtype)
     if setting.divisible:
         return _greedy_batch(instances.values, instances.demands[..., 0], setting.capacities[0])
     units = demand_units(setting, instances.demands)[..., 0]

@@ -25,9 +25,9 @@ from advonline.baselines.posted_price import BASELINES
 from advonline.problem import Cases, Certificate, LowerBound, PolicyHead, Problem, Training
 from advonline.problems.posted_price import (
     by_hand,
-    certify,
     config,
     evaluate,
+    grid_certify,
     lower_bound,
     memory,
     model,
@@ -112,10 +112,9 @@ def policy_head(setting: model.Setting, config: dict) -> PolicyHead:
 
 
 def certificate(setting: model.Setting, policy) -> Certificate | None:
-    """The DP certificate (K = 1): exact for a deterministic policy, an upper bound else."""
-    if setting.resources != 1:
-        return None
-    found = certify.certify_dp(setting, policy)
+    """The DP certificate (over the product grid for K >= 2): exact for a deterministic
+    policy, an upper bound else; None beyond its work limit."""
+    found = grid_certify.certify_policy(setting, policy)
     if found.ratio is None:
         return None
     return Certificate(found.ratio, bool(getattr(policy, "deterministic", False)))

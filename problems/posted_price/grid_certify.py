@@ -1,0 +1,278 @@
+"""Certified competitive ratios of K >= 2 policies on the product grid, in float64
+(docs/method.md §5, "Several resources").
+
+**The instances.** The setting's buyers ask for a demand vector of the setting
+(:func:`~posted_price.buyer_types.demand_vectors`: each level on every resource at once, or on
+one resource alone) at any density in [L, U], or nobody comes. What the algorithm has sold then
+stays on the grid ``{0, ..., G}^K`` (:mod:`posted_price.product_grid`).
+
+**OPT in whole units.** Write OPT's share of buyer t as ``y_t`` units on each resource it asks
+for (``0 <= y_t <= g_t``, its level). Capacity k then reads ``sum over buyers asking for k of
+y_t <= G``: a 0/1 matrix whose columns are the demand supports, a single resource or all of
+them. Each column's ones are consecutive (an interval matrix), so the matrix is totally
+unimodular, and with whole bounds ``g_t`` and ``G`` the LP's optimum is attained at whole
+``y_t``. OPT of a divisible instance is therefore the best choice of whole units per buyer
+(of an indivisible one, of 0 or ``g_t``), and a programme that tracks OPT's units per resource
+is exact: ``tests/test_grid_certify.py`` checks both against HiGHS.
+
+**Dynamic programme.** For a ratio r the adversary solves
+
+    F(r) = max over adversary strategies S of  E_S[OPT committed] - r E_S[ALG]
+
+by backward induction over (round t, ALG's units, OPT's units): ``(G + 1)^(2K)`` states a
+round. A buyer is a demand vector, a density, and how many whole units OPT takes of it. For
+fixed state, demand and OPT share the payoff is affine in the density, and whether the buyer
+buys depends only on which bundle prices ``p . d / |d|`` of the posted distribution lie at or
+below it, so the density can be taken from each bundle price (clipped to [L, U]), the
+supremum just below each bundle price within (L, U], and U. The adversary sees the state, not
+the price draw; for a deterministic policy nothing branches, so ``sup_I OPT / ALG`` is the
+root of F and the figure is exact. For a randomised (shared-quantile) policy every fixed
+instance with its optimal selection is one strategy, so the root bounds the oblivious CR from
+above. Dinkelbach's method finds the root as for K = 1 (:mod:`posted_price.certify`).
+
+**Mixtures** chosen once per input. Each member m satisfies ``OPT(I) <= c_m E[ALG_m(I)]``
+on every instance, so the mixture earns ``sum_m w_m E[ALG_m(I)] >= OPT(I) sum_m w_m / c_m``:
+its ratio is at most the weighted harmonic mean of its members' certificates.
+
+Everything runs outside any training loop; the induction is one jitted ``lax.scan`` per
+Dinkelbach step.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from advonline.mixture import SnapshotMixture
+from advonline.problems.posted_price.buyer_types import demand_vectors
+from advonline.problems.posted_price.certify import (
+    _MAX_DINKELBACH_STEPS,
+    _TOLERANCE,
+    Certificate,
+    _first_near,
+    certify_dp,
+)
+from advonline.problems.posted_price.certify import (
+    DEFAULT_WORK_LIMIT as K1_WORK_LIMIT,
+)
+from advonline.problems.posted_price.model import Setting
+from advonline.problems.posted_price.product_grid import (
+    grid_price_table,
+    grid_transitions,
+    grid_units,
+    quantile_intervals,
+    state_count,
+)
+
+#: Work limit of one sweep, in (state x sale class) updates; beyond it no certificate is made.
+#: A 32-atom network for two resources at T = 60 and G = 20 is 1.1e10: about a minute a sweep
+#: on 2 CPU cores, a few minutes a certificate.
+DEFAULT_WORK_LIMIT = 2e10
+
+
+def certify_policy(
+    setting: Setting, policy, work_limit: float | None = None, start: float = 1.0
+) -> Certificate:
+    """The certificate of any policy or mixture: the DP of :mod:`posted_price.certify` for one
+    resource (faster, and it draws its worst runs), the product-grid programme for several.
+    ``work_limit`` defaults to each programme's own."""
+    if setting.resources == 1 and not isinstance(policy, SnapshotMixture):
+        limit = K1_WORK_LIMIT if work_limit is None else work_limit
+        return certify_dp(setting, policy, limit, start)
+    limit = DEFAULT_WORK_LIMIT if work_limit is None else work_limit
+    return certify_grid(setting, policy, limit, start)
+
+
+def grid_work(setting: Setting, intervals: int) -> float:
+    """Updates in one sweep: T S^2 x (OPT shares x (I + 1) sale classes), S = (G + 1)^K."""
+    return setting.rounds * state_count(setting) ** 2 * len(_blocks(setting)) * (intervals + 1)
+
+
+def certify_grid(
+    setting: Setting, policy, work_limit: float = DEFAULT_WORK_LIMIT, start: float = 1.0
+) -> Certificate:
+    """The certificate of a K >= 2 policy or of a mixture of networks (module docstring); for
+    one resource :func:`certify_policy` takes the faster K = 1 DP. ``start``: a ratio some
+    instance attains against the policy, where Dinkelbach's iteration begins."""
+    if isinstance(policy, SnapshotMixture):
+        return _mixture_certificate(setting, policy, work_limit)
+    with jax.enable_x64(True):
+        table = grid_price_table(setting, policy, jnp.float64)  # [T, S, K, A]
+        intervals = quantile_intervals(table)  # widths [T, S, I], prices [T, S, I, K]
+        if (work := grid_work(setting, intervals.widths.shape[-1])) > work_limit:
+            note = (
+                f"the grid certificate needs {work:.1e} updates per sweep (T={setting.rounds}, "
+                f"{state_count(setting)} grid states, {intervals.widths.shape[-1]} price "
+                f"intervals), over the limit {work_limit:.0e}"
+            )
+            return Certificate(None, None, note)
+        ratio = max(float(start), 1.0)
+        for steps in range(1, _MAX_DINKELBACH_STEPS + 1):  # noqa: B007
+            gap, opt, alg = (
+                float(value)
+                for value in _grid_induction(
+                    setting, intervals.widths, intervals.prices, jnp.float64(ratio)
+                )
+            )
+            if opt > 0 and alg <= 0:
+                note = "an instance leaves ALG with nothing"
+                return Certificate(math.inf, "grid-programme", note)
+            if gap <= _TOLERANCE * max(opt, 1.0):
+                break
+            ratio = opt / alg
+        else:
+            return Certificate(None, None, "Dinkelbach iteration did not converge")
+    kind = (
+        "exact on the setting's instances"
+        if getattr(policy, "deterministic", False)
+        else "upper bound on the oblivious CR (adversary adapts to the state, not to the "
+        "price draw; OPT commits on arrival)"
+    )
+    return Certificate(ratio, "grid-programme", f"{kind}, {steps} sweeps over the product grid")
+
+
+def _mixture_certificate(setting: Setting, mixture: SnapshotMixture, work_limit: float):
+    """The weighted harmonic mean of the members' certificates (module docstring)."""
+    weights = np.asarray(mixture.weights, np.float64)
+    if setting.resources > 1:
+        with jax.enable_x64(True):
+            atoms = grid_price_table(setting, mixture.member(0), jnp.float64).prices.shape[-1]
+        work = len(weights) * grid_work(setting, setting.resources * atoms)  # K A intervals
+        if work > work_limit:
+            note = (
+                f"certifying {len(weights)} members needs {work:.1e} updates a sweep in all, "
+                f"over the limit {work_limit:.0e}"
+            )
+            return Certificate(None, None, note)
+    inverse = 0.0
+    for index, weight in enumerate(weights):
+        member = certify_policy(setting, mixture.member(index))
+        if member.ratio is None:
+            return Certificate(None, None, f"member {index}: {member.note}")
+        inverse += weight / member.ratio
+    note = f"weighted harmonic mean of {len(weights)} members' certificates (each an upper bound)"
+    return Certificate(1.0 / inverse, "grid-programme", note)
+
+
+@functools.lru_cache(maxsize=8)
+def _blocks(setting: Setting) -> tuple[tuple[int, int, int], ...]:
+    """The induction's buyer blocks: ``(demand vector j, OPT's units m, its level g)``; OPT
+    takes ``m / g`` of buyer j (whole units 0..g when divisible, 0 or g when not)."""
+    levels = _demand_units(setting).max(-1)
+    return tuple(
+        (j, m, int(g))
+        for j, g in enumerate(levels)
+        for m in (range(g + 1) if setting.divisible else (0, g))
+    )
+
+
+def _demand_units(setting: Setting) -> np.ndarray:
+    """``[J, K]`` int: each demand vector in grid units."""
+    with jax.enable_x64(True), jax.ensure_compile_time_eval():
+        demands = np.asarray(demand_vectors(setting, jnp.float64))
+    return np.rint(demands * setting.grid_size / np.asarray(setting.capacities)).astype(int)
+
+
+def _opt_moves(setting: Setting) -> tuple[np.ndarray, np.ndarray]:
+    """For every block of :func:`_blocks`: OPT's state after taking its units ``[B, S]`` (0 where
+    they do not fit) and whether they fit ``[B, S]``."""
+    units = grid_units(setting)  # [S, K]
+    demand = _demand_units(setting)
+    strides = (setting.grid_size + 1) ** np.arange(setting.resources - 1, -1, -1)
+    following, fits = [], []
+    for j, m, _ in _blocks(setting):
+        taken = m * (demand[j] > 0)  # [K]
+        after = units + taken
+        fit = np.all(after <= setting.grid_size, -1)
+        following.append(np.where(fit, np.minimum(after, setting.grid_size) @ strides, 0))
+        fits.append(fit)
+    return np.stack(following).astype(np.int32), np.stack(fits)
+
+
+def _sale_classes(setting: Setting, widths: jax.Array, bundle: jax.Array):
+    """The buyers of one demand vector, in every ALG state, grouped by what they buy.
+
+    ``bundle`` ``[S, I]`` is each quantile interval's bundle price per unit of demand and
+    ``widths`` its chance. A buyer of density v buys the intervals priced at most v, so the
+    densities in [L, U] fall into classes that buy the same intervals: nothing (``[L, b_min)``)
+    and, for each interval i, the ones priced at most ``b_i`` (``[max(b_i, L), b_next)``,
+    ``b_next`` the next higher bundle price, capped at U). Within a class the payoff is affine in
+    the density, so only its two ends matter: returns each class's lowest density, the
+    supremum of its densities, its sale probability and whether it is non-empty, each
+    ``[S, I + 1]`` (class 0 buys nothing)."""
+    low, high = setting.low, setting.high
+    higher = bundle[:, None, :] > bundle[:, :, None]  # [S, i, j]: b_j > b_i
+    following = jnp.min(jnp.where(higher, bundle[:, None, :], jnp.inf), -1)  # [S, I]
+    sale = jnp.sum(jnp.where(higher, 0.0, widths[:, None, :]), -1)  # b_j <= b_i
+    lowest = jnp.maximum(bundle, low)
+    first = jnp.min(bundle, -1, keepdims=True)
+    return (
+        jnp.concatenate([jnp.full_like(first, low), lowest], 1),
+        jnp.concatenate([jnp.minimum(first, high), jnp.minimum(following, high)], 1),
+        jnp.concatenate([jnp.zeros_like(first), sale], 1),
+        jnp.concatenate([first > low, (lowest < following) & (bundle <= high)], 1),
+    )
+
+
+@functools.partial(jax.jit, static_argnums=0)
+def _grid_induction(setting: Setting, widths, prices, ratio):
+    """The backward induction for ratio r: ``(F(r), E[OPT], E[ALG])`` of a maximising
+    strategy, from the empty state. Tables over (ALG state, OPT state) ``[S, S]``."""
+    with jax.enable_x64(True):
+        dtype = jnp.float64
+        demands = demand_vectors(setting, dtype)  # [J, K]
+        size = demands.sum(-1)  # [J] |d|
+        moves = grid_transitions(setting, demands)  # fraction, following [J, S]
+        opt_following, opt_fits = (jnp.asarray(column) for column in _opt_moves(setting))
+        blocks = _blocks(setting)
+
+        def back(tables, inputs):
+            widths_t, prices_t = inputs  # [S, I], [S, I, K]
+            values = [tables[0]]
+            picked = [tables[1:]]
+            per_demand = {}
+            for index, (j, m, g) in enumerate(blocks):
+                if j not in per_demand:
+                    bundle = prices_t @ demands[j] / size[j]  # [S, I]
+                    per_demand[j] = _sale_classes(setting, widths_t, bundle)
+                lowest, highest, sale, allowed = per_demand[j]
+                # OPT's share less r times ALG's sale, per unit of density: the class's best
+                # density is its supremum where that is non-negative, its lowest else
+                alg_share = (size[j] * moves.fraction[j])[:, None]  # [S, 1]
+                slope = size[j] * m / g - ratio * sale * alg_share
+                density = jnp.where(slope >= 0, highest, lowest)  # [S, I + 1]
+                alg_gain = density * alg_share
+                opt_gain = density * (size[j] * m / g)
+                own = jnp.where(allowed, density * slope, -jnp.inf)
+                columns = opt_following[index]
+                stayed = [table[:, columns] for table in tables]
+                moved = [table[moves.following[j]][:, columns] for table in tables]
+                spread = moved[0] - stayed[0]  # [S, S]
+                affine = own[:, :, None] + sale[:, :, None] * spread[:, None, :]  # [S, C, S]
+                top = jnp.max(affine, axis=1)
+                best = _first_near(affine, top)
+                chance = jnp.take_along_axis(sale, best, 1)
+                gains = (
+                    jnp.take_along_axis(opt_gain, best, 1),
+                    chance * jnp.take_along_axis(alg_gain, best, 1),
+                )
+                picked.append(
+                    tuple(
+                        gain + chance * after + (1 - chance) * before
+                        for gain, after, before in zip(gains, moved[1:], stayed[1:], strict=True)
+                    )
+                )
+                values.append(jnp.where(opt_fits[index][None, :], stayed[0] + top, -jnp.inf))
+            block = jnp.argmax(jnp.stack(values), axis=0)  # [S, S]
+            select = lambda stacked: jnp.take_along_axis(stacked, block[None], 0)[0]  # noqa: E731
+            carried = tuple(select(jnp.stack(column)) for column in zip(*picked, strict=True))
+            return (select(jnp.stack(values)), *carried), None
+
+        states = state_count(setting)
+        zero = jnp.zeros((states, states), dtype)
+        (gap, opt, alg), _ = jax.lax.scan(back, (zero, zero, zero), (widths, prices), reverse=True)
+        return gap[0, 0], opt[0, 0], alg[0, 0]

@@ -1,0 +1,243 @@
+"""The certificate on the product grid (K >= 2) against brute force, HiGHS and the K = 1 DP."""
+
+import itertools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from flax import struct
+
+from advonline.baselines.posted_price import make_baseline
+from advonline.mixture import SnapshotMixture
+from advonline.problems.posted_price.buyer_types import demand_vectors
+from advonline.problems.posted_price.certify import certify_dp
+from advonline.problems.posted_price.grid_certify import certify_grid
+from advonline.problems.posted_price.model import PriceDistribution, Setting
+from advonline.problems.posted_price.optimum import batch_optimum
+from advonline.problems.posted_price.product_grid import (
+    GridTablePolicy,
+    expected_welfare_grid,
+    grid_price_table,
+    grid_units,
+    state_count,
+)
+
+TINY = [
+    Setting(2, 1.0, 4.0, 3, 0.5, 1, True, (1.0, 1.0)),
+    Setting(2, 1.0, 4.0, 3, 0.5, 1, False, (1.0, 1.0)),
+    Setting(2, 1.0, 5.0, 2, 2 / 3, 2, True, (1.0, 2.0)),
+    Setting(2, 1.0, 5.0, 2, 2 / 3, 2, False, (1.0, 2.0)),
+]
+IDS = [f"T{s.rounds}-G{s.grid_size}-{'div' if s.divisible else 'ind'}" for s in TINY]
+
+
+def _demands(setting: Setting) -> np.ndarray:
+    with jax.enable_x64(True):
+        return np.asarray(demand_vectors(setting, jnp.float64))
+
+
+def _table(setting: Setting, seed: int, atoms: int) -> GridTablePolicy:
+    """Random prices per (round, state, resource), off [L, U] at times and not monotone; the
+    empty state posts L (so that the ratio stays finite and the comparison says something)."""
+    rng = np.random.default_rng(seed)
+    shape = (setting.rounds, state_count(setting), setting.resources, atoms)
+    prices = np.sort(rng.uniform(0.8 * setting.low, 1.1 * setting.high, shape), -1)
+    prices[:, 0] = setting.low
+    probs = rng.dirichlet(np.ones(atoms), shape[:-1])
+    table = PriceDistribution(jnp.asarray(prices), jnp.asarray(probs))
+    return GridTablePolicy(table, setting, deterministic=atoms == 1)
+
+
+def _sold(setting: Setting, prices: np.ndarray, used: np.ndarray, value, demand) -> float:
+    """The share of ``demand`` a buyer of ``value`` buys at unit ``prices``, written by hand."""
+    if demand.sum() == 0 or value < prices @ demand:
+        return 0.0
+    room = np.asarray(setting.capacities) - used
+    if setting.divisible:
+        asked = demand > 0
+        return float(min(1.0, np.min(room[asked] / demand[asked])))
+    return float(np.all(demand <= room + 1e-9))
+
+
+def _deterministic_worst(setting: Setting, policy, rng) -> float:
+    """sup OPT / ALG by enumerating every instance whose buyers take, in the state the policy
+    is in, a density at each bundle price, just below it, L, U or a random one; OPT by HiGHS."""
+    demands = _demands(setting)
+    capacities = np.asarray(setting.capacities)
+    units = grid_units(setting)
+    with jax.enable_x64(True):
+        table = np.asarray(grid_price_table(setting, policy, jnp.float64).prices)[..., 0]
+    leaves = []  # (values, demands, ALG)
+
+    def walk(t, used, values, asked, welfare):
+        if t == setting.rounds:
+            leaves.append((values, asked, welfare))
+            return
+        now = np.rint(used / capacities * setting.grid_size)
+        state = int(np.flatnonzero(np.all(units == now, 1))[0])
+        prices = table[t, state]
+        walk(t + 1, used, values + [0.0], asked + [np.zeros(2)], welfare)
+        for demand in demands:
+            bundle = prices @ demand / demand.sum()
+            densities = {setting.low, setting.high, rng.uniform(setting.low, setting.high)}
+            densities.add(float(np.clip(bundle, setting.low, setting.high)))
+            if setting.low < bundle <= setting.high:
+                densities.add(bundle * (1 - 1e-10))
+            for density in densities:
+                value = density * demand.sum()
+                share = _sold(setting, prices, used, value, demand)
+                walk(
+                    t + 1, used + share * demand, values + [value], asked + [demand],
+                    welfare + share * value,
+                )  # fmt: skip
+
+    walk(0, np.zeros(2), [], [], 0.0)
+    values = np.array([leaf[0] for leaf in leaves])
+    asked = np.array([leaf[1] for leaf in leaves])
+    welfare = np.array([leaf[2] for leaf in leaves])
+    opt = batch_optimum(values, asked, capacities, setting.divisible)
+    assert np.all(welfare > 0) or np.all(opt[welfare <= 0] <= 0)
+    return float(np.max(np.where(welfare > 0, opt / np.maximum(welfare, 1e-300), 1.0)))
+
+
+@pytest.mark.parametrize("setting", TINY, ids=IDS)
+@pytest.mark.parametrize("algorithm", ["threshold", "exponential", "table"])
+def test_grid_certificate_of_a_deterministic_policy_equals_brute_force(setting, algorithm):
+    rng = np.random.default_rng(setting.rounds + 2 * setting.divisible)
+    if algorithm == "table":
+        policy = _table(setting, seed=int(rng.integers(1 << 30)), atoms=1)
+    else:
+        policy = make_baseline(algorithm, setting)
+    certificate = certify_grid(setting, policy)
+    assert certificate.method == "grid-programme" and "exact" in certificate.note
+    brute = _deterministic_worst(setting, policy, rng)
+    # the brute force reaches each supremum to within its 1e-10 step below the price
+    assert brute <= certificate.ratio * (1 + 1e-9)
+    assert brute == pytest.approx(certificate.ratio, rel=1e-6)
+
+
+def _ratios(setting: Setting, policy, values: np.ndarray, asked: np.ndarray) -> np.ndarray:
+    """OPT (HiGHS) over exact E[ALG] (backward induction on the product grid) of instances."""
+    with jax.enable_x64(True):
+        welfare = jax.jit(
+            jax.vmap(lambda v, d: expected_welfare_grid(setting, policy, v, d)),
+        )(jnp.asarray(values), jnp.asarray(asked))
+    opt = batch_optimum(values, asked, np.asarray(setting.capacities), setting.divisible)
+    welfare = np.asarray(welfare)
+    return np.divide(opt, welfare, out=np.ones_like(opt), where=opt > 0)
+
+
+def _instances(setting: Setting, policy, rng, sampled: int) -> tuple[np.ndarray, np.ndarray]:
+    """Every instance over a few densities, and ``sampled`` more whose densities are drawn
+    from the bundle prices the policy posts anywhere (and just below them)."""
+    demands = _demands(setting)
+    options = [(0.0, np.zeros(2))] + [
+        (density, demand)
+        for demand in demands
+        for density in (setting.low, (setting.low + setting.high) / 2, setting.high)
+    ]
+    chosen = list(itertools.product(options, repeat=setting.rounds))
+    with jax.enable_x64(True):
+        prices = np.asarray(grid_price_table(setting, policy, jnp.float64).prices)
+    for _ in range(sampled):
+        sequence = []
+        for _ in range(setting.rounds):
+            j = rng.integers(len(demands) + 1)
+            if j == len(demands):
+                sequence.append(options[0])
+                continue
+            demand = demands[j]
+            bundle = rng.choice(prices.reshape(-1, 2, prices.shape[-1]), 1)[0].T @ demand
+            density = rng.choice(bundle) / demand.sum() * rng.choice([1.0, 1 - 1e-10])
+            sequence.append((float(np.clip(density, setting.low, setting.high)), demand))
+        chosen.append(tuple(sequence))
+    values = np.array([[density * demand.sum() for density, demand in row] for row in chosen])
+    asked = np.array([[demand for _, demand in row] for row in chosen])
+    return values, asked
+
+
+@pytest.mark.parametrize("setting", TINY[:2], ids=IDS[:2])
+def test_grid_certificate_of_a_randomised_policy_bounds_every_instance(setting):
+    rng = np.random.default_rng(7)
+    policy = _table(setting, seed=11, atoms=3)
+    certificate = certify_grid(setting, policy)
+    assert "upper bound" in certificate.note
+    values, asked = _instances(setting, policy, rng, sampled=3000)
+    worst = _ratios(setting, policy, values, asked).max()
+    assert 1.0 < worst <= certificate.ratio * (1 + 1e-9)
+
+
+@struct.dataclass
+class _StackedTables:
+    """Grid tables as the parameters of a policy, so that a mixture can stack them."""
+
+    params: PriceDistribution  # [T, S, K, A] (or [M, T, S, K, A] stacked)
+    setting: Setting = struct.field(pytree_node=False)
+    deterministic: bool = struct.field(pytree_node=False, default=False)
+
+    def __call__(self, observation):
+        return GridTablePolicy(self.params, self.setting)(observation)
+
+
+def test_a_mixture_is_certified_by_the_harmonic_mean_of_its_members():
+    setting = TINY[0]
+    members = [_table(setting, seed, atoms=2) for seed in (1, 2)]
+    weights = np.array([0.3, 0.7])
+    stacked = jax.tree.map(lambda *leaves: jnp.stack(leaves), *(m.table for m in members))
+    mixture = SnapshotMixture(_StackedTables(stacked, setting), jnp.asarray(weights))
+    weights = np.asarray(mixture.weights, np.float64)  # as the mixture holds them
+    alone = [certify_grid(setting, member).ratio for member in members]
+    certificate = certify_grid(setting, mixture)
+    assert certificate.ratio == pytest.approx(1 / np.sum(weights / alone), rel=1e-12)
+    values, asked = _instances(setting, members[0], np.random.default_rng(3), sampled=0)
+    opt = batch_optimum(values, asked, np.asarray(setting.capacities), setting.divisible)
+    earned = sum(
+        w * opt / _ratios(setting, m, values, asked) for w, m in zip(weights, members, strict=True)
+    )
+    some = opt > 0
+    assert np.max(opt[some] / earned[some]) <= certificate.ratio * (1 + 1e-9)
+
+
+ONE = [
+    Setting(1, 1.0, 4.0, 3, 0.5, 2, True, (1.0,)),
+    Setting(1, 1.0, 6.0, 4, 0.5, 1, False, (1.0,)),
+]
+
+
+@pytest.mark.parametrize("setting", ONE, ids=["div", "ind"])
+@pytest.mark.parametrize("atoms", [1, 3])
+def test_for_one_resource_the_grid_certificate_is_the_dp_certificate(setting, atoms):
+    policy = _table(setting, seed=5 + atoms, atoms=atoms)
+    assert certify_grid(setting, policy).ratio == pytest.approx(
+        certify_dp(setting, policy).ratio, rel=1e-10
+    )
+
+
+@pytest.mark.parametrize("resources", [2, 3])
+@pytest.mark.parametrize("seed", range(4))
+def test_opt_of_the_settings_demand_vectors_is_attained_in_whole_units(resources, seed):
+    """The interval-matrix argument of the grid certificate: HiGHS's LP optimum equals the best
+    choice of whole units per buyer, enumerated."""
+    rng = np.random.default_rng(seed)
+    setting = Setting(resources, 1.0, 10.0, 6, 0.5, 2, True, (1.0,) * resources)
+    demands = _demands(setting)
+    units = np.rint(demands * setting.grid_size).astype(int)
+    picks = rng.integers(len(demands), size=(40, setting.rounds))
+    asked = demands[picks]  # [N, T, K]
+    values = rng.uniform(1.0, 10.0, picks.shape) * asked.sum(-1)
+    lp = batch_optimum(values, asked, np.asarray(setting.capacities), True)
+    for n in range(len(picks)):
+        levels = units[picks[n]].max(-1)
+        best = 0.0
+        for taken in itertools.product(*(range(g + 1) for g in levels)):
+            used = (np.asarray(taken)[:, None] * (units[picks[n]] > 0)).sum(0)
+            if np.all(used <= setting.grid_size):
+                best = max(best, float(values[n] @ (np.asarray(taken) / levels)))
+        assert lp[n] == pytest.approx(best, rel=1e-9)
+
+
+def test_a_grid_too_large_is_skipped_and_says_why():
+    setting = Setting(2, 1.0, 10.0, 60, 0.1, 2, True, (1.0, 1.0))
+    certificate = certify_grid(setting, make_baseline("threshold", setting), work_limit=1e6)
+    assert certificate.ratio is None and "over the limit" in certificate.note
