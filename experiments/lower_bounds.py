@@ -1,5 +1,5 @@
-"""Claim: in each finite one-resource setting of the from-scratch table, no online algorithm
-(learned or classic, randomised or not) has a competitive ratio below the printed bound.
+"""Claim: in each finite setting of the from-scratch table, no online algorithm (learned or
+classic, randomised or not) has a competitive ratio below the printed bound.
 
 For each setting, hill climbing on a master sequence of buyers
 (``problems/posted_price/lower_bound.py``: the oracles' search kernel and mutations, the bound
@@ -23,12 +23,18 @@ ramp, and after every fifth buyer of the ramp a branch where a capacity of buyer
 arrives instead of the rest. The algorithm must decide how much to sell on the ramp before
 it knows whether the flood comes.
 
+Two resources (``k2-u10-oracle``, divisible): the same search over master sequences of
+bundles and single-resource buyers (``problems/posted_price/bundle_bound.py``), each chain from
+a rising ramp of bundles; the bound is certified by an exact best response over the product
+grid. Beside it, ``threshold``'s certificate over the product grid (exact).
+
 The configs that share a setting share its row (``k1-u10-oracle`` and ``k1-u10-classic``: the
 classic configs hide the round from the network, which the bound does not depend on).
 
 Run: python experiments/lower_bounds.py [--out results] [--steps 1500] [--restarts 2]
          [--candidates 4] [--seed 0]
-Writes OUT/lower_bounds.{md,csv,json} and prints the table. About 16 min on 2 CPU cores.
+Writes OUT/lower_bounds.{md,csv,json} and prints the table. About 16 min on 2 CPU cores for
+one resource, and 10 more for two.
 """
 
 from __future__ import annotations
@@ -46,7 +52,8 @@ from common import fmt, load_config, write_csv
 
 from advonline.baselines.posted_price import make_baseline
 from advonline.problems.posted_price import figures
-from advonline.problems.posted_price.certify import certify_dp
+from advonline.problems.posted_price.bundle_bound import bundle_lower_bound, search_bundle_bound
+from advonline.problems.posted_price.grid_certify import certify_policy
 from advonline.problems.posted_price.lower_bound import (
     LowerBound,
     search_lower_bound,
@@ -61,6 +68,7 @@ SETTINGS = {
     "k1-u10-oracle": ("k1-u10-classic",),
     "k1-u100-oracle": ("k1-u100-classic",),
     "k1-u10-d025-oracle": (),
+    "k2-u10-oracle": (),
 }
 
 
@@ -85,7 +93,8 @@ STEPS, CHAINS, CANDIDATES = 1500, 2, 4
 def search(setting, steps=STEPS, chains=CHAINS, candidates=CANDIDATES, seed=0) -> list[LowerBound]:
     """Every chain's certified family for ``setting`` (each a valid bound)."""
     key = jax.random.key(seed)
-    return search_lower_bound(setting, key, steps=steps, chains=chains, candidates=candidates)
+    searcher = search_lower_bound if setting.resources == 1 else search_bundle_bound
+    return searcher(setting, key, steps=steps, chains=chains, candidates=candidates)
 
 
 def ramp_bound(setting: Setting) -> LowerBound:
@@ -119,7 +128,10 @@ def branching_bound(setting: Setting) -> float | None:
     divisible one-unit buyers (the settings of 200 buyers of 1%; None for others). Cached:
     several configs share a setting."""
     if not (
-        setting.divisible and setting.demand_levels == 1 and setting.grid_size < setting.rounds
+        setting.resources == 1
+        and setting.divisible
+        and setting.demand_levels == 1
+        and setting.grid_size < setting.rounds
     ):
         return None
     grid = setting.grid_size
@@ -164,8 +176,12 @@ def _family_bound(name: str, setting: Setting, out: Path) -> LowerBound:
     families = stored_families(out)
     for family in families.values():
         if family["setting"] == setting.describe():
-            units = np.round(np.asarray(family["demands"]) * setting.grid_size).astype(int)
-            return stopping_lower_bound(setting, units, np.asarray(family["densities"]))
+            densities = np.asarray(family["densities"])
+            if setting.resources == 1:
+                units = np.round(np.asarray(family["demands"]) * setting.grid_size).astype(int)
+                return stopping_lower_bound(setting, units, densities)
+            units = np.asarray(family["demands"]) * setting.grid_size / setting.capacities
+            return bundle_lower_bound(setting, np.round(units).astype(int), densities)
     best = max(search(setting), key=lambda bound: bound.ratio)
     families[name] = {"setting": setting.describe(), **best.describe()}
     out.mkdir(parents=True, exist_ok=True)
@@ -198,7 +214,7 @@ def main() -> None:
         budget = (args.steps, args.restarts, args.candidates, args.seed)
         found = [] if classic else search(setting, *budget)
         best = ramp_bound(setting) if classic else max(found, key=lambda bound: bound.ratio)
-        threshold = certify_dp(setting, make_baseline("threshold", setting)).ratio
+        threshold = certify_policy(setting, make_baseline("threshold", setting)).ratio
         rows.append(
             {
                 "configs": ", ".join((name, *SETTINGS.get(name, ()))),

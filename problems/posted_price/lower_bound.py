@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+from collections.abc import Callable
 
 import jax
 import jax.numpy as jnp
@@ -157,13 +158,18 @@ def search_lower_bound(
     levels: int = 64,
     chains: int = 1,
     candidates: int = 1,
+    family: Callable[[Setting, BuyerTypes, np.ndarray], LowerBound] | None = None,
 ) -> list[LowerBound]:
     """Hill climbing on the master sequence (module docstring): ``chains`` independent chains,
-    each from a rising ramp of the largest demands through the ``levels`` geometric densities
-    in [L, U]; each of ``steps`` steps proposes ``candidates`` mutations per chain and keeps
-    the best when the bound does not fall. Returns each chain's last family (its best: a
-    chain never moves down), certified again here by the function that scored it."""
-    capacity_units(setting)  # one resource only
+    each from a rising ramp of the largest demands (on every resource) through the ``levels``
+    geometric densities in [L, U]; each of ``steps`` steps proposes ``candidates`` mutations
+    per chain and keeps the best when the bound does not fall. Returns each chain's last
+    family (its best: a chain never moves down), certified again here by the function that
+    scored it: ``family(setting, vocabulary, types)``, by default the one-resource bound of
+    the sequence of buyer types."""
+    if family is None:
+        capacity_units(setting)  # one resource only
+        family = _family_bound
     vocabulary = BuyerTypes.build(setting, levels)
     level = np.round(np.linspace(0, levels - 1, setting.rounds)).astype(np.int32)
     # the grid densities sit at the even places of the vocabulary (each after its just-below)
@@ -171,7 +177,7 @@ def search_lower_bound(
     starts = jnp.asarray(np.tile(ramp, (chains, 1)), jnp.int32)
 
     def bounds(types: np.ndarray) -> np.ndarray:
-        return np.array([_family_bound(setting, vocabulary, row).ratio for row in types])
+        return np.array([family(setting, vocabulary, row).ratio for row in types])
 
     def score(types: jax.Array) -> jax.Array:
         shape = jax.ShapeDtypeStruct(types.shape[:1], jnp.float64)
@@ -181,7 +187,7 @@ def search_lower_bound(
     climb = jax.jit(hill_climb, static_argnums=(0, 1, 4, 5))
     with float64_everywhere():  # float64 scores from the callback's thread
         found = np.asarray(climb(score, propose, key, starts, steps, candidates)[0])
-    return [_family_bound(setting, vocabulary, row) for row in found]
+    return [family(setting, vocabulary, row) for row in found]
 
 
 def _family_bound(setting: Setting, vocabulary: BuyerTypes, types: np.ndarray) -> LowerBound:

@@ -1,0 +1,100 @@
+"""The lower bound for several resources: the one-resource bound where it should be, exact
+prefix optima, and a bound no policy's certificate undercuts."""
+
+import itertools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from advonline.baselines.posted_price import make_baseline
+from advonline.problems.posted_price.bundle_bound import (
+    best_running,
+    bundle_lower_bound,
+    search_bundle_bound,
+)
+from advonline.problems.posted_price.buyer_types import demand_vectors
+from advonline.problems.posted_price.grid_certify import certify_grid
+from advonline.problems.posted_price.lower_bound import stopping_lower_bound
+from advonline.problems.posted_price.model import PriceDistribution, Setting, SettingError
+from advonline.problems.posted_price.optimum import batch_optimum
+from advonline.problems.posted_price.product_grid import GridTablePolicy, state_count
+
+
+def _units(setting: Setting) -> np.ndarray:
+    with jax.enable_x64(True):
+        vectors = np.asarray(demand_vectors(setting, jnp.float64))
+    return np.rint(vectors * setting.grid_size / np.asarray(setting.capacities)).astype(int)
+
+
+def test_a_bundle_at_l_then_one_at_u_is_the_hand_solved_game():
+    """As for one resource: a whole capacity of both at L, then (maybe) one at U; the best
+    share of the first equalises the two stops, ratio 2 - L/U."""
+    setting = Setting(2, 1.0, 4.0, 2, 1.0, 1, True, (1.0, 1.0))
+    bound = bundle_lower_bound(setting, np.array([[1, 1], [1, 1]]), np.array([1.0, 4.0]))
+    assert bound.ratio == pytest.approx(1.75, rel=1e-9)
+    assert bound.lp_ratio == pytest.approx(1.75, rel=1e-9)
+
+
+def test_buyers_of_one_resource_give_the_one_resource_bound():
+    rng = np.random.default_rng(0)
+    two = Setting(2, 1.0, 10.0, 30, 0.2, 2, True, (1.0, 1.0))
+    one = Setting(1, 1.0, 10.0, 30, 0.2, 2, True, (1.0,))
+    levels = rng.integers(1, 3, 30)
+    densities = np.sort(rng.uniform(1.0, 10.0, 30))
+    units = np.stack([levels, np.zeros(30, int)], -1)
+    assert bundle_lower_bound(two, units, densities).ratio == pytest.approx(
+        stopping_lower_bound(one, levels, densities).ratio, rel=1e-9
+    )
+
+
+@pytest.mark.parametrize("resources", [2, 3])
+def test_prefix_optima_are_highs_optima_of_the_prefixes(resources):
+    setting = Setting(resources, 1.0, 10.0, 10, 0.5, 2, True, (1.0,) * resources)
+    rng = np.random.default_rng(resources)
+    units = _units(setting)[rng.integers(len(_units(setting)), size=10)]
+    worth = rng.uniform(0.1, 1.0, 10)
+    running = best_running(setting, units, worth)
+    unit_size = np.asarray(setting.capacities) / setting.grid_size
+    demands = units * unit_size  # [T, K]
+    values = worth * units.max(-1)  # the whole buyer is worth g_t units
+    for j in range(10):
+        highs = batch_optimum(
+            values[None, : j + 1], demands[None, : j + 1], setting.capacities, True
+        )
+        assert running[j] == pytest.approx(highs[0], rel=1e-9)
+
+
+def _random_tables(setting: Setting, seed: int, atoms: int) -> GridTablePolicy:
+    rng = np.random.default_rng(seed)
+    shape = (setting.rounds, state_count(setting), setting.resources, atoms)
+    prices = np.sort(rng.uniform(setting.low, setting.high, shape), -1)
+    probs = rng.dirichlet(np.ones(atoms), shape[:-1])
+    table = PriceDistribution(jnp.asarray(prices), jnp.asarray(probs))
+    return GridTablePolicy(table, setting, deterministic=atoms == 1)
+
+
+def test_no_policy_is_certified_below_the_searched_bound():
+    """The search only raises the bound, the certificate never exceeds the LP's own optimum,
+    and every policy's certificate on the setting (baselines, random tables, randomised too)
+    lies above it."""
+    setting = Setting(2, 1.0, 6.0, 8, 0.5, 2, True, (1.0, 1.0))
+    (start,) = search_bundle_bound(setting, jax.random.key(0), steps=0)
+    (searched,) = search_bundle_bound(setting, jax.random.key(0), steps=40, candidates=2)
+    assert 1.0 < start.ratio <= searched.ratio <= searched.lp_ratio * (1 + 1e-7)
+    policies = [make_baseline(name, setting) for name in ("threshold", "exponential")]
+    policies += [
+        _random_tables(setting, seed, atoms) for seed, atoms in itertools.product((1, 2), (1, 3))
+    ]
+    for policy in policies:
+        assert searched.ratio <= certify_grid(setting, policy).ratio * (1 + 1e-9)
+
+
+def test_what_the_bound_does_not_cover_is_refused_in_one_line():
+    indivisible = Setting(2, 1.0, 4.0, 2, 1.0, 1, False, (1.0, 1.0))
+    with pytest.raises(SettingError, match="divisible"):
+        bundle_lower_bound(indivisible, np.array([[1, 1], [1, 1]]), np.array([1.0, 4.0]))
+    uneven = Setting(2, 1.0, 4.0, 2, 1.0, 2, True, (1.0, 1.0))
+    with pytest.raises(SettingError, match="one level"):
+        bundle_lower_bound(uneven, np.array([[1, 2], [1, 1]]), np.array([1.0, 4.0]))
