@@ -109,3 +109,34 @@ def test_the_default_search_finds_the_exact_worst_case(values, names, request):
         without_search = max(measured.sources[s].ratio for s in ("families", "random"))
         search_needed.append(without_search < exact - 1e-3)
     assert any(search_needed)
+
+
+POSTED = registry.get("posted-price")
+#: Two resources, 4 buyers of half a capacity (balanced or on one resource), U/L = 5: small
+#: enough that a sweep of the product-grid certificate takes milliseconds.
+TWO_RESOURCES = {"resources": 2, "rounds": 4, "max_demand": 0.5, "low": 1.0, "high": 5.0}
+
+
+def _posted_ground_truth(name: str, make) -> None:
+    """For a deterministic posted-pricing rule the product-grid certificate is the exact
+    worst case over every instance of the setting (tests/test_grid_certify.py checks it
+    against brute force); every search source of the evaluator, with the default budget,
+    stays below it, and the best of them reaches it."""
+    setting = POSTED.setting.from_config(TWO_RESOURCES)
+    policy = make(setting)
+    measured = measure(POSTED, setting, name, policy, Budget())
+    exact = measured.sources["exact"].ratio
+    assert "exact" in measured.sources["exact"].note
+    searched = [measured.sources[s].ratio for s in ("adversary", "families", "random")]
+    assert max(searched) <= exact * (1 + 1e-9)
+    assert max(searched) == pytest.approx(exact, rel=1e-6), measured.sources
+
+
+def test_the_evaluator_finds_the_exact_worst_case_of_threshold_for_two_resources():
+    _posted_ground_truth("threshold", POSTED.baselines["threshold"])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["exponential", "greedy"])
+def test_the_evaluator_finds_the_exact_worst_case_of_other_rules_for_two_resources(name):
+    _posted_ground_truth(name, POSTED.baselines[name])

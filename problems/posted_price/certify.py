@@ -103,7 +103,8 @@ def certify_and_draw(
     raised the ratio, whose value the bound is, so the draws cost no extra sweep unless the
     iteration stopped at once."""
     if setting.resources != 1:
-        return Certificate(None, None, "no exact certificate for K >= 2"), None
+        note = "the K = 1 DP; several resources: posted_price.grid_certify"
+        return Certificate(None, None, note), None
     with jax.enable_x64(True):
         table = price_table(setting, policy, jnp.float64)  # [T, G+1, A]
         atoms = table.prices.shape[-1]
