@@ -9,9 +9,9 @@ from scratch. It measures
 every baseline with the evaluator's default budget. For K >= 2 the sources are the fresh
 adversary, the two-demand hard families and the random instances, with sampled E[ALG] for
 randomised policies, and the product-grid certificate where it fits its work limit (exact
-for deterministic policies, an upper bound beside the CR for randomised ones). The table gives each ratio with
-its worst source, the best baseline, learned / best baseline beside the aim (0.85 for
-K >= 2, 0.90 against `threshold` for large demands) and the training wall time.
+for deterministic policies, an upper bound beside the CR for randomised ones). The table
+gives each ratio with its worst source, the best baseline, learned / best baseline beside the
+aim (0.85 for K >= 2, 0.90 against `threshold` for large demands) and the training wall time.
 
 Run: python experiments/multi_resource.py [--out results] [--only k2-u10-simultaneous]
 Writes OUT/multi_resource.{md,csv}, OUT/multi_resource.{png,pdf} (grouped bars), run folders
