@@ -224,7 +224,7 @@ def main() -> None:
                 "every_search": [round(bound.ratio, 4) for bound in found],
                 "branching": branching_bound(setting),
                 "family": "ramp" if classic else "stopping",
-                "buyers": int(best.demands.size),
+                "buyers": len(best.demands),
                 "supply": float(best.demands.sum()),  # in capacities
                 "threshold_exact": threshold,
                 "one_plus_ln": 1 + math.log(setting.theta),
