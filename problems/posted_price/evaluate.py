@@ -130,7 +130,9 @@ def exact_source(setting: Setting, policy: Policy, budget: Budget) -> SourceRati
     found = grid_certify.certify_policy(setting, policy, _work_limit(setting))
     if found.ratio is not None:
         return SourceRatio(found.ratio, found.note)
-    if setting.resources != 1 or not small_demand_regime(setting):
+    if setting.resources != 1:
+        return SourceRatio(None, found.note)
+    if not small_demand_regime(setting):
         return SourceRatio(None, f"{found.note}; the closed form covers only small demands")
     closed = certify.certify_closed_form(setting, policy)
     if closed.ratio is None:
