@@ -10,6 +10,7 @@ solver joins through ``jax.pure_callback``). What an oracle returns is a :class:
 from __future__ import annotations
 
 import contextlib
+import threading
 from collections.abc import Callable, Iterator
 from typing import NamedTuple
 
@@ -56,8 +57,15 @@ def hill_climb(
 def float64_everywhere() -> Iterator[None]:
     """Float64 in every thread while it lasts. A host scorer joined through
     ``jax.pure_callback`` runs on another thread, which sees only JAX's global flag, not a
-    ``jax.enable_x64`` scope of the caller's, and would return float32 to a float64 search."""
-    was_x64 = jax.config.jax_enable_x64
+    ``jax.enable_x64`` scope of the caller's, and would return float32 to a float64 search.
+    What the global flag was is read on a thread of its own, which sees only the global flag
+    too: read here, inside a caller's scope, it would be the scope's, and restoring that would
+    leave float64 on for the whole process."""
+    seen: list[bool] = []
+    reader = threading.Thread(target=lambda: seen.append(bool(jax.config.jax_enable_x64)))
+    reader.start()
+    reader.join()
+    was_x64 = seen[0]
     jax.config.update("jax_enable_x64", True)
     try:
         yield

@@ -102,3 +102,12 @@ def test_the_search_kernel_moves_each_chain_to_its_best_candidate():
     )
     # chain 0 (sum 1) reaches 7 in one step (3 added to each of its two tokens), then stays
     assert int(capped[0].sum()) == 7
+
+
+def test_float64_everywhere_inside_a_float64_scope_leaves_the_global_flag_off():
+    from advonline.search import float64_everywhere
+
+    with jax.enable_x64(True), float64_everywhere():
+        assert jax.config.jax_enable_x64
+    assert not jax.config.jax_enable_x64
+    assert jnp.arange(2).dtype == jnp.int32
