@@ -20,7 +20,7 @@ from advonline.problems.posted_price.model import Buyer, Setting, mean_welfare
 from advonline.problems.posted_price.optimum import batch_optimum
 from advonline.problems.posted_price.oracles import local_search_oracle, random_types, typed_ratios
 from advonline.problems.posted_price.product_grid import acceptance, grid_units, quantile_intervals
-from advonline.problems.posted_price.typed_payoffs import algorithm_table
+from advonline.problems.posted_price.typed_payoffs import algorithm_table, typed_payoffs
 from advonline.train import train
 
 TWO = Setting(resources=2, capacities=(1.0, 1.0), rounds=10, max_demand=0.5, demand_levels=2)
@@ -60,6 +60,30 @@ def test_typed_ratios_agree_with_the_simulator_and_highs(two_resources):
     # E[ALG] exact against the simulator's mean (a few percent of sampling error at most)
     np.testing.assert_allclose(optimum / ratios, np.asarray(welfare), rtol=0.03)
     assert np.all(np.isfinite(ratios)) and np.all(ratios >= 1 - 1e-5)
+
+
+@pytest.mark.parametrize("resources", [1, 2])
+def test_reading_the_sale_rows_in_the_loop_gives_the_gathered_payoffs_bit_for_bit(resources):
+    """The searches read each round's sale row inside the induction; training gathers them
+    first (for its gradient). Both must give the same float, so that a search scores exactly
+    what training does."""
+    setting = TWO if resources == 2 else Setting(rounds=12, max_demand=0.25, demand_levels=2)
+    model = build_adversary(setting, AdversaryConfig(density_levels=8, conditioning="state"))
+    vocabulary = model.buyer_types
+    policy = make_baseline("exponential", setting)
+    shape = model.type_sale_table(algorithm_table(setting, policy, jnp.float32), jnp.float32).shape
+    # a sale table that changes with the round and the state (a baseline's does not with the
+    # round), so that a row read from the wrong round shows
+    sale = jax.random.uniform(jax.random.key(4), shape).at[..., -1].set(0.0)
+    types = random_types(vocabulary, jax.random.key(5), 64, setting.rounds)
+    types = types.at[:, ::3].set(vocabulary.nobody)  # rounds without a buyer too
+    optimum = jnp.linspace(1.0, 2.0, 64)
+    payoffs = [
+        np.asarray(typed_payoffs(setting, vocabulary, sale, types, optimum, gathered))
+        for gathered in (True, False)
+    ]
+    np.testing.assert_array_equal(payoffs[0], payoffs[1])
+    assert np.all(payoffs[0] > 0)
 
 
 @pytest.mark.slow  # 15 s of compiling; tests/test_oracles.py runs the same search for K = 1

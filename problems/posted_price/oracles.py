@@ -80,7 +80,8 @@ def typed_ratios(
     optimum = device_optimum(setting, vocabulary.instances(types, dtype))
 
     def payoff_of(member_sale: jax.Array) -> jax.Array:
-        return typed_payoffs(setting, vocabulary, member_sale.astype(dtype), types, optimum)
+        member = member_sale.astype(dtype)
+        return typed_payoffs(setting, vocabulary, member, types, optimum, differentiable=False)
 
     if weights is None:
         payoff = payoff_of(sale)

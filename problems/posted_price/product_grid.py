@@ -139,19 +139,38 @@ def grid_transitions(setting: Setting, demands: jax.Array) -> Transitions:
 
 
 def grid_welfare(
-    sell: jax.Array, values: jax.Array, fraction: jax.Array, following: jax.Array
+    sell: jax.Array,
+    values: jax.Array,
+    fraction: jax.Array,
+    following: jax.Array,
+    types: jax.Array | None = None,
+    levels: jax.Array | None = None,
 ) -> jax.Array:
     """Exact expected welfare from state 0 by backward induction (module docstring): the
     chance ``sell`` ``[T, S]`` that buyer t accepts in state s, its value ``[T]``, and the sale
-    it makes there (``fraction``, ``following``, ``[T, S]``)."""
+    it makes there (``fraction``, ``following``, ``[T, S]``).
+
+    Given the instance's buyer ``types`` and demand ``levels`` ``[T]``, ``sell`` is a table
+    over types ``[T, types, S]`` and ``fraction``, ``following`` tables over demand levels
+    ``[L, S]``, and round t reads its rows inside the loop (as
+    :func:`~posted_price.model.continuation` does): a vmapped batch then never writes out
+    ``[T, B, S]`` tables."""
 
     def back(value_next, inputs):
-        sell_t, value_t, fraction_t, following_t = inputs
+        value_t, rows = inputs
+        if types is None:
+            sell_t, fraction_t, following_t = rows
+        else:
+            t, type_t, level_t = rows
+            sell_t, fraction_t, following_t = sell[t, type_t], fraction[level_t], following[level_t]
         gain = value_t * fraction_t + value_next[following_t] - value_next
         return value_next + sell_t * gain, None
 
-    start = jnp.zeros(sell.shape[1], sell.dtype)
-    first, _ = jax.lax.scan(back, start, (sell, values, fraction, following), reverse=True)
+    rows = (sell, fraction, following)
+    if types is not None:
+        rows = (jnp.arange(values.shape[0]), types, levels)
+    start = jnp.zeros(sell.shape[-1], sell.dtype)
+    first, _ = jax.lax.scan(back, start, (values, rows), reverse=True)
     return first[0]
 
 
