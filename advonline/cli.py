@@ -26,6 +26,7 @@ from advonline import (
     folders,
     parallel,
     pipeline,
+    plots,
     preflight,
     seeds,
 )
@@ -40,7 +41,14 @@ from advonline.parallel import DevicesError
 from advonline.pipeline import RunError
 from advonline.preflight import PreflightError
 from advonline.ratio import format_ratio
-from advonline.train import TrainError, check_folder, check_processes, check_resumable, train
+from advonline.train import (
+    METRICS_NAME,
+    TrainError,
+    check_folder,
+    check_processes,
+    check_resumable,
+    train,
+)
 
 EXIT_BAD_INPUT = 2
 EXIT_OUT_OF_MEMORY = 3  # a command that ran out of memory part way (after its checks passed)
@@ -127,6 +135,12 @@ def build_parser() -> argparse.ArgumentParser:
     tr.add_argument("--out", required=True, metavar="DIR", help="run folder: checkpoints, metrics")
     tr.add_argument("--resume", action="store_true", help="continue the run in --out")
     tr.add_argument("--quiet", action="store_true", help="no progress bar")
+    tr.add_argument(
+        "--seeds",
+        metavar="LIST",
+        help="train these game seeds in turn in one process (0-4, 0,2,5), one run folder each "
+        "in --out, and summarise the last epoch's figures as median [min, max]",
+    )
     tr.add_argument(
         "--check",
         action="store_true",
@@ -550,6 +564,8 @@ def run_train(args: argparse.Namespace) -> int:
     parallel.start_processes(args.coordinator, args.processes, args.process_id)  # before JAX runs
     run_config = _run_config(args, tables)
     check_processes(run_config)
+    if args.seeds is not None:
+        return _train_seeds(args, run_config, Path(args.out))
     if parallel.writes_files():
         check_folder(args.out, args.resume)
         check_resumable(args.out, run_config)  # before the banner and the progress bar
@@ -720,12 +736,12 @@ def _one_run(
     return result
 
 
-def _several_seeds(args, run_config, budget, baselines, parent: Path) -> int:
-    """``run --seeds``: every seed's folder is checked before any work (with ``--resume`` a
-    seed whose folder holds a checkpoint continues, the others start), then each is trained,
-    measured, exported and plotted in turn; ``summary.json`` in ``parent`` holds every figure
-    over the seeds. The baselines are measured once, in the first seed's run, and the later
-    reports take those measurements (they depend on the setting and the budget alone)."""
+def _seed_plan(args, run_config, parent: Path) -> list[tuple]:
+    """``(seed, folder, config, resume)`` of every seed of ``--seeds``, each folder checked
+    before any work: with ``--resume`` a seed whose folder exists continues, the others start
+    (UsageError or TrainError: one line)."""
+    if jax.process_count() > 1:
+        raise UsageError("--seeds trains in one process; several processes train one seed")
     try:
         chosen = seeds.parse_seeds(args.seeds)
     except ValueError as error:
@@ -741,9 +757,47 @@ def _several_seeds(args, run_config, budget, baselines, parent: Path) -> int:
         resume = args.resume and folder.exists()
         check_folder(folder, resume=resume)
         check_resumable(folder, config)
+        plan.append((seed, folder, config, resume))
+    return plan
+
+
+def _train_seeds(args, run_config, parent: Path) -> int:
+    """``train --seeds``: each seed trained in turn into its own folder (the later seeds reuse
+    the programmes the first compiled), then ``summary.json`` in ``parent``: every figure of
+    the seeds' last metrics rows over the seeds. ``run --seeds --resume`` on the same folder
+    measures them afterwards."""
+    plan = _seed_plan(args, run_config, parent)
+    largest, available = preflight.check(run_config.training_needs())
+    if args.check:
+        return _checked(args.config, parent, largest, available)
+    parent.mkdir(parents=True, exist_ok=True)
+    last_rows = {}
+    for seed, folder, config, resume in plan:
+        with folders.FolderLock(folder):
+            if not args.quiet:
+                _device_line("train", args.config, folder, config)
+            bar, report = _progress(config.total_steps, args.quiet)
+            state = train(config, folder, resume=resume, report=report)
+            bar.close()
+        last_rows[seed] = plots.read_metrics(Path(folder) / METRICS_NAME)[-1]
+        print(f"seed {seed}: trained {int(state.step)} steps; run folder {folder}")
+    summary = seeds.summarise_training(args.config, last_rows)
+    path = seeds.write_summary(parent, summary)
+    print(seeds.training_table(summary))
+    print(f"summary: {path}; runs: {', '.join(str(folder) for _, folder, _, _ in plan)}")
+    return 0
+
+
+def _several_seeds(args, run_config, budget, baselines, parent: Path) -> int:
+    """``run --seeds``: every seed's folder is checked before any work (:func:`_seed_plan`),
+    then each is trained, measured, exported and plotted in turn; ``summary.json`` in
+    ``parent`` holds every figure over the seeds. The baselines are measured once, in the
+    first seed's run, and the later reports take those measurements (they depend on the
+    setting and the budget alone)."""
+    plan = _seed_plan(args, run_config, parent)
+    for _, folder, _, resume in plan:
         if resume:
             pipeline.check_kept_policies(folder, run_config.problem)
-        plan.append((seed, folder, config, resume))
     largest, available = _preflight(run_config, budget)
     if args.check:
         return _checked(args.config, parent, largest, available)

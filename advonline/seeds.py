@@ -1,6 +1,7 @@
-"""Several seeds of one config in one process (``advonline run CONFIG --seeds 0-2``): one run
-folder per seed, side by side, and a summary of every figure over the seeds as median [min,
-max], the form in which every from-scratch result is reported.
+"""Several seeds of one config in one process (``advonline run CONFIG --seeds 0-2``, and
+``advonline train`` likewise): one run folder per seed, side by side, and a summary of every
+figure over the seeds as median [min, max], the form in which every from-scratch result is
+reported.
 
 The seeds train in turn in one process. The seed enters a run only through its keys, so the
 seeds after the first reuse the programmes the first one compiled (on 2 CPU cores the
@@ -84,6 +85,43 @@ def summarise(config: str, reports: dict[int, dict]) -> dict:
     }
 
 
+#: The columns of a training's last metrics row that say where it is, not what it reached.
+_POSITION = ("step", "epoch", "steps_per_second")
+
+
+def summarise_training(config: str, last_rows: dict[int, dict]) -> dict:
+    """The summary of ``train --seeds``: every figure of the seeds' last ``metrics.csv`` rows
+    (``{seed: {column: number or None}}``) that each seed measured, as :func:`spread` over
+    the seeds (``wall_seconds`` is the training time)."""
+    seeds = sorted(last_rows)
+    columns = [
+        name
+        for name in last_rows[seeds[0]]
+        if name not in _POSITION and all(last_rows[seed].get(name) is not None for seed in seeds)
+    ]
+    return {
+        "config": config,
+        "seeds": seeds,
+        "trained": {
+            name: spread([float(last_rows[seed][name]) for seed in seeds]) for name in columns
+        },
+        "runs": {str(seed): f"seed{seed}" for seed in seeds},
+    }
+
+
+def training_table(summary: dict) -> str:
+    """The lines ``train --seeds`` prints: each figure of the last epoch over the seeds, then
+    the training time (the seconds per phase are left to the summary file)."""
+    lines = [f"over seeds {', '.join(map(str, summary['seeds']))}: median [min, max]"]
+    figures = summary["trained"]
+    for name, figure in figures.items():
+        if "seconds" not in name:
+            lines.append(f"{name:<24}{_cell(figure):>30}")
+    if (wall := figures.get("wall_seconds")) is not None:
+        lines.append(_training_line(wall))
+    return "\n".join(lines)
+
+
 def _row(report: dict, name: str) -> dict:
     for row in report["results"]:
         if row["algorithm"] == name:
@@ -108,11 +146,12 @@ def summary_table(summary: dict) -> str:
     for name, entry in summary["algorithms"].items():
         bound = _cell(entry["upper_bound"]) if "upper_bound" in entry else "n/a"
         lines.append(f"{name:<24}{_cell(entry['competitive_ratio']):>30}{bound:>30}")
-    training = summary["training_seconds"]
-    lines.append(
-        f"training {training['median']:.0f} s [{training['min']:.0f}, {training['max']:.0f}] a seed"
-    )
+    lines.append(_training_line(summary["training_seconds"]))
     return "\n".join(lines)
+
+
+def _training_line(seconds: dict) -> str:
+    return f"training {seconds['median']:.0f} s [{seconds['min']:.0f}, {seconds['max']:.0f}] a seed"
 
 
 def write_summary(parent: str | Path, summary: dict) -> Path:

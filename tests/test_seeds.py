@@ -3,6 +3,7 @@ summary of every figure over them."""
 
 from __future__ import annotations
 
+import csv
 import json
 import statistics
 
@@ -67,3 +68,38 @@ def test_a_bad_seed_list_gets_one_line_and_no_folder(tmp_path, capsys, seeds):
     assert cli.main(["run", CONFIG, "--seeds", seeds, "--out", str(out), *BUDGET]) == 2
     assert capsys.readouterr().err.strip().count("\n") == 0
     assert not out.exists()
+
+
+def test_train_seeds_summarises_the_last_epochs_and_run_resume_measures_them(tmp_path, capsys):
+    out = tmp_path / "trained"
+    assert cli.main(["train", CONFIG, "--seeds", "0-1", "--out", str(out), "--quiet"]) == 0
+    printed = capsys.readouterr().out
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["seeds"] == [0, 1] and "over seeds 0, 1" in printed
+    guarantees = []
+    for seed in (0, 1):
+        rows = _metrics(out / f"seed{seed}")
+        assert json.loads((out / f"seed{seed}" / "config.json").read_text())["game"]["seed"] == seed
+        guarantees.append(float(rows[-1]["guarantee"]))
+    figure = summary["trained"]["guarantee"]
+    assert figure["by_seed"] == guarantees and figure["median"] == statistics.median(guarantees)
+    assert "step" not in summary["trained"] and "wall_seconds" in summary["trained"]
+    # the same folder again: refused in one line, nothing touched
+    before = (out / "summary.json").read_bytes()
+    assert cli.main(["train", CONFIG, "--seeds", "0-1", "--out", str(out), "--quiet"]) == 2
+    assert capsys.readouterr().err.strip().count("\n") == 0
+    assert (out / "summary.json").read_bytes() == before
+    # run --seeds --resume measures the trained seeds without training them further
+    measure = ["run", CONFIG, "--seeds", "0-1", "--out", str(out), "--resume", "--quiet", *BUDGET]
+    assert cli.main(measure) == 0
+    for seed in (0, 1):
+        report = json.loads((out / f"seed{seed}" / "evaluation.json").read_text())
+        rows = _metrics(out / f"seed{seed}")
+        assert float(rows[-1]["guarantee"]) == guarantees[seed]
+        assert report["results"][0]["algorithm"] == "learned"
+    assert "algorithms" in json.loads((out / "summary.json").read_text())
+
+
+def _metrics(folder) -> list[dict]:
+    with (folder / "metrics.csv").open(newline="") as handle:
+        return list(csv.DictReader(handle))
