@@ -4,9 +4,9 @@ prefix optima, and a bound no policy's certificate undercuts."""
 import itertools
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 import pytest
+from policies import random_grid_table
 
 from advonline.baselines.posted_price import make_baseline
 from advonline.problems.posted_price.bundle_bound import (
@@ -14,18 +14,11 @@ from advonline.problems.posted_price.bundle_bound import (
     bundle_lower_bound,
     search_bundle_bound,
 )
-from advonline.problems.posted_price.buyer_types import demand_vectors
+from advonline.problems.posted_price.buyer_types import demand_grid_units
 from advonline.problems.posted_price.grid_certify import certify_grid
 from advonline.problems.posted_price.lower_bound import stopping_lower_bound
-from advonline.problems.posted_price.model import PriceDistribution, Setting, SettingError
+from advonline.problems.posted_price.model import Setting, SettingError
 from advonline.problems.posted_price.optimum import batch_optimum
-from advonline.problems.posted_price.product_grid import GridTablePolicy, state_count
-
-
-def _units(setting: Setting) -> np.ndarray:
-    with jax.enable_x64(True):
-        vectors = np.asarray(demand_vectors(setting, jnp.float64))
-    return np.rint(vectors * setting.grid_size / np.asarray(setting.capacities)).astype(int)
 
 
 def test_a_bundle_at_l_then_one_at_u_is_the_hand_solved_game():
@@ -53,7 +46,7 @@ def test_buyers_of_one_resource_give_the_one_resource_bound():
 def test_prefix_optima_are_highs_optima_of_the_prefixes(resources):
     setting = Setting(resources, 1.0, 10.0, 10, 0.5, 2, True, (1.0,) * resources)
     rng = np.random.default_rng(resources)
-    units = _units(setting)[rng.integers(len(_units(setting)), size=10)]
+    units = demand_grid_units(setting)[rng.integers(len(demand_grid_units(setting)), size=10)]
     worth = rng.uniform(0.1, 1.0, 10)
     running = best_running(setting, units, worth)
     unit_size = np.asarray(setting.capacities) / setting.grid_size
@@ -66,15 +59,6 @@ def test_prefix_optima_are_highs_optima_of_the_prefixes(resources):
         assert running[j] == pytest.approx(highs[0], rel=1e-9)
 
 
-def _random_tables(setting: Setting, seed: int, atoms: int) -> GridTablePolicy:
-    rng = np.random.default_rng(seed)
-    shape = (setting.rounds, state_count(setting), setting.resources, atoms)
-    prices = np.sort(rng.uniform(setting.low, setting.high, shape), -1)
-    probs = rng.dirichlet(np.ones(atoms), shape[:-1])
-    table = PriceDistribution(jnp.asarray(prices), jnp.asarray(probs))
-    return GridTablePolicy(table, setting, deterministic=atoms == 1)
-
-
 def test_no_policy_is_certified_below_the_searched_bound():
     """The search only raises the bound, the certificate never exceeds the LP's own optimum,
     and every policy's certificate on the setting (baselines, random tables, randomised too)
@@ -85,7 +69,7 @@ def test_no_policy_is_certified_below_the_searched_bound():
     assert 1.0 < start.ratio <= searched.ratio <= searched.lp_ratio * (1 + 1e-7)
     policies = [make_baseline(name, setting) for name in ("threshold", "exponential")]
     policies += [
-        _random_tables(setting, seed, atoms) for seed, atoms in itertools.product((1, 2), (1, 3))
+        random_grid_table(setting, seed, atoms) for seed, atoms in itertools.product((1, 2), (1, 3))
     ]
     for policy in policies:
         assert searched.ratio <= certify_grid(setting, policy).ratio * (1 + 1e-9)

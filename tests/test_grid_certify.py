@@ -7,6 +7,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from flax import struct
+from policies import random_grid_table
 
 from advonline.baselines.posted_price import make_baseline
 from advonline.mixture import SnapshotMixture
@@ -20,7 +21,6 @@ from advonline.problems.posted_price.product_grid import (
     expected_welfare_grid,
     grid_price_table,
     grid_units,
-    state_count,
 )
 
 TINY = [
@@ -35,18 +35,6 @@ IDS = [f"T{s.rounds}-G{s.grid_size}-{'div' if s.divisible else 'ind'}" for s in 
 def _demands(setting: Setting) -> np.ndarray:
     with jax.enable_x64(True):
         return np.asarray(demand_vectors(setting, jnp.float64))
-
-
-def _table(setting: Setting, seed: int, atoms: int) -> GridTablePolicy:
-    """Random prices per (round, state, resource), off [L, U] at times and not monotone; the
-    empty state posts L (so that the ratio stays finite and the comparison says something)."""
-    rng = np.random.default_rng(seed)
-    shape = (setting.rounds, state_count(setting), setting.resources, atoms)
-    prices = np.sort(rng.uniform(0.8 * setting.low, 1.1 * setting.high, shape), -1)
-    prices[:, 0] = setting.low
-    probs = rng.dirichlet(np.ones(atoms), shape[:-1])
-    table = PriceDistribution(jnp.asarray(prices), jnp.asarray(probs))
-    return GridTablePolicy(table, setting, deterministic=atoms == 1)
 
 
 def _sold(setting: Setting, prices: np.ndarray, used: np.ndarray, value, demand) -> float:
@@ -106,7 +94,7 @@ def _deterministic_worst(setting: Setting, policy, rng) -> float:
 def test_grid_certificate_of_a_deterministic_policy_equals_brute_force(setting, algorithm):
     rng = np.random.default_rng(setting.rounds + 2 * setting.divisible)
     if algorithm == "table":
-        policy = _table(setting, seed=int(rng.integers(1 << 30)), atoms=1)
+        policy = random_grid_table(setting, int(rng.integers(1 << 30)), atoms=1, off_range=True)
     else:
         policy = make_baseline(algorithm, setting)
     certificate = certify_grid(setting, policy)
@@ -160,7 +148,7 @@ def _instances(setting: Setting, policy, rng, sampled: int) -> tuple[np.ndarray,
 @pytest.mark.parametrize("setting", TINY[:2], ids=IDS[:2])
 def test_grid_certificate_of_a_randomised_policy_bounds_every_instance(setting):
     rng = np.random.default_rng(7)
-    policy = _table(setting, seed=11, atoms=3)
+    policy = random_grid_table(setting, seed=11, atoms=3, off_range=True)
     certificate = certify_grid(setting, policy)
     assert "upper bound" in certificate.note
     values, asked = _instances(setting, policy, rng, sampled=3000)
@@ -182,7 +170,7 @@ class _StackedTables:
 
 def test_a_mixture_is_certified_by_the_harmonic_mean_of_its_members():
     setting = TINY[0]
-    members = [_table(setting, seed, atoms=2) for seed in (1, 2)]
+    members = [random_grid_table(setting, seed, atoms=2, off_range=True) for seed in (1, 2)]
     weights = np.array([0.3, 0.7])
     stacked = jax.tree.map(lambda *leaves: jnp.stack(leaves), *(m.table for m in members))
     mixture = SnapshotMixture(_StackedTables(stacked, setting), jnp.asarray(weights))
@@ -208,7 +196,7 @@ ONE = [
 @pytest.mark.parametrize("setting", ONE, ids=["div", "ind"])
 @pytest.mark.parametrize("atoms", [1, 3])
 def test_for_one_resource_the_grid_certificate_is_the_dp_certificate(setting, atoms):
-    policy = _table(setting, seed=5 + atoms, atoms=atoms)
+    policy = random_grid_table(setting, seed=5 + atoms, atoms=atoms, off_range=True)
     assert certify_grid(setting, policy).ratio == pytest.approx(
         certify_dp(setting, policy).ratio, rel=1e-10
     )

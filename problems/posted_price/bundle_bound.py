@@ -27,7 +27,7 @@ import jax
 import numpy as np
 from scipy.optimize import linprog
 
-from advonline.problems.posted_price.buyer_types import BuyerTypes
+from advonline.problems.posted_price.buyer_types import BuyerTypes, demand_grid_units
 from advonline.problems.posted_price.lower_bound import LowerBound, search_lower_bound
 from advonline.problems.posted_price.model import Setting, SettingError
 
@@ -51,10 +51,9 @@ def _typed_bound(setting: Setting, vocabulary: BuyerTypes, types: np.ndarray) ->
     if not buyers.any():
         empty = np.zeros(0)
         return LowerBound(1.0, 1.0, empty, empty, empty)
-    vectors = np.asarray(vocabulary.demands)  # [J, K] fractions of capacity
-    units = np.rint(vectors * setting.grid_size / np.asarray(setting.capacities)).astype(int)
-    demand = types[buyers] % len(vectors)
-    densities = np.asarray(vocabulary.densities)[types[buyers] // len(vectors)]
+    units = demand_grid_units(setting)  # [J, K], the vocabulary's demand vectors in order
+    demand = types[buyers] % len(units)
+    densities = np.asarray(vocabulary.densities)[types[buyers] // len(units)]
     return bundle_lower_bound(setting, units[demand], densities)
 
 

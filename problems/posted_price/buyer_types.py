@@ -51,6 +51,15 @@ def demand_vectors(setting: Setting, dtype) -> jax.Array:
     return jnp.concatenate([balanced, alone.reshape(-1, setting.resources)])
 
 
+def demand_grid_units(setting: Setting) -> np.ndarray:
+    """``[J, K]`` int: each of :func:`demand_vectors` in whole grid units (capacity / G)
+    of each resource, computed on the host in float64 (for the exact programmes outside
+    ``jit``: the certificate over the product grid and the bundle lower bound)."""
+    with jax.enable_x64(True), jax.ensure_compile_time_eval():
+        demands = np.asarray(demand_vectors(setting, jnp.float64))
+    return np.rint(demands * setting.grid_size / np.asarray(setting.capacities)).astype(int)
+
+
 @dataclasses.dataclass(frozen=True)
 class BuyerTypes:
     """The static type vocabulary (hashable, so it can be a jit static argument)."""

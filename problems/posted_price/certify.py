@@ -44,6 +44,8 @@ from advonline.problems.posted_price.model import Observation, Policy, Setting, 
 DEFAULT_WORK_LIMIT = 1e9
 _MAX_DINKELBACH_STEPS = 60
 _TOLERANCE = 1e-12
+#: What a certificate of ratio inf says.
+NOTHING_FOR_ALG = "an instance leaves ALG with nothing"
 _STRATEGY_MARGIN = 1e-6
 _TIE = 1e-12
 _CLOSED_FORM_POINTS = 1 << 18
@@ -115,21 +117,19 @@ def certify_and_draw(
                 f"{work_limit:.0e}"
             )
             return Certificate(None, None, note), None
-        ratio, steps, strategy = max(float(start), 1.0), 0, None
         paired = _pairs(setting, table.prices)
-        for steps in range(1, _MAX_DINKELBACH_STEPS + 1):  # noqa: B007
+
+        def sweep(ratio: float):
             (gap, opt, alg), choices = _induction(
                 setting, table.prices, table.probs, jnp.float64(ratio), count > 0, paired
             )
-            gap, opt, alg = float(gap), float(opt), float(alg)
-            if opt > 0 and alg <= 0:
-                note = "an instance leaves ALG with nothing"
-                return Certificate(math.inf, "dynamic-programme", note), None
-            if gap <= _TOLERANCE * max(opt, 1.0):
-                break
-            ratio, strategy = opt / alg, choices
-        else:
+            return gap, opt, alg, choices
+
+        ratio, steps, strategy = dinkelbach(sweep, start)
+        if ratio is None:
             return Certificate(None, None, "Dinkelbach iteration did not converge"), None
+        if math.isinf(ratio):
+            return Certificate(ratio, "dynamic-programme", NOTHING_FOR_ALG), None
     kind = (
         "exact on the finite setting"
         if policy.deterministic
@@ -143,6 +143,25 @@ def certify_and_draw(
         if strategy is None:  # the start was the bound: the strategy just below it
             return certificate, _runs_below(setting, table, ratio, key, count)
         return certificate, _runs(setting, table, strategy, key, count)
+
+
+def dinkelbach(sweep, start: float) -> tuple[float | None, int, object]:
+    """Dinkelbach's iteration for the root of ``F(r) = max (OPT - r ALG)`` from ``start`` (a
+    ratio some instance attains, else 1): ``sweep(r) -> (F(r), OPT, ALG, choices)`` is one
+    backward induction at ``r``, ``OPT`` and ``ALG`` those of its maximiser. Returns the root
+    (the certificate; inf where an instance leaves ALG with nothing, None where the iteration
+    did not converge within its limit), the sweeps taken and the choices of the last sweep
+    that raised the ratio (None if none did)."""
+    ratio, choices = max(float(start), 1.0), None
+    for sweeps in range(1, _MAX_DINKELBACH_STEPS + 1):
+        gap, opt, alg, found = sweep(ratio)
+        gap, opt, alg = float(gap), float(opt), float(alg)
+        if opt > 0 and alg <= 0:
+            return math.inf, sweeps, None
+        if gap <= _TOLERANCE * max(opt, 1.0):
+            return ratio, sweeps, choices
+        ratio, choices = opt / alg, found
+    return None, _MAX_DINKELBACH_STEPS, choices
 
 
 def _candidates(setting: Setting, prices: jax.Array, probs: jax.Array, rising: bool = False):

@@ -48,16 +48,16 @@ import jax.numpy as jnp
 import numpy as np
 
 from advonline.mixture import SnapshotMixture
-from advonline.problems.posted_price.buyer_types import demand_vectors
+from advonline.problems.posted_price.buyer_types import demand_grid_units, demand_vectors
 from advonline.problems.posted_price.certify import (
-    _MAX_DINKELBACH_STEPS,
-    _TOLERANCE,
+    DEFAULT_WORK_LIMIT as K1_WORK_LIMIT,
+)
+from advonline.problems.posted_price.certify import (
+    NOTHING_FOR_ALG,
     Certificate,
     _first_near,
     certify_dp,
-)
-from advonline.problems.posted_price.certify import (
-    DEFAULT_WORK_LIMIT as K1_WORK_LIMIT,
+    dinkelbach,
 )
 from advonline.problems.posted_price.model import Setting
 from advonline.problems.posted_price.product_grid import (
@@ -110,22 +110,18 @@ def certify_grid(
                 f"intervals), over the limit {work_limit:.0e}"
             )
             return Certificate(None, None, note)
-        ratio = max(float(start), 1.0)
-        for steps in range(1, _MAX_DINKELBACH_STEPS + 1):  # noqa: B007
-            gap, opt, alg = (
-                float(value)
-                for value in _grid_induction(
-                    setting, intervals.widths, intervals.prices, jnp.float64(ratio)
-                )
+
+        def sweep(ratio: float):
+            values = _grid_induction(
+                setting, intervals.widths, intervals.prices, jnp.float64(ratio)
             )
-            if opt > 0 and alg <= 0:
-                note = "an instance leaves ALG with nothing"
-                return Certificate(math.inf, "grid-programme", note)
-            if gap <= _TOLERANCE * max(opt, 1.0):
-                break
-            ratio = opt / alg
-        else:
+            return (*values, None)
+
+        ratio, steps, _ = dinkelbach(sweep, start)
+        if ratio is None:
             return Certificate(None, None, "Dinkelbach iteration did not converge")
+        if math.isinf(ratio):
+            return Certificate(ratio, "grid-programme", NOTHING_FOR_ALG)
     kind = (
         "exact on the setting's instances"
         if getattr(policy, "deterministic", False)
@@ -162,7 +158,7 @@ def _mixture_certificate(setting: Setting, mixture: SnapshotMixture, work_limit:
 def _blocks(setting: Setting) -> tuple[tuple[int, int, int], ...]:
     """The induction's buyer blocks: ``(demand vector j, OPT's units m, its level g)``; OPT
     takes ``m / g`` of buyer j (whole units 0..g when divisible, 0 or g when not)."""
-    levels = _demand_units(setting).max(-1)
+    levels = demand_grid_units(setting).max(-1)
     return tuple(
         (j, m, int(g))
         for j, g in enumerate(levels)
@@ -170,18 +166,11 @@ def _blocks(setting: Setting) -> tuple[tuple[int, int, int], ...]:
     )
 
 
-def _demand_units(setting: Setting) -> np.ndarray:
-    """``[J, K]`` int: each demand vector in grid units."""
-    with jax.enable_x64(True), jax.ensure_compile_time_eval():
-        demands = np.asarray(demand_vectors(setting, jnp.float64))
-    return np.rint(demands * setting.grid_size / np.asarray(setting.capacities)).astype(int)
-
-
 def _opt_moves(setting: Setting) -> tuple[np.ndarray, np.ndarray]:
     """For every block of :func:`_blocks`: OPT's state after taking its units ``[B, S]`` (0 where
     they do not fit) and whether they fit ``[B, S]``."""
     units = grid_units(setting)  # [S, K]
-    demand = _demand_units(setting)
+    demand = demand_grid_units(setting)
     strides = (setting.grid_size + 1) ** np.arange(setting.resources - 1, -1, -1)
     following, fits = [], []
     for j, m, _ in _blocks(setting):
@@ -243,10 +232,11 @@ def _grid_induction(setting: Setting, widths, prices, ratio):
                 # OPT's share less r times ALG's sale, per unit of density: the class's best
                 # density is its supremum where that is non-negative, its lowest else
                 alg_share = (size[j] * moves.fraction[j])[:, None]  # [S, 1]
-                slope = size[j] * m / g - ratio * sale * alg_share
+                opt_share = size[j] * m / g
+                slope = opt_share - ratio * sale * alg_share
                 density = jnp.where(slope >= 0, highest, lowest)  # [S, I + 1]
                 alg_gain = density * alg_share
-                opt_gain = density * (size[j] * m / g)
+                opt_gain = density * opt_share
                 own = jnp.where(allowed, density * slope, -jnp.inf)
                 columns = opt_following[index]
                 stayed = [table[:, columns] for table in tables]
