@@ -1,7 +1,8 @@
 """The main job's time: training against measuring, from a cold start, and the figures both
 halves give.
 
-Run: python benchmarks/main_job.py [--config CONFIG] [--seeds 0] [--against-python PYTHON]
+Run: python benchmarks/main_job.py [--config CONFIG] [--seeds 0] [--together 0-4]
+         [--against-python PYTHON]
 
 Each seed runs ``advonline run CONFIG`` in a fresh process with an empty compilation cache
 (what a user's first ``make run`` does after the install). The script prints, per seed, the
@@ -11,6 +12,9 @@ n/a), the rest (start-up, export, figures), and every algorithm's measured CR wi
 learned policy's certified bound, so that two code versions (``--against-python``: the
 advonline installed for another Python, e.g. another checkout's ``.venv/bin/python``) are
 compared on the same machine in one invocation, figures side by side. Then the medians.
+``--together 0-4`` also times ``advonline run CONFIG --seeds 0-4`` (those seeds trained and
+measured in turn in one process, the baselines measured once) from an empty cache, and prints
+its wall time beside the single runs': the cost of several seeds against one.
 """
 
 from __future__ import annotations
@@ -48,6 +52,40 @@ def run_timed(config: Path, seed: int, python: str, folder: Path) -> dict:
     return {"wall": wall, "report": json.loads((out / "evaluation.json").read_text())}
 
 
+def run_together(config: Path, seeds: str, python: str, folder: Path) -> dict:
+    """One cold ``advonline run CONFIG --seeds SEEDS`` (one process): its wall seconds and
+    its ``summary.json``."""
+    out = folder / f"{config.stem}-seeds"
+    command = [python, "-m", "advonline", "run", str(config.resolve()), "--seeds", seeds]
+    command += ["--out", str(out), "--quiet"]
+    started = time.perf_counter()
+    finished = subprocess.run(
+        command,
+        cwd=folder,
+        env=cache_environment(folder / "cache-together"),
+        capture_output=True,
+        text=True,
+    )
+    wall = time.perf_counter() - started
+    if finished.returncode != 0:
+        raise SystemExit(f"{config} --seeds {seeds}: advonline run failed:\n{finished.stderr}")
+    return {"wall": wall, "summary": json.loads((out / "summary.json").read_text())}
+
+
+def _together_line(code: str, seeds: str, together: dict, alone: list[dict]) -> str:
+    summary = together["summary"]
+    training = sum(summary["training_seconds"]["by_seed"])
+    measuring = sum(summary["measuring_seconds"]["by_seed"])
+    one = statistics.median(run["wall"] for run in alone)
+    learned = summary["algorithms"]["learned"]["competitive_ratio"]
+    return (
+        f"{code}: --seeds {seeds} in one process: {together['wall']:.0f} s in all "
+        f"({training:.0f} s training, {measuring:.0f} s measuring), "
+        f"{together['wall'] / one:.2f}x one seed alone ({one:.0f} s); learned CR "
+        f"{learned['median']:.4f} [{learned['min']:.4f}, {learned['max']:.4f}]"
+    )
+
+
 def _cells(result: dict, algorithms: list[str]) -> list[str]:
     report = result["report"]
     training = report["training_seconds"]
@@ -72,15 +110,19 @@ def main() -> None:
         "--config", type=Path, default=ROOT / "experiments/configs/k1-u10-oracle.toml"
     )
     parser.add_argument("--seeds", type=int, nargs="+", default=[0])
+    parser.add_argument("--together", metavar="LIST", help="also time run --seeds LIST")
     parser.add_argument("--against-python", default=None)
     args = parser.parse_args()
     detail = f"config {args.config.name}; compilation cache cold"
     pythons = code_versions(args.against_python, detail)
     results: dict[str, list[dict]] = {}
+    together: dict[str, dict] = {}
     with tempfile.TemporaryDirectory() as scratch:
         for number, (code, python) in enumerate(pythons.items()):
             folder = Path(scratch) / f"code-{number}"
             results[code] = [run_timed(args.config, s, python, folder) for s in args.seeds]
+            if args.together:
+                together[code] = run_together(args.config, args.together, python, folder)
     algorithms = [r["algorithm"] for r in next(iter(results.values()))[0]["report"]["results"]]
     header = ["code", "seed", "s in all", "s training", "s measuring", "s other"]
     header += [f"CR {a}" for a in algorithms] + ["learned bound"]
@@ -92,6 +134,8 @@ def main() -> None:
         if len(rows) > 1:
             medians = [_median_cell([row[i] for row in rows]) for i in range(len(rows[0]))]
             print("  ".join(f"{c:>14}" for c in [code, "median", *medians]))
+    for code, run in together.items():
+        print(_together_line(code, args.together, run, results[code]))
 
 
 def _median_cell(cells: list[str]) -> str:
