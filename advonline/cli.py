@@ -782,10 +782,7 @@ def _train_seeds(args, run_config, parent: Path) -> int:
         last_rows[seed] = plots.read_metrics(Path(folder) / METRICS_NAME)[-1]
         print(f"seed {seed}: trained {int(state.step)} steps; run folder {folder}")
     summary = seeds.summarise_training(args.config, last_rows)
-    path = seeds.write_summary(parent, summary)
-    print(seeds.training_table(summary))
-    print(f"summary: {path}; runs: {', '.join(str(folder) for _, folder, _, _ in plan)}")
-    return 0
+    return _summarised(parent, summary, seeds.training_table(summary), plan)
 
 
 def _several_seeds(args, run_config, budget, baselines, parent: Path) -> int:
@@ -810,8 +807,13 @@ def _several_seeds(args, run_config, budget, baselines, parent: Path) -> int:
             measured = {m.algorithm: m for m in result.results if m.algorithm in baselines}
         print(f"seed {seed}: {result.report.get('verdict')}; run folder {folder}")
     summary = seeds.summarise(args.config, reports)
+    return _summarised(parent, summary, seeds.summary_table(summary), plan)
+
+
+def _summarised(parent: Path, summary: dict, table: str, plan: list[tuple]) -> int:
+    """Write a several-seed run's ``summary``, print its ``table`` and where everything is."""
     path = seeds.write_summary(parent, summary)
-    print(seeds.summary_table(summary))
+    print(table)
     print(f"summary: {path}; runs: {', '.join(str(folder) for _, folder, _, _ in plan)}")
     return 0
 

@@ -37,18 +37,7 @@ def run_timed(config: Path, seed: int, python: str, folder: Path) -> dict:
     its wall seconds and its report."""
     seeded = seeded_config(config, seed, folder)
     out = folder / f"{config.stem}-seed{seed}"
-    command = [python, "-m", "advonline", "run", str(seeded), "--out", str(out), "--quiet"]
-    started = time.perf_counter()
-    finished = subprocess.run(  # from the scratch folder: `-m` imports from the cwd first
-        command,
-        cwd=folder,
-        env=cache_environment(folder / f"cache-{seed}"),
-        capture_output=True,
-        text=True,
-    )
-    wall = time.perf_counter() - started
-    if finished.returncode != 0:
-        raise SystemExit(f"{config} seed {seed}: advonline run failed:\n{finished.stderr}")
+    wall = _cold_run(python, [str(seeded), "--out", str(out)], folder, f"cache-{seed}")
     return {"wall": wall, "report": json.loads((out / "evaluation.json").read_text())}
 
 
@@ -56,20 +45,27 @@ def run_together(config: Path, seeds: str, python: str, folder: Path) -> dict:
     """One cold ``advonline run CONFIG --seeds SEEDS`` (one process): its wall seconds and
     its ``summary.json``."""
     out = folder / f"{config.stem}-seeds"
-    command = [python, "-m", "advonline", "run", str(config.resolve()), "--seeds", seeds]
-    command += ["--out", str(out), "--quiet"]
+    arguments = [str(config.resolve()), "--seeds", seeds, "--out", str(out)]
+    wall = _cold_run(python, arguments, folder, "cache-together")
+    return {"wall": wall, "summary": json.loads((out / "summary.json").read_text())}
+
+
+def _cold_run(python: str, arguments: list[str], folder: Path, cache: str) -> float:
+    """The wall seconds of ``advonline run ARGUMENTS --quiet`` (the advonline of ``python``)
+    in ``folder``, with an empty compilation cache ``folder / cache``."""
+    command = [python, "-m", "advonline", "run", *arguments, "--quiet"]
     started = time.perf_counter()
-    finished = subprocess.run(
+    finished = subprocess.run(  # from the scratch folder: `-m` imports from the cwd first
         command,
         cwd=folder,
-        env=cache_environment(folder / "cache-together"),
+        env=cache_environment(folder / cache),
         capture_output=True,
         text=True,
     )
     wall = time.perf_counter() - started
     if finished.returncode != 0:
-        raise SystemExit(f"{config} --seeds {seeds}: advonline run failed:\n{finished.stderr}")
-    return {"wall": wall, "summary": json.loads((out / "summary.json").read_text())}
+        raise SystemExit(f"{' '.join(arguments)}: advonline run failed:\n{finished.stderr}")
+    return wall
 
 
 def _together_line(code: str, seeds: str, together: dict, alone: list[dict]) -> str:
