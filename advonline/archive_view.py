@@ -19,18 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from advonline import archive as archives
-from advonline.oracle_loop import OracleState, delivered_mixture, network_ratios, payoff_matrix
-from advonline.ratio import ratios_of_payoffs
-
-
-def _delivered_ratios(game, state: OracleState) -> np.ndarray:
-    """Ratios of every archive slot against what the run delivers: its best network, or the
-    mixture of snapshots (weighted payoffs: one member drawn per input)."""
-    archive, mixture = state.archive, delivered_mixture(game, state)
-    if mixture is None:
-        return network_ratios(game, state.best_algorithm, archive)
-    payoffs = payoff_matrix(game, mixture.members.params, archive.types, archive.optimum)
-    return ratios_of_payoffs(np.asarray(mixture.weights, np.float64) @ np.asarray(payoffs))
+from advonline.oracle_loop import OracleState, kept_ratios, network_ratios
 
 
 def hardest_delivered(game, state: OracleState) -> tuple[np.ndarray, float]:
@@ -40,7 +29,7 @@ def hardest_delivered(game, state: OracleState) -> tuple[np.ndarray, float]:
     slots = archives.instance_slots(state.archive)
     if not len(slots):
         return np.zeros((0, state.archive.types.shape[1]), np.int32), 0.0
-    ratios = _delivered_ratios(game, state)[slots]
+    ratios = kept_ratios(game, state)[slots]
     order = slots[np.argsort(-ratios, kind="stable")]
     return np.asarray(state.archive.types)[order], float(ratios.max())
 
@@ -50,7 +39,7 @@ def archive_rows(game, state: OracleState) -> list[dict]:
     archive = state.archive
     slots = archives.instance_slots(archive)
     current = network_ratios(game, state.algorithm, archive)
-    delivered = _delivered_ratios(game, state)
+    delivered = kept_ratios(game, state)
     summaries = game.summaries(archive.types[slots])
     rows = []
     for index, slot in enumerate(slots):

@@ -197,22 +197,23 @@ class OracleConfig:
     certificate_instances: int = 0  # where the game certifies: instances drawn each epoch
     # from the adversary strategy that attains the certificate (an exact best response; its
     # hardest draws join the archive), 0 for none
-    mixtures: bool = True  # K >= 2: each probed epoch also probes the equilibrium mixture of
-    # snapshots, and the run delivers it when its measured worst case is the lowest so far
-    closing_rounds: int = 0  # K >= 2: the last measurement probes the mixture up to this many
-    # more times, each probe's finds joining the archive and the restricted game solved again
-    # (the adversary's side of double oracle over the final snapshots), until the mixture's
-    # exploitability is at most closing_tolerance
+    mixtures: bool = True  # where the networks have no certificate (posted pricing: K >= 2;
+    # off by default for the core's game): each probed epoch also probes the equilibrium
+    # mixture of snapshots, and the run delivers it when its measured worst case is the lowest
+    closing_rounds: int = 0  # with mixtures: the last measurement probes the mixture up to
+    # this many more times, each probe's finds joining the archive and the restricted game
+    # solved again (the adversary's side of double oracle over the final snapshots), until
+    # the mixture's exploitability is at most closing_tolerance
     closing_tolerance: float = 0.01
     descent_epochs: int = 0  # where the game descends its certificate: the last this many
     # epochs train by certificate descent (epoch_steps gradient steps of the best network
     # down its own certificate, each against the exact worst adversary strategy) instead of
     # against the archive
     descent_learning_rate: float = 0.002
-    rescore_best: bool = False  # without a certificate, one network kept: before a probed
-    # network is compared with the kept one, the kept one's measured worst case is raised to
-    # its worst ratio on the current archive, so both are measured on everything found so far
-    # (the archive grows harder, and a network measured early would otherwise stay kept)
+    rescore_best: bool = False  # without a certificate: before a probed network (or mixture)
+    # is compared with the kept one, the kept one's measured worst case is raised to its worst
+    # ratio on the current archive, so both are measured on everything found so far (the
+    # archive grows harder, and a policy measured early would otherwise stay kept)
 
     def budget(self) -> OracleBudget:
         """The oracles' budget per epoch."""
@@ -253,19 +254,16 @@ class OracleConfig:
 #: [oracle] keys that a problem playing the core's game has no use for, and why.
 NOT_APPLICABLE = {
     "anchor": "the policy has no per-state distributions to anchor",
-    "mixtures": "one network is delivered, never a mixture of snapshots",
-    "closing_rounds": "one network is delivered, never a mixture of snapshots",
-    "closing_tolerance": "one network is delivered, never a mixture of snapshots",
     "descent_epochs": "the problem's certificate has no gradient to descend",
     "descent_learning_rate": "the problem's certificate has no gradient to descend",
 }
-#: The [oracle] values a problem playing the core's game runs with (it has no anchor and
-#: delivers no mixture).
-CORE_GAME_ORACLE = {"anchor": 0.0, "mixtures": False}
+#: The [oracle] values a problem playing the core's game runs with (it has no anchor).
+CORE_GAME_ORACLE = {"anchor": 0.0}
 #: The defaults of a problem playing the core's game that differ from the dataclasses': no
 #: adversary networks unless asked for (hill climbing and the certificate suffice where the
-#: problem certifies), and a kept network measured again on the current archive.
-CORE_GAME_DEFAULTS = {"oracle": {"restarts": 0, "rescore_best": True}}
+#: problem certifies), a kept network measured again on the current archive, and one
+#: network delivered unless ``mixtures`` asks for mixtures of snapshots to compete.
+CORE_GAME_DEFAULTS = {"oracle": {"restarts": 0, "rescore_best": True, "mixtures": False}}
 #: [game] keys that belong elsewhere, and where.
 MOVED_GAME_KEYS = {
     "steps": "give epochs, each of oracle.epoch_steps updates",
@@ -348,7 +346,8 @@ class RunConfig:
         step = self.game.step_config() if self.game.simultaneous else None
         head = dict(self.algorithm.head)
         args = (self.problem, self.setting, head, self.algorithm.learning_rate, mesh)
-        return ProblemGame.build(*args, step, self.adversary)
+        mixtures = self.oracle.mixtures and not self.game.simultaneous
+        return ProblemGame.build(*args, step, self.adversary, mixtures)
 
     def initial_state(self, game, key: jax.Array):
         """The state a run of this config starts from (either loop)."""

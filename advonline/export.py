@@ -109,3 +109,68 @@ def read(path: str | Path) -> dict:
     if not checksums.verified(document, f"policy file {path}", InputError):
         checksums.note_unverified(f"policy file {path}")
     return document
+
+
+#: The ``kind`` of a policy file that holds a mixture of snapshots of any problem.
+MIXTURE_KIND = "snapshot-mixture"
+
+
+def mixture_document(setting: dict, members: list[dict], weights, provenance: dict) -> dict:
+    """The policy file of a mixture of snapshots drawn once per input, for any problem: the
+    described ``setting``, each member's own policy file (the problem's export) with its
+    weight, and the provenance. A user plays it by drawing one member with the weights before
+    the first request and then running that member's file."""
+    return {
+        "format": "advonline-policy",
+        "kind": MIXTURE_KIND,
+        "setting": setting,
+        "members": [
+            {"weight": float(weight), "policy": member}
+            for weight, member in zip(weights, members, strict=True)
+        ],
+        "provenance": provenance,
+    }
+
+
+def restore(problem, document, what: str = "policy file"):
+    """``(setting, policy)`` of a policy file ``document`` of ``problem``: the problem's own
+    reader (``Problem.restore``), or for a mixture of snapshots (:data:`MIXTURE_KIND`) the
+    mixture of its members, each read by the problem's reader. InputError says what is
+    wrong."""
+    if not (isinstance(document, dict) and document.get("kind") == MIXTURE_KIND):
+        return problem.restore(document)
+    import jax
+    import jax.numpy as jnp
+
+    from advonline.mixture import SnapshotMixture
+
+    members = document.get("members")
+    if not isinstance(members, list) or not members:
+        raise InputError(f"{what}: a mixture needs a non-empty list of members")
+    weights, settings, policies = [], [], []
+    for index, member in enumerate(members):
+        where = f"{what} members[{index}]"
+        if not isinstance(member, dict) or set(member) != {"weight", "policy"}:
+            raise InputError(f"{where}: expected a table with a weight and a policy")
+        weight = member["weight"]
+        if isinstance(weight, bool) or not isinstance(weight, int | float):
+            raise InputError(f"{where} weight: expected a number, got {weight!r}")
+        if not (np.isfinite(weight) and weight > 0):
+            raise InputError(f"{where} weight must be a finite number > 0, got {weight!r}")
+        setting, policy = problem.restore(member["policy"])
+        weights.append(float(weight))
+        settings.append(setting)
+        policies.append(policy)
+    if any(setting != settings[0] for setting in settings):
+        raise InputError(f"{what}: the mixture's members have different settings")
+    described = json.loads(json.dumps(settings[0].describe()))
+    if document.get("setting") != described:
+        raise InputError(f"{what}: the mixture's setting is not its members'")
+    if abs(sum(weights) - 1.0) > 1e-6:
+        raise InputError(f"{what}: the members' weights sum to {sum(weights)!r}, not 1")
+    try:
+        stacked = jax.tree.map(lambda *leaves: jnp.stack(leaves), *policies)
+    except (ValueError, TypeError):
+        raise InputError(f"{what}: the mixture's members are not networks of one shape") from None
+    total = np.asarray(weights, np.float64)
+    return settings[0], SnapshotMixture(stacked, jnp.asarray(total / total.sum(), jnp.float32))

@@ -31,16 +31,17 @@ finds what the live one lost. The oracle loop keeps everything instead. Each epo
    figure is first raised to its worst ratio on the current archive, so that the two are
    measured on the same inputs.) What the probe found then joins the archive (it
    is this run's own search, not the evaluator's).
-   For K >= 2 (``oracle.mixtures``) a second probe attacks the algorithm's equilibrium
-   mixture of snapshots, chosen once per input (:mod:`advonline.mixture`), by local search
-   on its weighted payoff; its measured worst case and its exploitability (that worst case
-   over the restricted CR, minus 1) are logged, and it is kept, and delivered, when it
-   beats everything kept so far. The last measurement closes the gap
+   Where the game mixes (``oracle.mixtures`` and no certificate of the networks: posted
+   pricing with K >= 2, or a problem without one) a second probe attacks the algorithm's
+   equilibrium mixture of snapshots, chosen once per input (:mod:`advonline.mixture`), by
+   local search on its exact payoff; its measured worst case and its exploitability (that
+   worst case over the restricted CR, minus 1) are logged, and it is kept, and delivered,
+   when it beats everything kept so far. The last measurement closes the gap
    (``oracle.closing_rounds``): it probes the mixture again, after the restricted game is
    solved with the previous probe's finds, until the exploitability is at most
    ``oracle.closing_tolerance`` or the rounds are spent. With the snapshots fixed, this is
    the adversary's half of double oracle; the best mixture any round measured is kept. The
-   snapshots' sale tables are built once each (:class:`MemberSales`).
+   snapshots' tables are built once each (:class:`MemberTables`).
 5. **Training.** ``epoch_steps`` per-round all-action updates of the pricing network
    (:func:`~posted_price.game.per_round_update`, one jitted ``lax.scan``; for K >= 2 the exact
    gradient of the same weighted payoff through the product-grid induction of
@@ -82,7 +83,7 @@ from flax import struct
 from advonline import archive as archives
 from advonline import meta, profile
 from advonline.configs import OracleConfig
-from advonline.mixture import SnapshotMixture
+from advonline.mixture import SnapshotMixture, mixed_payoffs
 from advonline.ratio import ratios_of_payoffs, softmin_weights
 from advonline.search import Found
 
@@ -335,42 +336,51 @@ def probes_mixture(game, state: OracleState) -> bool:
     return game.mixes and int((np.asarray(state.algorithm_mixture) > 0).sum()) > 1
 
 
-class MemberSales:
-    """The snapshots' tables for the mixture search (:meth:`~posted_price.game.Game.sale_table`),
-    built once each: a snapshot never
-    changes once taken, so the table of the one taken at epoch ``e`` is kept under ``e``
-    until the snapshot leaves the archive. A host-side memo (not part of the checkpoint)."""
+class MemberTables:
+    """The snapshots' tables for the mixture search (the game's ``member_table``: for posted
+    pricing a per-type sale table, else the parameters themselves), built once each: a
+    snapshot never changes once taken, so the table of the one taken at epoch ``e`` is kept
+    under ``e`` until the snapshot leaves the archive. A host-side memo (not part of the
+    checkpoint)."""
 
     def __init__(self):
         self._tables: dict[int, jax.Array] = {}
 
     def stacked(self, game, archive: archives.Archive, slots: np.ndarray) -> jax.Array:
-        """``[M, T, S, types]``: the tables of snapshot ``slots``."""
+        """The tables of snapshot ``slots``, stacked (a leading ``[M]`` axis)."""
         epochs = np.asarray(archive.snapshot_epoch)
         live = {int(epochs[slot]) for slot in archives.snapshot_slots(archive)}
         self._tables = {epoch: t for epoch, t in self._tables.items() if epoch in live}
         for slot in slots:
             if int(epochs[slot]) not in self._tables:
                 params = archives.snapshot_params(archive, int(slot))
-                self._tables[int(epochs[slot])] = game.sale_table(params)
-        return jnp.stack([self._tables[int(epochs[slot])] for slot in slots])
+                self._tables[int(epochs[slot])] = game.member_table(params)
+        tables = [self._tables[int(epochs[slot])] for slot in slots]
+        return jax.tree.map(lambda *leaves: jnp.stack(leaves), *tables)
+
+
+def mixture_ratios(game, member_payoffs, weights) -> np.ndarray:
+    """Ratios ``[N]`` (float64) of the mixture with ``weights`` ``[M]`` from its members'
+    payoffs ``[M, N]`` (:func:`~advonline.mixture.mixed_payoffs`, the game's objective)."""
+    payoffs = np.asarray(member_payoffs, np.float64)
+    return ratios_of_payoffs(mixed_payoffs(payoffs, np.asarray(weights), game.objective))
 
 
 def _mixture_probe(
-    game, state: OracleState, budget, key: jax.Array, sales: MemberSales
+    game, state: OracleState, budget, key: jax.Array, tables: MemberTables
 ) -> tuple[float, Found]:
     """The measured worst case of the algorithm's equilibrium mixture (chosen once per input):
-    the worst of its ratios on the archive and of a local search against it
-    (:func:`~posted_price.oracles.mixture_search`) started from the archived instances hardest
-    for it; and what that search found."""
+    the worst of its ratios on the archive and of a local search against it (the game's
+    ``mixture_search``) started from the archived instances hardest for it; and what that
+    search found."""
     archive, weights = state.archive, np.asarray(state.algorithm_mixture)
     slots = np.flatnonzero(weights > 0)
     member_weights = weights[slots] / weights[slots].sum()
-    mixed = ratios_of_payoffs(member_weights @ np.asarray(archive.payoffs, np.float64)[slots])
+    mixed = mixture_ratios(game, np.asarray(archive.payoffs)[slots], member_weights)
     on_archive = np.where(np.asarray(archive.filled), mixed, 0.0)
     hardest = np.argsort(-on_archive, kind="stable")[: budget.chains // 2]
     starts = np.asarray(archive.types)[hardest[on_archive[hardest] > 0]]
-    stacked = sales.stacked(game, archive, slots)
+    stacked = tables.stacked(game, archive, slots)
     starts = starts if starts.size else None
     found = game.mixture_search(stacked, member_weights, budget, key, starts)
     searched = float(jnp.max(found.ratios)) if found.ratios.size else 0.0
@@ -411,14 +421,14 @@ def measure_epoch(
     oracle: OracleConfig,
     state: OracleState,
     last: bool,
-    sales: MemberSales | None = None,
+    tables: MemberTables | None = None,
     clock: profile.PhaseClock | None = None,
 ) -> tuple[OracleState, EpochRecord]:
     """Steps 1-4 of an epoch (module docstring) for the current network, with ``oracle``'s
     budgets; ``last`` when training is over (the probe and the closing rounds then run);
-    ``sales`` keeps the snapshots' sale tables from one epoch to the next (a fresh memo when
+    ``tables`` keeps the snapshots' tables from one epoch to the next (a fresh memo when
     None); ``clock`` hears the seconds of each phase (:mod:`advonline.profile`)."""
-    sales = MemberSales() if sales is None else sales
+    tables = MemberTables() if tables is None else tables
     clock = profile.PhaseClock() if clock is None else clock
     count = oracle.new_per_epoch
     epoch = int(state.epoch)
@@ -453,7 +463,7 @@ def measure_epoch(
             key = jax.random.fold_in(epoch_key(state, _MIXTURE_PROBE), round_)
             with clock.phase("closing"):
                 mixture_ratio, against_mixture = _mixture_probe(
-                    game, state, probe_budget, key, sales
+                    game, state, probe_budget, key, tables
                 )
                 mixture_exploitability = mixture_ratio / solution.ratio - 1.0
                 if mixture is None or mixture_ratio < mixture[1]:
@@ -483,7 +493,7 @@ def measure_epoch(
     # no certificate: the worst case measured, where a probe measured it (the archive alone
     # is a weaker search, so an unprobed epoch's figure is not comparable with a probed one's)
     score = bound if game.certifies else (attained if probe_ratio is not None else None)
-    if score is not None and not game.certifies and oracle.rescore_best and not game.mixes:
+    if score is not None and not game.certifies and oracle.rescore_best:
         state = _rescore_best(game, state)
     best_mixture, best_mixture_ratio = mixture if mixture is not None else (None, None)
     state = keep_best(state, score, best_mixture, best_mixture_ratio)
@@ -505,12 +515,13 @@ def measure_epoch(
 
 
 def _rescore_best(game, state: OracleState) -> OracleState:
-    """``oracle.rescore_best``: the kept network's measured worst case raised to its worst
-    ratio on the current archive (a lower bound on its CR, as the measurement was)."""
+    """``oracle.rescore_best``: the kept network's (or kept mixture's) measured worst case
+    raised to its worst ratio on the current archive (a lower bound on its CR, as the
+    measurement was)."""
     if not math.isfinite(float(state.best_score)):
         return state
     archive = state.archive
-    ratios = network_ratios(game, state.best_algorithm, archive)
+    ratios = kept_ratios(game, state)
     worst = np.where(np.asarray(archive.filled), ratios, 0.0).max()
     raised = max(float(state.best_score), float(worst))
     return state.replace(best_score=jnp.asarray(raised, state.best_score.dtype))
@@ -614,11 +625,11 @@ def run_epochs(
     trains (:func:`train_epoch`), and the epoch after the last training measures the
     delivered network once more. Yields after every epoch, so the caller logs and
     checkpoints; ``clock`` hears the seconds of each phase."""
-    sales, clock = MemberSales(), profile.PhaseClock() if clock is None else clock
+    tables, clock = MemberTables(), profile.PhaseClock() if clock is None else clock
     while int(state.epoch) <= steps // oracle.epoch_steps:
         measured_at = int(state.step)
         last = measured_at >= steps
-        state, record = measure_epoch(game, oracle, state, last, sales, clock)
+        state, record = measure_epoch(game, oracle, state, last, tables, clock)
         seconds = None
         if not last:
             trained = time.perf_counter()
@@ -635,9 +646,22 @@ def record_row(record: EpochRecord) -> dict:
     return {name: ("" if value is None else value) for name, value in record._asdict().items()}
 
 
+def kept_ratios(game, state: OracleState) -> np.ndarray:
+    """Exact ratios ``[N]`` of every archive slot against what the run keeps (and would
+    deliver): its best network, or the kept mixture of snapshots (its members' payoffs
+    combined: one member drawn per input)."""
+    archive, mixture = state.archive, delivered_mixture(game, state)
+    if mixture is None:
+        return network_ratios(game, state.best_algorithm, archive)
+    kept = np.flatnonzero(np.asarray(state.best_weights) > 0)  # the mixture's members
+    members = jax.tree.map(lambda stack: jnp.asarray(stack)[kept], state.best_members)
+    payoffs = payoff_matrix(game, members, archive.types, archive.optimum)
+    return mixture_ratios(game, payoffs, mixture.weights)
+
+
 def delivered_mixture(game, state) -> SnapshotMixture | None:
     """The mixture of snapshots a run delivers, when one holds the best guarantee (an
-    oracle-loop run with K >= 2); else None and the run delivers one network."""
+    oracle-loop run whose game mixes); else None and the run delivers one network."""
     weights = getattr(state, "best_weights", None)
     if weights is None or not bool(jnp.any(weights > 0)):
         return None

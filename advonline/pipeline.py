@@ -114,19 +114,21 @@ class TrainedRun:
         return SourceRatio(self.kept_inputs[1], note)
 
     def mixture(self) -> SnapshotMixture | None:
-        """The delivered mixture of snapshots, if the run delivers one (K >= 2)."""
+        """The delivered mixture of snapshots, if the run delivers one."""
         return delivered_mixture(self.game, self.state)
 
 
 def delivered_policies(game, state) -> dict:
     """What a run delivers, by evaluator name: ``learned`` is the network with the best
-    guarantee or, where it is better (oracle loop, K >= 2), the equilibrium mixture of
-    snapshots chosen once per input; ``learned-deterministic`` is the network's median
-    read-out, or for a mixture its heaviest member's."""
+    guarantee or, where it is better (an oracle-loop run whose game mixes), the equilibrium
+    mixture of snapshots chosen once per input; ``learned-deterministic``, where the problem
+    has a deterministic read-out (posted pricing's median price), is the network's, or for a
+    mixture its heaviest member's."""
     mixture = delivered_mixture(game, state)
     if mixture is None:
         return game.learned(game.delivered_params(state))
-    return {"learned": mixture, "learned-deterministic": game.readout(mixture.heaviest())}
+    readout = game.readout(mixture.heaviest())
+    return {"learned": mixture} | ({} if readout is None else {"learned-deterministic": readout})
 
 
 def open_run(folder: str | Path) -> TrainedRun:
@@ -238,7 +240,7 @@ def read_policy_file(path: str | Path, problem_name: str | None = None):
     if problem.restore is None:
         raise InputError(f"{name} reads no policy files back (its problem has no restore)")
     try:
-        setting, policy = problem.restore(document)
+        setting, policy = export.restore(problem, document, f"policy file {path}")
     except RecursionError:  # a deep structure where a list of numbers belongs
         raise InputError(f"policy file {path} nests too deeply to be a policy") from None
     provenance = document.get("provenance")
@@ -351,7 +353,7 @@ def export_run(
                 f"{problem.name} reads no policy files back (it has no restore), so the file "
                 "cannot be measured: pass --no-measure"
             )
-        setting, loaded = problem.restore(document)
+        setting, loaded = export.restore(problem, document)
         if say is not None:
             say(f"measuring the exported {algorithm} policy (budget {budget.describe()})")
         measured = measure(problem, setting, algorithm, loaded, budget)
@@ -371,7 +373,7 @@ def check_kept_policies(folder: str | Path, problem) -> None:
         return
     for name in POLICY_NAMES.values():
         if (path := Path(folder) / name).exists():
-            problem.restore(export.read(path))
+            export.restore(problem, export.read(path), f"policy file {path}")
 
 
 def default_run_folder(config_path: str | Path) -> Path:

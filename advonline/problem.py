@@ -198,6 +198,9 @@ class Problem:
       reported ratio is the input's true one. None (default): ``offline_optimum`` is exact.
     - ``training``: the problem's own game and config tables (:class:`Training`); None for
       one that plays the core's game (:class:`advonline.problem_game.ProblemGame`).
+    - ``certifies_mixtures``: whether ``certificate`` also bounds a mixture of snapshots
+      (:class:`advonline.mixture.SnapshotMixture`); without it a mixture has no certificate
+      and is measured by the other sources alone.
     - ``objective``: ``"earn"`` (welfare, revenue: the ratio is ``OPT / E[ALG]``) or
       ``"pay"`` (a cost: the ratio is ``E[cost] / OPT``), for the labels of reports,
       tables, figures and listings (:data:`advonline.ratio.RATIO_NAMES`).
@@ -224,6 +227,7 @@ class Problem:
     evaluation_needs: Callable | None = None
     exact_optimum: Callable | None = None
     training: Training | None = None
+    certifies_mixtures: bool = False
     objective: str = "earn"
 
     def __post_init__(self):
@@ -239,8 +243,15 @@ class Problem:
     # caller treats an absent piece the same way.
 
     def certificate_of(self, setting, policy) -> Certificate | None:
-        """``certificate(setting, policy)``, or None without a certificate."""
-        return None if self.certificate is None else self.certificate(setting, policy)
+        """``certificate(setting, policy)``, or None without a certificate (or for a mixture
+        of snapshots, unless the problem ``certifies_mixtures``)."""
+        from advonline.mixture import SnapshotMixture
+
+        if self.certificate is None:
+            return None
+        if isinstance(policy, SnapshotMixture) and not self.certifies_mixtures:
+            return None
+        return self.certificate(setting, policy)
 
     def lower_bound_of(self, setting) -> LowerBound | None:
         """``lower_bound(setting)``, or None without one."""
@@ -263,6 +274,10 @@ class Problem:
 
 
 def payoffs_of(problem: Problem, setting, policy, instances) -> jax.Array:
-    """``problem``'s payoffs ``[B]`` of ``policy`` on ``instances``, with OPT computed for them
-    (jit-able): for inputs whose OPT nobody has stored yet, such as a search's candidates."""
-    return problem.payoffs(setting, policy, instances, problem.offline_optimum(setting, instances))
+    """``problem``'s payoffs ``[B]`` of ``policy`` (or of a mixture of snapshots) on
+    ``instances``, with OPT computed for them (jit-able): for inputs whose OPT nobody has
+    stored yet, such as a search's candidates."""
+    from advonline import mixture
+
+    optimum = problem.offline_optimum(setting, instances)
+    return mixture.payoffs(problem, setting, policy, instances, optimum)

@@ -24,9 +24,12 @@ encoding's tokens (:class:`~advonline.adversary.TokenWriter`), and the algorithm
 same exact gradient, on the step's pool.
 
 A policy of the interface is one function of its parameters: it has no per-state
-distributions for the loop's proximal anchor, and the loop delivers one network, never a
-mixture of snapshots. Without a certificate the delivered network is the probed one with the
-lowest measured worst case, each compared on the current archive (``oracle.rescore_best``).
+distributions for the loop's proximal anchor. Without a certificate the delivered network is
+the probed one with the lowest measured worst case, each compared on the current archive
+(``oracle.rescore_best``); with ``oracle.mixtures`` the meta-solver's mixture of snapshots,
+drawn once per input (:mod:`advonline.mixture`), competes too: a local search attacks it
+through its members' exact payoffs, and it is delivered where its measured worst case is the
+lowest. A problem with a certificate delivers the network with the best certificate.
 """
 
 from __future__ import annotations
@@ -43,7 +46,8 @@ from jax.sharding import Mesh
 
 from advonline.adversary import TokenWriter
 from advonline.archive import on_padded_rows
-from advonline.export import ExportError
+from advonline.export import ExportError, mixture_document
+from advonline.mixture import SnapshotMixture, snapshot_mixture
 from advonline.networks import AdversaryNetwork
 from advonline.parallel import shard_batch, spread
 from advonline.problem import Problem, payoffs_of
@@ -66,8 +70,8 @@ class ProblemGame:
     mesh: Mesh | None = None  # the devices the batches are sharded over (advonline/parallel.py)
     loop_config: Any = None  # the simultaneous step's [game] fields (None: the oracle loop)
     adversary_config: Any = None  # the [adversary] table (None: no adversary network)
+    mixtures: bool = False  # [oracle] mixtures: mixtures of snapshots compete (no certificate)
 
-    mixes = False  # one network is delivered, never a mixture of snapshots
     update_draws = False  # the exact gradient draws no random numbers
 
     @staticmethod
@@ -79,10 +83,11 @@ class ProblemGame:
         mesh=None,
         loop_config=None,
         adversary_config=None,
+        mixtures: bool = False,
     ) -> ProblemGame:
         config = tuple(sorted(head_config.items()))
         args = (problem, problem.name, setting, config, learning_rate, mesh, loop_config)
-        return ProblemGame(*args, adversary_config)
+        return ProblemGame(*args, adversary_config, mixtures)
 
     def __post_init__(self):
         # built with the game, outside any trace (also for a copy made by
@@ -107,6 +112,11 @@ class ProblemGame:
     def policy(self, params):
         """The problem's policy of the parameters ``params``."""
         return self.head.to_policy(params)
+
+    @property
+    def objective(self) -> str:
+        """Whether the problem earns or pays (how a mixture's payoffs combine)."""
+        return self.problem.objective
 
     @functools.cached_property
     def certifies(self) -> bool:
@@ -205,13 +215,18 @@ class ProblemGame:
         if self.adversary_config is not None and budget.restarts and budget.adversary_steps:
             search_key, network_key = jax.random.split(search_key)
             networks = self.network_responses(params, budget, network_key)
-        fresh = np.asarray(self.encoding.random(fresh_key, budget.chains))
-        pool = [fresh] if starts is None else [starts, fresh]
-        tokens = np.concatenate(pool)[: budget.chains].astype(np.int32)
-        tokens = spread(jnp.asarray(tokens), self.mesh)  # the chains split over the devices
+        tokens = self.chain_starts(starts, budget.chains, fresh_key)
         steps, candidates = budget.search_steps, budget.candidates
         found, ratios = _climb(self, params, search_key, tokens, steps, candidates)
         return join(networks, Found(found, ratios))
+
+    def chain_starts(self, starts, chains: int, key: jax.Array) -> jax.Array:
+        """``chains`` search chains ``[C, T]``: ``starts`` ``[S, T]`` (or None) first, then
+        fresh random inputs from ``key``, split over the run's devices."""
+        fresh = np.asarray(self.encoding.random(key, chains))
+        pool = [fresh] if starts is None else [np.asarray(starts), fresh]
+        tokens = np.concatenate(pool)[:chains].astype(np.int32)
+        return spread(jnp.asarray(tokens), self.mesh)
 
     def network_responses(self, params, budget, key: jax.Array) -> Found:
         """``budget.restarts`` fresh noise-conditioned writers (vmapped, split over the
@@ -222,6 +237,55 @@ class ProblemGame:
         steps, batch = budget.adversary_steps, budget.adversary_batch
         tokens, ratios = _train_networks(self, params, keys, steps, batch)
         return Found(tokens.reshape(-1, self.instance_length), ratios.reshape(-1))
+
+    # Mixtures of snapshots (advonline/mixture.py), where the networks have no certificate.
+
+    @property
+    def mixes(self) -> bool:
+        """Whether the loop also measures and may deliver the equilibrium mixture of
+        snapshots: ``oracle.mixtures``, and no certificate (one would bound a single network's
+        ratio, which a mixture's measured worst case cannot compete with)."""
+        return self.mixtures and not self.certifies
+
+    @staticmethod
+    def member_table(params):
+        """What a snapshot contributes to :meth:`mixture_search`: its parameters (the search
+        scores the mixture through the members' payoffs)."""
+        return params
+
+    def mixture(self, members, weights) -> SnapshotMixture:
+        """The randomised algorithm that plays member ``m`` of the stacked parameters
+        ``members`` with probability ``weights[m]``, drawn once per input."""
+        return snapshot_mixture(members, weights, self.policy)
+
+    def mixture_search(self, members, weights, budget, key: jax.Array, starts) -> Found:
+        """Hill climbing (``budget.chains`` chains of ``budget.search_steps`` steps, each
+        proposing ``budget.candidates`` mutations) against the mixture of the stacked
+        parameters ``members`` with ``weights``, from ``starts`` ``[S, T]`` (or None) and
+        fresh random inputs; the adversary networks are not run against a mixture."""
+        if budget.chains == 0 or budget.search_steps == 0:
+            return Found.nothing(self.instance_length, jnp.float32)
+        fresh_key, search_key = jax.random.split(key)
+        tokens = self.chain_starts(starts, budget.chains, fresh_key)
+        weights = jnp.asarray(weights, jnp.float32)
+        steps, candidates = budget.search_steps, budget.candidates
+        args = (self, members, weights, search_key, tokens, steps, candidates)
+        return Found(*_climb_mixture(*args))
+
+    @staticmethod
+    def readout(policy):
+        """A policy of the interface has no separate deterministic read-out."""
+        return None
+
+    def mixture_document(self, mixture: SnapshotMixture, provenance: dict) -> dict:
+        """The policy file of a delivered mixture (:func:`advonline.export.mixture_document`:
+        each member the problem's own policy file, with its weight)."""
+        if self.problem.export is None:
+            raise ExportError(f"{self.problem.name} writes no policy files (it has no export)")
+        members = [mixture.member(index) for index in range(mixture.size)]
+        documents = [self.problem.export(self.setting, member) for member in members]
+        weights = np.asarray(mixture.weights, np.float64)
+        return mixture_document(self.setting.describe(), documents, weights, provenance)
 
     def summaries(self, types) -> list[dict]:
         """Each archived instance ``types`` ``[N, T]`` as the archive's listing shows it: its
@@ -295,6 +359,14 @@ def _climb(game: ProblemGame, params, key: jax.Array, tokens, steps: int, candid
     trace, as every step of the loop builds it)."""
     policy = game.policy(params)
     return climb(game.problem, game.setting, policy, key, tokens, steps, candidates)
+
+
+@functools.partial(jax.jit, static_argnums=(0, 5, 6))
+def _climb_mixture(game: ProblemGame, members, weights, key, tokens, steps: int, candidates: int):
+    """:func:`~advonline.sources.climb` against the mixture of the stacked parameters
+    ``members`` with ``weights`` (its payoffs: :func:`advonline.mixture.payoffs`)."""
+    mixture = SnapshotMixture(jax.vmap(game.policy)(members), weights)
+    return climb(game.problem, game.setting, mixture, key, tokens, steps, candidates)
 
 
 @functools.partial(jax.jit, static_argnums=(0, 3, 4))

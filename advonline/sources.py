@@ -33,6 +33,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from advonline import mixture
 from advonline.adversary import TokenWriter, train_fresh
 from advonline.configs import AdversaryTable
 from advonline.evaluation import Budget, SourceClock, SourceRatio, cross_checked
@@ -108,7 +109,7 @@ def exactly_rescored(problem: Problem, setting, policy, tokens, ratios) -> tuple
         jax.tree.map(lambda leaf, i=i: np.asarray(leaf[i]), instances) for i in range(len(hardest))
     ]
     optima = jnp.asarray([solve(setting, one) for one in singles], jnp.float64)
-    payoffs = problem.payoffs(setting, policy, instances, optima)
+    payoffs = mixture.payoffs(problem, setting, policy, instances, optima)
     ratios[hardest] = np.asarray(ratio_of_payoff(payoffs), np.float64)
     return ratios, f"; OPT of the {len(hardest)} hardest solved exactly"
 

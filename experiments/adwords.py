@@ -27,7 +27,7 @@ from common import result, run_seeds, spread
 
 from advonline.evaluation import Budget
 
-CONFIGS = ("adwords-n10", "adwords-n10-integral", "adwords-n50")
+CONFIGS = ("adwords-n10", "adwords-n10-mixtures", "adwords-n10-integral", "adwords-n50")
 #: The evaluator's budget for every algorithm here (module docstring).
 BUDGET = Budget(search_steps=16)
 

@@ -392,7 +392,7 @@ def test_member_sale_tables_are_built_once_per_snapshot(three_members, monkeypat
         table = table_of(game.setting, game.policy(member), jnp.float32)
         return game.adversary.type_sale_table(table, jnp.float32)
 
-    sales = oracle_loop.MemberSales()
+    sales = oracle_loop.MemberTables()
     sales.stacked(game, archive, np.array([0, 2]))
     again = sales.stacked(game, archive, np.array([2, 1]))
     assert len(built) == 3

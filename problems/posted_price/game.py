@@ -87,6 +87,8 @@ class Game:
     """The static parts of a run (hashable: a jit static argument): the setting, the config
     sections and fields the game reads, its networks and its devices."""
 
+    objective = "earn"  # welfare: the payoff is E[ALG] / OPT
+
     setting: Setting
     algorithm_config: AlgorithmConfig  # [algorithm]
     adversary_config: AdversaryConfig  # [adversary]
@@ -264,7 +266,7 @@ class Game:
         (:func:`~posted_price.typed_payoffs.typed_payoffs`). Differentiable in ``params``."""
         if self.setting.resources == 1:
             return game_payoffs(self, params, self.adversary.instances(types, jnp.float32), optimum)
-        sale = self.sale_table(params)
+        sale = self.member_table(params)
         return typed_payoffs(self.setting, self.adversary.buyer_types, sale, types, optimum)
 
     def state_probs(self, params: dict) -> jax.Array:
@@ -274,9 +276,9 @@ class Game:
             return policy_probs(self, params, jnp.float32)
         return algorithm_table(self.setting, self.policy(params), jnp.float32).probs
 
-    def sale_table(self, params: dict) -> jax.Array:
+    def member_table(self, params: dict) -> jax.Array:
         """The network's per-type sale table (K >= 2, the product grid): what a mixture's
-        member contributes to :meth:`mixture_search`."""
+        member contributes to :meth:`mixture_search` (a faster score than its payoffs)."""
         table = algorithm_table(self.setting, self.policy(params), jnp.float32)
         return self.adversary.type_sale_table(table, jnp.float32)
 
@@ -319,7 +321,7 @@ class Game:
 
     def mixture_search(self, sales, weights, budget, key: jax.Array, starts) -> Found:
         """Local search (:func:`~posted_price.oracles.mixture_search`) against the mixture of
-        members with sale tables ``sales`` (stacked :meth:`sale_table`) and ``weights``."""
+        members with sale tables ``sales`` (stacked :meth:`member_table`) and ``weights``."""
         starts = None if starts is None else jnp.asarray(starts, jnp.int32)
         vocabulary = self.adversary.buyer_types
         weights = jnp.asarray(weights, jnp.float32)

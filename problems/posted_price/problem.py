@@ -177,6 +177,7 @@ PROBLEM = Problem(
     sources=evaluate.sources,
     trace=evaluate.trace,
     evaluation_needs=memory.evaluation_needs,
+    certifies_mixtures=True,
     training=Training(
         sections=config.SECTIONS,
         check_run=config.check_run,

@@ -111,7 +111,7 @@ def typed_payoffs(
     With ``differentiable`` each instance's sale probabilities are gathered first
     (``[T, B, S]``), so that the gradient with respect to ``sale`` is one scatter. Without it
     (the searches, which only score) each round's row is read inside the backward induction:
-    the same numbers, bit for bit, in a third to a half of the time on a CPU; a gradient there
+    the same numbers, bit for bit, in a quarter to a half of the time on a CPU; a gradient there
     would carry a copy of the whole table per instance through the loop."""
     dtype = sale.dtype
     instances = vocabulary.instances(types, dtype)
