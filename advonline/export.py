@@ -155,16 +155,19 @@ def restore(problem, document, what: str = "policy file"):
         weight = member["weight"]
         if isinstance(weight, bool) or not isinstance(weight, int | float):
             raise InputError(f"{where} weight: expected a number, got {weight!r}")
-        if not (np.isfinite(weight) and weight > 0):
-            raise InputError(f"{where} weight must be a finite number > 0, got {weight!r}")
+        if not 0 < weight <= 1:  # NaN and infinities fail too
+            raise InputError(f"{where} weight must be a number in (0, 1], got {weight!r}")
         setting, policy = problem.restore(member["policy"])
         weights.append(float(weight))
         settings.append(setting)
         policies.append(policy)
     if any(setting != settings[0] for setting in settings):
         raise InputError(f"{what}: the mixture's members have different settings")
-    described = json.loads(json.dumps(settings[0].describe()))
-    if document.get("setting") != described:
+
+    def plain(data):  # as JSON reads it back (lists, not tuples)
+        return json.loads(json.dumps(data))
+
+    if plain(document.get("setting")) != plain(settings[0].describe()):
         raise InputError(f"{what}: the mixture's setting is not its members'")
     if abs(sum(weights) - 1.0) > 1e-6:
         raise InputError(f"{what}: the members' weights sum to {sum(weights)!r}, not 1")

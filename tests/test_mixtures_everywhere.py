@@ -204,8 +204,10 @@ def test_a_delivered_mixture_exports_reads_back_and_measures_the_same():
 @pytest.mark.parametrize(
     ("change", "message"),
     [
-        (lambda d: d["members"][0].update(weight=2.0), "sum to"),
-        (lambda d: d["members"][0].update(weight=-0.5), "finite number > 0"),
+        (lambda d: d["members"][0].update(weight=0.9), "sum to"),
+        (lambda d: d["members"][0].update(weight=-0.5), r"in \(0, 1\]"),
+        (lambda d: d["members"][0].update(weight=10**400), r"in \(0, 1\]"),
+        (lambda d: d["members"][0].update(weight=float("nan")), r"in \(0, 1\]"),
         (lambda d: d.update(members=[]), "non-empty list"),
         (lambda d: d["members"][0].pop("policy"), "a weight and a policy"),
         (lambda d: d["setting"].update(queries=13), "not its members'"),
