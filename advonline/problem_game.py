@@ -267,10 +267,10 @@ class ProblemGame:
             return Found.nothing(self.instance_length, jnp.float32)
         fresh_key, search_key = jax.random.split(key)
         tokens = self.chain_starts(starts, budget.chains, fresh_key)
-        weights = jnp.asarray(weights, jnp.float32)
+        mixture = SnapshotMixture(jax.vmap(self.policy)(members), jnp.asarray(weights, jnp.float32))
         steps, candidates = budget.search_steps, budget.candidates
-        args = (self, members, weights, search_key, tokens, steps, candidates)
-        return Found(*_climb_mixture(*args))
+        args = (self.problem, self.setting, mixture, search_key, tokens, steps, candidates)
+        return Found(*climb(*args))  # jitted, the mixture its traced argument
 
     @staticmethod
     def readout(policy):
@@ -359,14 +359,6 @@ def _climb(game: ProblemGame, params, key: jax.Array, tokens, steps: int, candid
     trace, as every step of the loop builds it)."""
     policy = game.policy(params)
     return climb(game.problem, game.setting, policy, key, tokens, steps, candidates)
-
-
-@functools.partial(jax.jit, static_argnums=(0, 5, 6))
-def _climb_mixture(game: ProblemGame, members, weights, key, tokens, steps: int, candidates: int):
-    """:func:`~advonline.sources.climb` against the mixture of the stacked parameters
-    ``members`` with ``weights`` (its payoffs: :func:`advonline.mixture.payoffs`)."""
-    mixture = SnapshotMixture(jax.vmap(game.policy)(members), weights)
-    return climb(game.problem, game.setting, mixture, key, tokens, steps, candidates)
 
 
 @functools.partial(jax.jit, static_argnums=(0, 3, 4))
