@@ -21,7 +21,7 @@ import pytest
 from advonline import cli
 from advonline import problems as registry
 from advonline.problem import payoffs_of
-from advonline.problems.adwords import families, lower_bound, model, policy
+from advonline.problems.adwords import families, flow, lower_bound, model, policy
 from advonline.problems.adwords.by_hand import allocation_optimum
 from advonline.problems.adwords.policy_file import eligible
 from advonline.ratio import ratio_of_payoff
@@ -250,18 +250,85 @@ def _wide_instances(n: int, queries: int, rng) -> dict[str, np.ndarray]:
     return {name: np.stack([make() for _ in range(4)]) for name, make in kinds.items()}
 
 
-def test_wide_optimum_is_feasible_and_near_highs():
+def test_wide_optimum_is_the_exact_flow_and_the_fallback_stays_feasible():
+    """Above the min cut's 12 advertisers the model's OPT is the maximum flow with whole
+    capacities: HiGHS's LP optimum on the hard kinds of wide instances. Proportional
+    allocation, kept for bids that do not scale to whole numbers, is feasible and near it."""
     n, queries = 50, 500
     setting = PROBLEM.setting(advertisers=n, queries=queries, max_bid=0.1)
+    assert flow.capacity_scale(setting) == 10
     for kind, bidders in _wide_instances(n, queries, np.random.default_rng(0)).items():
         with jax.enable_x64(True):
             bids = jnp.full(bidders.shape[:2], 0.1)
             instances = model.Queries(bids=bids, bidders=jnp.asarray(bidders))
-            flows = np.asarray(PROBLEM.offline_optimum(setting, instances))
-        for one, flow in zip(bidders, flows, strict=True):
+            optima = np.asarray(PROBLEM.offline_optimum(setting, instances))
+            flows = np.asarray(model.proportional_flow(bids, jnp.asarray(bidders), 200))
+        for one, optimum, heuristic in zip(bidders, optima, flows, strict=True):
             exact = allocation_optimum(np.full(queries, 0.1), one)
-            assert flow <= exact * (1 + 1e-12), kind  # feasible: never above the optimum
-            assert flow >= exact * (1 - {"triangle": 1e-12, "perturbed": 1e-4, "balls": 5e-4}[kind])
+            assert optimum == pytest.approx(exact, rel=1e-9, abs=1e-9), kind
+            assert heuristic <= exact * (1 + 1e-12), kind  # feasible: never above the optimum
+            tolerance = {"triangle": 1e-12, "perturbed": 1e-4, "balls": 5e-4}[kind]
+            assert heuristic >= exact * (1 - tolerance), kind
+
+
+@pytest.mark.parametrize(
+    "shape",
+    [
+        {"advertisers": 6, "queries": 24, "max_bid": 0.25, "bid_levels": 3},
+        {"advertisers": 9, "queries": 30, "max_bid": 0.3, "bid_levels": 2},
+        {"advertisers": 5, "queries": 20, "max_bid": 0.2, "allocation": "integral"},
+    ],
+)
+def test_the_exact_flow_equals_the_minimum_cut_over_every_advertiser_set(shape):
+    """Two independent exact optima: the maximum flow on the host with whole capacities, and
+    the minimum over all 2^n advertiser sets of the cut (the model's OPT up to 12
+    advertisers), on random inputs, the held-out families and mutations of them."""
+    setting = PROBLEM.setting(**shape)
+    encoding = PROBLEM.encoding(setting)
+    scale = flow.capacity_scale(setting)
+    unit = Fraction(setting.max_bid / setting.bid_levels).limit_denominator(10**6)
+    assert scale == unit.denominator and math.isclose(float(unit) * scale, unit.numerator)
+    with jax.enable_x64(True):
+        hard = np.concatenate(list(families.families(setting).values()))
+        mutated = encoding.mutate(jax.random.key(1), jnp.asarray(hard))
+        tokens = jnp.concatenate([encoding.random(jax.random.key(0), 32), hard, mutated])
+        instances = encoding.decode(tokens)
+        by_cut = np.asarray(model.offline_optimum(setting, instances))
+        by_flow = flow.batch_units(instances.bids, instances.bidders, scale) / scale
+    np.testing.assert_allclose(by_flow, by_cut, rtol=1e-12, atol=1e-12)
+    assert np.ptp(by_cut) > 0  # the inputs are not all alike
+
+
+def test_the_exact_flow_inside_jit_and_vmap_answers_as_called_directly():
+    """Inside a trace the flow joins through ``pure_callback``: jitted, vmapped and called on
+    concrete arrays it gives the same optima, in the dtype of the bids."""
+    setting = PROBLEM.setting(advertisers=20, queries=40, max_bid=0.2, bid_levels=2)
+    encoding = PROBLEM.encoding(setting)
+    tokens = encoding.random(jax.random.key(4), 12)
+
+    def optimum(tokens):
+        return PROBLEM.offline_optimum(setting, encoding.decode(tokens))
+
+    with jax.enable_x64(True):
+        direct = np.asarray(optimum(tokens))
+        jitted = np.asarray(jax.jit(optimum)(tokens))
+        mapped = np.asarray(jax.jit(jax.vmap(lambda one: optimum(one[None])[0]))(tokens))
+        instances = encoding.decode(tokens)
+        bids, bidders = np.asarray(instances.bids), np.asarray(instances.bidders)
+        by_highs = [allocation_optimum(b, w) for b, w in zip(bids, bidders, strict=True)]
+    np.testing.assert_array_equal(jitted, direct)
+    np.testing.assert_array_equal(mapped, direct)
+    np.testing.assert_allclose(direct, by_highs, rtol=1e-9)
+    assert jax.jit(optimum)(tokens).dtype == jnp.float32  # JAX's default float outside x64
+
+
+def test_only_bids_that_do_not_scale_to_whole_numbers_leave_the_exact_flow():
+    wide = {"advertisers": 20, "queries": 30}
+    scaled = PROBLEM.setting(**wide, max_bid=0.07, bid_levels=4)
+    assert flow.capacity_scale(scaled) == 400 and PROBLEM.exact_optimum(scaled) is None
+    unscaled = PROBLEM.setting(**wide, max_bid=math.pi / 10)
+    assert flow.capacity_scale(unscaled) is None
+    assert PROBLEM.exact_optimum(unscaled) is not None  # HiGHS rescores the hardest finds
 
 
 def test_wide_encoding_round_trips_advertisers_past_a_word():
@@ -416,14 +483,16 @@ def test_bad_settings_get_one_line_and_no_folder(tmp_path, capsys):
     assert not any(tmp_path.glob("run*"))
 
 
-def test_above_the_exact_advertiser_count_the_hardest_finds_get_highs_opt():
-    """With more advertisers than the min-cut enumerates, the JAX optimum is a feasible flow
-    (a lower bound on OPT): each source's hardest inputs are scored again against HiGHS's
-    OPT, never lower than before, and exactly as recomputed here; below, nothing changes."""
+def test_where_the_optimum_is_a_heuristic_the_hardest_finds_get_highs_opt():
+    """Where the bids do not scale to whole numbers and there are more advertisers than the
+    min cut enumerates, the JAX optimum is a feasible flow (a lower bound on OPT): each
+    source's hardest inputs are scored again against HiGHS's OPT, never lower than before, and
+    exactly as recomputed here; below, nothing changes."""
     from advonline import sources
 
     problem = registry.get("adwords")
-    setting = problem.setting(advertisers=14, queries=40, max_bid=0.2, bid_levels=2)
+    # bids that do not scale to whole numbers: the optimum is proportional allocation's
+    setting = problem.setting(advertisers=14, queries=40, max_bid=math.pi / 10, bid_levels=2)
     rule = problem.baselines["balance"](setting)
     encoding = problem.encoding(setting)
     with jax.enable_x64(True):

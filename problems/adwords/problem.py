@@ -15,6 +15,7 @@ from advonline.problem import Cases, Problem
 from advonline.problems.adwords import (
     by_hand,
     families,
+    flow,
     lower_bound,
     model,
     policy,
@@ -23,9 +24,11 @@ from advonline.problems.adwords import (
 
 
 def exact_optimum(setting: model.Setting):
-    """HiGHS's OPT where the JAX optimum is proportional allocation's best flow (more than
-    ``EXACT_ADVERTISERS`` advertisers: a lower bound on OPT); None where it is exact."""
-    return by_hand.optimum if setting.advertisers > model.EXACT_ADVERTISERS else None
+    """HiGHS's OPT where the model's optimum is proportional allocation's best flow (more than
+    ``EXACT_ADVERTISERS`` advertisers and bids that do not scale to whole numbers: a lower
+    bound on OPT); None where it is exact (the min cut, or the maximum flow of :mod:`.flow`)."""
+    heuristic = setting.advertisers > model.EXACT_ADVERTISERS
+    return by_hand.optimum if heuristic and flow.capacity_scale(setting) is None else None
 
 
 def reference(setting: model.Setting) -> tuple[str, float]:
@@ -55,8 +58,10 @@ PROBLEM = Problem(
             {"advertisers": 4, "queries": 12, "max_bid": 0.25, "bid_levels": 3},
             {"advertisers": 3, "queries": 8, "max_bid": 0.5, "bid_levels": 1},
             {"advertisers": 4, "queries": 16, "max_bid": 0.25, "allocation": "integral"},
-            # two tokens per query; the JAX optimum by proportional allocation
+            # two tokens per query; OPT by the maximum flow on the host
             {"advertisers": 20, "queries": 30, "max_bid": 0.2, "bid_levels": 2},
+            # bids that do not scale to whole numbers: OPT by proportional allocation
+            {"advertisers": 14, "queries": 30, "max_bid": math.pi / 10},
         ),
         earned=by_hand.earned,
         optimum=by_hand.optimum,
