@@ -332,8 +332,16 @@ def verdict(results: list[Measurement], learned: str, baselines: tuple[str, ...]
         return f"verdict: {described} beats {versus}: {figure / best.competitive_ratio:.2f}x"
     if figure <= best.competitive_ratio * (1 + MATCHING):
         return f"verdict: {described} matches {versus}: 1.00x"
-    factor = "inf" if math.isinf(figure) else f"{figure / best.competitive_ratio:.4g}x"
+    factor = "inf" if math.isinf(figure) else _factor(figure / best.competitive_ratio)
     return f"WARNING: {described} loses to {versus}: {factor}; use {best.algorithm} instead"
+
+
+def _factor(factor: float) -> str:
+    """A loss factor above 1 to 4 significant digits (1.044x, 517.4x), and a loss under 1%
+    to the first two digits past 1 (1.0000031x): a small loss is never printed as 1x."""
+    if factor - 1.0 >= 0.01:
+        return f"{factor:.4g}x"
+    return f"{factor:.{1 - math.floor(math.log10(factor - 1.0))}f}x"
 
 
 def _short(ratio: float) -> str:

@@ -193,6 +193,10 @@ def test_the_verdict_judges_the_learned_guarantee_against_the_best_baseline():
     )
     assert lost.startswith("WARNING: learned 1734.300 (certified <= 1734.300) loses to threshold")
     assert "517.4x" in lost
+    # a loss in the sixth digit is printed as one, not as 1x
+    close = [_measured("water-filling", 1.5663104, None), *baselines]
+    slight = verdict([_measured("learned", 1.5663153, None), *close], "learned", ("water-filling",))
+    assert slight.endswith("loses to water-filling 1.566: 1.0000031x; use water-filling instead")
     # a certified optimum matched within float rounding is a match, not a loss
     optimal = [_measured("optimal", 2.0741, None, "exact")]
     same = verdict(
