@@ -14,7 +14,7 @@ The evaluator's budget is the default but for 16 hill-climbing steps (:data:`BUD
 chains x 16 candidates x 16 steps, as many scored inputs as 256 single-candidate steps, since
 an AdWords input is costly to simulate and the default budget takes minutes per algorithm.
 
-    python experiments/adwords.py     # seeds 0-2: ~20-30 min a seed at n = 10, ~2.5 h for n = 50
+    python experiments/adwords.py     # seeds 0-2: ~20-30 min a seed at n = 10, ~36 min for n = 50
     python experiments/adwords.py --only adwords-n10-mixtures --seeds 1   # mixtures, seed 0
 """
 
