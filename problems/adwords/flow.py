@@ -50,7 +50,11 @@ def instance_units(bids: np.ndarray, bidders: np.ndarray, scale: int) -> int:
     written straight into CSR rows (source, then each query's bidders, then each advertiser's
     budget)."""
     queries, advertisers = bidders.shape
-    room = np.rint(np.asarray(bids, np.float64) * scale).astype(np.int32)
+    bids = np.asarray(bids)
+    scaled = bids.astype(np.float64) * scale
+    room = np.rint(scaled).astype(np.int32)
+    if not np.allclose(room, scaled, rtol=8 * np.finfo(bids.dtype).eps, atol=0.0):
+        raise ValueError(f"bids {bids} are not whole multiples of 1 / {scale}: not the setting's")
     query, advertiser = np.nonzero(bidders)
     nodes = queries + advertisers + 2
     sink = nodes - 1
