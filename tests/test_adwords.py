@@ -331,6 +331,8 @@ def test_only_bids_that_do_not_scale_to_whole_numbers_leave_the_exact_flow():
     assert PROBLEM.exact_optimum(unscaled) is not None  # HiGHS rescores the hardest finds
     with pytest.raises(ValueError, match="whole multiples"):  # bids off the setting's levels
         flow.instance_units(np.array([0.1, 0.15]), np.ones((2, 3), bool), 10)
+    single = np.array([0.1, 0.2], np.float32).astype(np.float64)  # float32 bids, cast up
+    assert flow.instance_units(single, np.ones((2, 3), bool), 10) == 3
 
 
 def test_wide_encoding_round_trips_advertisers_past_a_word():

@@ -31,6 +31,9 @@ MOST_SCALE = 10**6
 #: How close ``p / s`` must be to ``b_max / L`` to stand for it (a few units in the last
 #: place of a float64).
 RATIONAL_TOLERANCE = 1e-15
+#: How close a scaled bid must be to a whole number to be that level's bid (float32 bids
+#: included, even after a cast to float64); a bid off the levels is refused.
+ON_LEVEL = 1e-6
 
 
 def capacity_scale(setting) -> int | None:
@@ -50,10 +53,9 @@ def instance_units(bids: np.ndarray, bidders: np.ndarray, scale: int) -> int:
     written straight into CSR rows (source, then each query's bidders, then each advertiser's
     budget)."""
     queries, advertisers = bidders.shape
-    bids = np.asarray(bids)
-    scaled = bids.astype(np.float64) * scale
+    scaled = np.asarray(bids, np.float64) * scale
     room = np.rint(scaled).astype(np.int32)
-    if not np.allclose(room, scaled, rtol=8 * np.finfo(bids.dtype).eps, atol=0.0):
+    if not np.allclose(room, scaled, rtol=ON_LEVEL, atol=0.0):
         raise ValueError(f"bids {bids} are not whole multiples of 1 / {scale}: not the setting's")
     query, advertiser = np.nonzero(bidders)
     nodes = queries + advertisers + 2
