@@ -63,17 +63,25 @@ class SnapshotMixture:
         )
 
 
-def snapshot_mixture(snapshots: dict, weights, policy_of: Callable[[dict], Any]) -> SnapshotMixture:
-    """The mixture of the stacked ``snapshots`` (leading ``[S]`` axis) with ``weights`` ``[S]``:
-    members of zero weight are left out and the rest renormalised. ``policy_of`` makes a
-    policy of one member's parameters; it is mapped over the stacked ones."""
+def positive_members(snapshots: dict, weights) -> tuple[dict, jax.Array]:
+    """The members of the stacked ``snapshots`` (leading ``[S]`` axis) whose ``weights``
+    ``[S]`` are positive, still stacked, and their weights renormalised to sum to 1: the
+    members a mixture draws from."""
     weights = jnp.asarray(weights, jnp.float32)
     keep = jnp.flatnonzero(weights > 0)
     if keep.size == 0:
         raise ValueError("a snapshot mixture needs a member of positive weight")
     params = jax.tree.map(lambda stack: jnp.asarray(stack)[keep], snapshots)
     kept = weights[keep]
-    return SnapshotMixture(jax.vmap(policy_of)(params), kept / kept.sum())
+    return params, kept / kept.sum()
+
+
+def snapshot_mixture(snapshots: dict, weights, policy_of: Callable[[dict], Any]) -> SnapshotMixture:
+    """The mixture of the stacked ``snapshots`` with ``weights`` (:func:`positive_members`:
+    members of zero weight left out). ``policy_of`` makes a policy of one member's
+    parameters; it is mapped over the stacked ones."""
+    params, kept = positive_members(snapshots, weights)
+    return SnapshotMixture(jax.vmap(policy_of)(params), kept)
 
 
 def mixed_payoffs(member_payoffs, weights, objective: str):

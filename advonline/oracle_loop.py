@@ -83,7 +83,7 @@ from flax import struct
 from advonline import archive as archives
 from advonline import meta, profile
 from advonline.configs import OracleConfig
-from advonline.mixture import SnapshotMixture, mixed_payoffs
+from advonline.mixture import SnapshotMixture, mixed_payoffs, positive_members
 from advonline.ratio import ratios_of_payoffs, softmin_weights
 from advonline.search import Found
 
@@ -653,8 +653,7 @@ def kept_ratios(game, state: OracleState) -> np.ndarray:
     archive, mixture = state.archive, delivered_mixture(game, state)
     if mixture is None:
         return network_ratios(game, state.best_algorithm, archive)
-    kept = np.flatnonzero(np.asarray(state.best_weights) > 0)  # the mixture's members
-    members = jax.tree.map(lambda stack: jnp.asarray(stack)[kept], state.best_members)
+    members, _ = positive_members(state.best_members, state.best_weights)
     payoffs = payoff_matrix(game, members, archive.types, archive.optimum)
     return mixture_ratios(game, payoffs, mixture.weights)
 
