@@ -307,12 +307,19 @@ def time_line(document: dict) -> str | None:
 MATCHING = 1e-6
 
 
-def verdict(results: list[Measurement], learned: str, baselines: tuple[str, ...]) -> str:
+def verdict(
+    results: list[Measurement],
+    learned: str,
+    baselines: tuple[str, ...],
+    lower_bound: float | None = None,
+) -> str:
     """One line saying whether the ``learned`` policy beats the best of the ``baselines`` (by
     measured CR). The learned policy is judged by its guarantee where it has one (a
     certificate's upper bound, or the exact CR), else by the worst ratio found; equal within
     float rounding (both at a certified optimum) it matches; a loss is a line starting with
-    ``WARNING`` that names the baseline to use instead, never handed over quietly."""
+    ``WARNING`` that names the baseline to use instead, never handed over quietly. Given the
+    certified ``lower_bound`` on every online algorithm, the line says how far above it the
+    learned figure is: the gap no algorithm could close."""
     by_name = {m.algorithm: m for m in results}
     mine = by_name[learned]
     best = min((by_name[name] for name in baselines), key=lambda m: m.competitive_ratio)
@@ -322,24 +329,27 @@ def verdict(results: list[Measurement], learned: str, baselines: tuple[str, ...]
         # an exact certificate is the CR itself, whichever source float rounding put on top
         certified = exact.ratio
     figure = mine.competitive_ratio if certified is None else certified
+    gap = "" if lower_bound is None else f", {_times(figure / lower_bound)} the lower bound"
     described = f"{learned} {_short(mine.competitive_ratio)} " + (
-        "(worst found; no certificate here)"
+        f"(worst found{gap}; no certificate here)"
         if certified is None
-        else f"(certified <= {_short(certified)})"
+        else f"(certified <= {_short(certified)}{gap})"
     )
     versus = f"{best.algorithm} {_short(best.competitive_ratio)}"
     if figure < best.competitive_ratio * (1 - MATCHING):
         return f"verdict: {described} beats {versus}: {figure / best.competitive_ratio:.2f}x"
     if figure <= best.competitive_ratio * (1 + MATCHING):
         return f"verdict: {described} matches {versus}: 1.00x"
-    factor = "inf" if math.isinf(figure) else _factor(figure / best.competitive_ratio)
+    factor = _times(figure / best.competitive_ratio)
     return f"WARNING: {described} loses to {versus}: {factor}; use {best.algorithm} instead"
 
 
-def _factor(factor: float) -> str:
-    """A loss factor above 1 to 4 significant digits (1.044x, 517.4x), and a loss under 1%
-    to the first two digits past 1 (1.0000031x): a small loss is never printed as 1x."""
-    if factor - 1.0 >= 0.01:
+def _times(factor: float) -> str:
+    """A factor to 4 significant digits (1.044x, 517.4x, 0.9621x), and one less than 1% above
+    1 to its first two digits past 1 (1.0000031x): a small excess is never printed as 1x."""
+    if math.isinf(factor):
+        return "inf"
+    if not 1.0 < factor < 1.01:
         return f"{factor:.4g}x"
     return f"{factor:.{1 - math.floor(math.log10(factor - 1.0))}f}x"
 
@@ -376,7 +386,9 @@ def report(
         ),
         "results": [m.to_json() for m in results],
         "measuring_seconds": round(sum(sum(m.seconds.values()) for m in results), 3),
-        "verdict": verdict(results, learned, baselines) if judged else None,
+        "verdict": (
+            verdict(results, learned, baselines, bound.ratio if bound else None) if judged else None
+        ),
     }
 
 

@@ -197,6 +197,16 @@ def test_the_verdict_judges_the_learned_guarantee_against_the_best_baseline():
     close = [_measured("water-filling", 1.5663104, None), *baselines]
     slight = verdict([_measured("learned", 1.5663153, None), *close], "learned", ("water-filling",))
     assert slight.endswith("loses to water-filling 1.566: 1.0000031x; use water-filling instead")
+    # given the lower bound on every algorithm, the line says how far above it the figure is
+    bracketed = [_measured("learned", 1.957, 1.9842), *baselines]
+    assert verdict(bracketed, "learned", ("threshold",), lower_bound=1.9005) == (
+        "verdict: learned 1.957 (certified <= 1.984, 1.044x the lower bound) beats threshold "
+        "3.352: 0.59x"
+    )
+    near = [_measured("learned", 1.5663153, None), *close]
+    assert "(worst found, 1.0000031x the lower bound; no certificate here)" in verdict(
+        near, "learned", ("water-filling",), lower_bound=1.5663104
+    )
     # a certified optimum matched within float rounding is a match, not a loss
     optimal = [_measured("optimal", 2.0741, None, "exact")]
     same = verdict(
