@@ -58,7 +58,7 @@ from advonline.problem import setting_from_table
 from advonline.problems.adwords import flow
 
 #: The most advertisers the exact optimum enumerates (``2^n`` advertiser sets); above it,
-#: proportional allocation.
+#: the maximum flow on the host (:mod:`.flow`), or proportional allocation.
 EXACT_ADVERTISERS = 12
 #: The most advertisers a setting accepts (the learned rule and the flow scale with ``n``).
 MOST_ADVERTISERS = 64
