@@ -206,16 +206,23 @@ def _advertiser_sets(advertisers: int) -> tuple[np.ndarray, np.ndarray]:
     return sets, sizes
 
 
+def optimum_is_exact(setting: Setting) -> bool:
+    """Whether :func:`offline_optimum` is OPT itself in ``setting``: the minimum cut (up to
+    ``EXACT_ADVERTISERS``) or the maximum flow of bids that scale to whole numbers; else it is
+    proportional allocation's best flow, a lower bound."""
+    small = setting.advertisers <= EXACT_ADVERTISERS
+    return small or flow.capacity_scale(setting) is not None
+
+
 def offline_optimum(setting: Setting, instances: Queries) -> jax.Array:
     """OPT of each instance ``[B, T]`` -> ``[B]``: the minimum cut over advertiser sets, exact,
     up to ``EXACT_ADVERTISERS``; above, the maximum flow on the host, exact, where the bids
     scale to whole numbers (:mod:`.flow`), else the best flow of proportional allocation,
-    feasible (module docstring)."""
-    if setting.advertisers > EXACT_ADVERTISERS:
-        scale = flow.capacity_scale(setting)
-        if scale is not None:
-            return flow.exact_flow(instances.bids, instances.bidders, scale)
+    feasible (module docstring; :func:`optimum_is_exact` says which)."""
+    if not optimum_is_exact(setting):
         return proportional_flow(instances.bids, instances.bidders, FLOW_ROUNDS)
+    if setting.advertisers > EXACT_ADVERTISERS:
+        return flow.exact_flow(instances.bids, instances.bidders, flow.capacity_scale(setting))
     sets, sizes = _advertiser_sets(setting.advertisers)
     weights = jnp.asarray(1 << np.arange(setting.advertisers), jnp.int32)
     masks = jnp.sum(jnp.where(instances.bidders, weights[None, None], 0), axis=-1)

@@ -15,7 +15,6 @@ from advonline.problem import Cases, Problem
 from advonline.problems.adwords import (
     by_hand,
     families,
-    flow,
     lower_bound,
     model,
     policy,
@@ -24,11 +23,9 @@ from advonline.problems.adwords import (
 
 
 def exact_optimum(setting: model.Setting):
-    """HiGHS's OPT where the model's optimum is proportional allocation's best flow (more than
-    ``EXACT_ADVERTISERS`` advertisers and bids that do not scale to whole numbers: a lower
-    bound on OPT); None where it is exact (the min cut, or the maximum flow of :mod:`.flow`)."""
-    heuristic = setting.advertisers > model.EXACT_ADVERTISERS
-    return by_hand.optimum if heuristic and flow.capacity_scale(setting) is None else None
+    """HiGHS's OPT where the model's optimum is only a lower bound on it (proportional
+    allocation's best flow); None where it is exact (:func:`model.optimum_is_exact`)."""
+    return None if model.optimum_is_exact(setting) else by_hand.optimum
 
 
 def reference(setting: model.Setting) -> tuple[str, float]:
