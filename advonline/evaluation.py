@@ -313,35 +313,51 @@ def verdict(
     baselines: tuple[str, ...],
     lower_bound: float | None = None,
 ) -> str:
-    """One line saying whether the ``learned`` policy beats the best of the ``baselines`` (by
-    measured CR). The learned policy is judged by its guarantee where it has one (a
-    certificate's upper bound, or the exact CR), else by the worst ratio found; equal within
-    float rounding (both at a certified optimum) it matches; a loss is a line starting with
+    """One line saying whether the ``learned`` policy beats the best of the ``baselines``.
+    Each is judged by its guarantee where it has one (a certificate's upper bound, or the
+    exact CR), else by the worst ratio found, so a certified learned policy meets a certified
+    baseline's certificate, not that baseline's (lower) worst found; equal within float
+    rounding (both at a certified optimum) it matches; a loss is a line starting with
     ``WARNING`` that names the baseline to use instead, never handed over quietly. Given the
     certified ``lower_bound`` on every online algorithm, the line says how far above it the
     learned figure is: the gap no algorithm could close."""
     by_name = {m.algorithm: m for m in results}
     mine = by_name[learned]
-    best = min((by_name[name] for name in baselines), key=lambda m: m.competitive_ratio)
-    certified = mine.upper_bound.ratio
-    exact = mine.sources.get("exact")
-    if certified is None and exact is not None and exact.ratio is not None:
-        # an exact certificate is the CR itself, whichever source float rounding put on top
-        certified = exact.ratio
-    figure = mine.competitive_ratio if certified is None else certified
+    best = min((by_name[name] for name in baselines), key=_judged)
+    certified = _guarantee(mine)
+    figure = _judged(mine)
     gap = "" if lower_bound is None else f", {_times(figure / lower_bound)} the lower bound"
     described = f"{learned} {_short(mine.competitive_ratio)} " + (
         f"(worst found{gap}; no certificate here)"
         if certified is None
         else f"(certified <= {_short(certified)}{gap})"
     )
-    versus = f"{best.algorithm} {_short(best.competitive_ratio)}"
-    if figure < best.competitive_ratio * (1 - MATCHING):
-        return f"verdict: {described} beats {versus}: {figure / best.competitive_ratio:.2f}x"
-    if figure <= best.competitive_ratio * (1 + MATCHING):
+    theirs = _judged(best)
+    bound = _guarantee(best)
+    below = bound is not None and best.competitive_ratio < bound * (1 - MATCHING)
+    shown = " (certified)" if below else ""  # its guarantee, not the worst found, is judged
+    versus = f"{best.algorithm} {_short(theirs)}{shown}"
+    if figure < theirs * (1 - MATCHING):
+        return f"verdict: {described} beats {versus}: {figure / theirs:.2f}x"
+    if figure <= theirs * (1 + MATCHING):
         return f"verdict: {described} matches {versus}: 1.00x"
-    factor = _times(figure / best.competitive_ratio)
+    factor = _times(figure / theirs)
     return f"WARNING: {described} loses to {versus}: {factor}; use {best.algorithm} instead"
+
+
+def _guarantee(measured: Measurement) -> float | None:
+    """A measurement's guarantee: its certificate's upper bound, or its exact CR (which float
+    rounding may leave a hair below another source's figure); None without either."""
+    exact = measured.sources.get("exact")
+    if measured.upper_bound.ratio is None and exact is not None and exact.ratio is not None:
+        return exact.ratio
+    return measured.upper_bound.ratio
+
+
+def _judged(measured: Measurement) -> float:
+    """The figure a verdict judges a measurement by: its guarantee, else the worst found."""
+    guarantee = _guarantee(measured)
+    return measured.competitive_ratio if guarantee is None else guarantee
 
 
 def _times(factor: float) -> str:

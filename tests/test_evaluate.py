@@ -181,6 +181,17 @@ def test_the_verdict_judges_the_learned_guarantee_against_the_best_baseline():
         "WARNING: learned 2.000 (certified <= 3.500) loses to threshold 3.352: 1.044x; "
         "use threshold instead"
     )
+    # a certified baseline is judged by its certificate too, not by its worst found
+    certified_optimal = [_measured("optimal", 2.1005, 2.1014), *baselines]
+    assert verdict(
+        [_measured("learned", 2.0990, 2.1018), *certified_optimal], "learned", ("optimal",)
+    ) == (
+        "WARNING: learned 2.099 (certified <= 2.102) loses to optimal 2.101 (certified): "
+        "1.00019x; use optimal instead"
+    )
+    assert verdict(
+        [_measured("learned", 2.0990, 2.1010), *certified_optimal], "learned", ("optimal",)
+    ).startswith("verdict: learned 2.099 (certified <= 2.101) beats optimal 2.101 (certified)")
     # no certificate (several resources): the worst ratio found is the figure
     found = verdict([_measured("learned", 5.1, None), *baselines], "learned", ("greedy",))
     assert (
