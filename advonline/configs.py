@@ -251,12 +251,15 @@ class OracleConfig:
         return problems
 
 
-#: [oracle] keys that a problem playing the core's game has no use for, and why.
-NOT_APPLICABLE = {
-    "anchor": "the policy has no per-state distributions to anchor",
-    "descent_epochs": "the problem's certificate has no gradient to descend",
-    "descent_learning_rate": "the problem's certificate has no gradient to descend",
-}
+def not_applicable(problem) -> dict[str, str]:
+    """[oracle] keys that ``problem``, playing the core's game, has no use for, and why."""
+    keys = {"anchor": "the policy has no per-state distributions to anchor"}
+    if problem.differentiable_certificate is None:
+        why = "the problem's certificate has no gradient to descend"
+        keys.update(descent_epochs=why, descent_learning_rate=why)
+    return keys
+
+
 #: The [oracle] values a problem playing the core's game runs with (it has no anchor).
 CORE_GAME_ORACLE = {"anchor": 0.0}
 #: The defaults of a problem playing the core's game that differ from the dataclasses': no
@@ -320,7 +323,7 @@ class RunConfig:
         (what a checkpoint stores: a resume must continue the same run)."""
         oracle = dataclasses.asdict(self.oracle)
         if self.problem.training is None:
-            oracle = {k: v for k, v in oracle.items() if k not in NOT_APPLICABLE}
+            oracle = {k: v for k, v in oracle.items() if k not in not_applicable(self.problem)}
         if self.game.simultaneous:
             oracle = {k: v for k, v in oracle.items() if k in SIMULTANEOUS_ORACLE_KEYS}
         tables = {
@@ -457,9 +460,10 @@ def from_tables(data: dict, origin: str = "config") -> RunConfig:
     else:
         algorithm = _head_table(problem, setting, tables["algorithm"], origin)
         adversary = _writer_table(game, tables, given["oracle"], origin)
+        refused = not_applicable(problem)
         for name in tables["oracle"]:
-            if name in NOT_APPLICABLE:
-                why = NOT_APPLICABLE[name]
+            if name in refused:
+                why = refused[name]
                 raise ConfigError(f"{origin} [oracle]: {name} does not apply: {why}")
         given["oracle"].update(CORE_GAME_ORACLE)
         oracle = build_section(OracleConfig, given["oracle"], f"{origin} [oracle]")

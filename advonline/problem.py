@@ -196,6 +196,10 @@ class Problem:
       instance) -> float``, OPT of one instance exactly, on the host (a solver, outside
       ``jit``); the default sources score the hardest inputs they find again with it, so a
       reported ratio is the input's true one. None (default): ``offline_optimum`` is exact.
+    - ``differentiable_certificate(setting, policy) -> jax.Array``: the certificate's ratio
+      written in JAX, differentiable in the policy's parameters (jit-able; called in
+      float64): where present, ``oracle.descent_epochs`` trains by descending it
+      (:meth:`advonline.problem_game.ProblemGame.descend`). It must equal ``certificate``.
     - ``training``: the problem's own game and config tables (:class:`Training`); None for
       one that plays the core's game (:class:`advonline.problem_game.ProblemGame`).
     - ``certifies_mixtures``: whether ``certificate`` also bounds a mixture of snapshots
@@ -226,6 +230,7 @@ class Problem:
     trace: Callable | None = None
     evaluation_needs: Callable | None = None
     exact_optimum: Callable | None = None
+    differentiable_certificate: Callable | None = None
     training: Training | None = None
     certifies_mixtures: bool = False
     objective: str = "earn"

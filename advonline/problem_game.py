@@ -16,7 +16,8 @@
   mesh (advonline/parallel.py); the parameters are replicated.
 - **The certificate**, where the problem has one, is its own (outside ``jit``, float64). With
   ``oracle.certificate_instances`` the input that attains it joins the archive: an exact
-  best response.
+  best response. Where the problem also writes it in JAX (``differentiable_certificate``),
+  the last ``oracle.descent_epochs`` epochs descend it (:meth:`ProblemGame.descend`).
 
 The same game plays the simultaneous loop's step (advonline/simultaneous.py) when the run
 gives it that loop's config: the adversary is then the noise-conditioned writer of the
@@ -308,6 +309,17 @@ class ProblemGame:
         """The input that attains the certificate ``[1, T]`` (None without one)."""
         return self.certify(params, ratio, key)[1]
 
+    def descend(self, params, certificate: float, steps: int, learning_rate: float):
+        """``params``, whose certificate is ``certificate``, after ``steps`` Adam steps (rate
+        ``learning_rate``, cosine-decayed) down the problem's ``differentiable_certificate``:
+        the parameters with the lowest value any step saw (``params`` when none went below
+        ``certificate``), in the network's own precision. Float64, one jitted scan; the
+        caller certifies what it returns (the oracle loop's next measurement does)."""
+        with jax.enable_x64(True):
+            wide = jax.tree.map(lambda leaf: jnp.asarray(leaf, jnp.float64), params)
+            found = _descend(self, wide, jnp.float64(certificate), steps, learning_rate)
+        return jax.tree.map(lambda new, old: jnp.asarray(new, old.dtype), found, params)
+
     # What a finished run asks of the game (advonline/pipeline.py): what it delivers, its
     # policy file, its figures and its archive's listing.
 
@@ -351,6 +363,32 @@ class ProblemGame:
 @functools.partial(jax.jit, static_argnums=0)
 def _optimum(game: ProblemGame, types: jax.Array) -> jax.Array:
     return game.problem.offline_optimum(game.setting, game.encoding.decode(types))
+
+
+#: Certificate descent's learning rate decays along a cosine to this fraction of its start.
+DESCENT_FINAL_RATE = 0.05
+
+
+@functools.partial(jax.jit, static_argnums=(0, 3, 4))
+def _descend(game: ProblemGame, params, certificate: jax.Array, steps: int, learning_rate: float):
+    """:meth:`ProblemGame.descend`'s steps as one scan, keeping the best parameters seen."""
+    schedule = optax.cosine_decay_schedule(learning_rate, steps, DESCENT_FINAL_RATE)
+    optimiser = optax.adam(schedule)
+
+    def certified(p):
+        return game.problem.differentiable_certificate(game.setting, game.policy(p))
+
+    def step(carry, _):
+        current, opt_state, best, best_params = carry
+        ratio, slope = jax.value_and_grad(certified)(current)
+        keep = functools.partial(jnp.where, ratio < best)
+        best_params = jax.tree.map(keep, current, best_params)
+        update, opt_state = optimiser.update(slope, opt_state, current)
+        carry = (optax.apply_updates(current, update), opt_state, jnp.minimum(ratio, best))
+        return (*carry, best_params), None
+
+    start = (params, optimiser.init(params), certificate, params)
+    return jax.lax.scan(step, start, None, length=steps)[0][3]
 
 
 @functools.partial(jax.jit, static_argnums=(0, 4, 5))

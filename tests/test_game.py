@@ -183,7 +183,7 @@ def test_every_shipped_config_is_valid():
             "descent_epochs needs one resource",
         ),
         (
-            {"problem": {"name": "one-way-trading"}, "oracle": {"descent_epochs": 1}},
+            {"problem": {"name": "adwords"}, "oracle": {"descent_epochs": 1}},
             "certificate has no gradient to descend",
         ),
         ({"game": {"loop": "oracle"}, "oracle": {"descent_learning_rate": 0}}, "must be a finite"),

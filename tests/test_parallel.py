@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 from advonline import checkpoint, configs
-from advonline.problems.one_way_trading.exact import best_curve_ratio
+from advonline.problems.one_way_trading.exact import optimal_curve
 from tests.reports import by_algorithm, certified, metrics_without_timings
 from tests.test_k2_run import TINY_K2
 from tests.test_problem_simultaneous import SIMULTANEOUS
@@ -285,7 +285,7 @@ def run_on_one_and_four(tmp_path, config_text: str, budget: list[str]):
     rows = [_rows(tmp_path / f"on-{count}") for count in (1, 4)]
     reports = [json.loads((tmp_path / f"on-{c}" / "evaluation.json").read_text()) for c in (1, 4)]
     certified_ratios = [certified(by_algorithm(report)["learned"]) for report in reports]
-    return rows, certified_ratios, best_curve_ratio(configs.load(config).setting)
+    return rows, certified_ratios, optimal_curve(configs.load(config).setting)[1]
 
 
 def test_a_problem_of_the_interface_trains_on_four_devices(tmp_path):

@@ -11,8 +11,8 @@ import sys
 import pytest
 
 from advonline import checkpoint, checksums, cli, configs
-from advonline.problems.one_way_trading.exact import best_curve_ratio
-from advonline.problems.one_way_trading.model import JUST_BELOW, Setting
+from advonline.problems.one_way_trading.exact import optimal_curve
+from advonline.problems.one_way_trading.model import Setting
 from advonline.problems.one_way_trading.policy_file import load
 from advonline.train import METRIC_FIELDS, train
 from tests.reports import by_algorithm, certified, exact, figures, metrics_without_timings
@@ -52,14 +52,13 @@ def test_run_trains_measures_exports_and_plots(tmp_path, capsys):
     report = json.loads((out / "evaluation.json").read_text())
     learned = by_algorithm(report)["learned"]
     bound = report["lower_bound"]["ratio"]
-    best = best_curve_ratio(configs.load(config).setting)
-    # the learned curve's certificate (its ratio for real rates, approached by inputs just
-    # below a grid rate) is matched by the search within that gap, no source beats it, and
-    # it is far better than the naive baselines: within 5% of the best curve on the grid
-    # after 6 epochs, above the lower bound on every online algorithm
+    best = optimal_curve(configs.load(config).setting)[1]
+    # the learned curve's certificate (its ratio for real rates, approached by ever finer
+    # rising walks) is above every source's find, and far better than the naive baselines:
+    # within 5% of the best curve on the grid after 6 epochs, above the lower bound on every
+    # online algorithm
     assert not exact(learned)
-    gap = 1 - JUST_BELOW
-    assert certified(learned) * gap <= learned["competitive_ratio"] <= certified(learned)
+    assert 0.9 * certified(learned) <= learned["competitive_ratio"] <= certified(learned)
     assert bound < best <= certified(learned) <= 1.05 * best
     assert certified(learned) < certified(by_algorithm(report)["reservation"])
     # the best curve on the grid is a baseline: the learned curve comes close, no closer
@@ -163,7 +162,7 @@ def test_every_command_takes_a_run_of_the_interface(tmp_path, capsys):
     assert report["verdict"] is None and report["lower_bound"]["ratio"] > 1
     optimal = by_algorithm(report)["optimal"]
     setting = Setting(high=100.0, levels=17)  # the best curve on its grid, for real rates
-    assert certified(optimal) == pytest.approx(best_curve_ratio(setting), rel=1e-6)
+    assert optimal_curve(setting)[1] <= certified(optimal) <= optimal_curve(setting)[1] * 1.001
     assert certified(optimal) > report["lower_bound"]["ratio"]
     for refused, message in [
         ([*evaluate, "--policy", str(run / "metrics.csv")], "is not valid JSON"),
@@ -202,6 +201,7 @@ def test_every_command_takes_a_run_of_the_interface(tmp_path, capsys):
         (lambda d: d["fractions"].__setitem__(0, "0.1"), "fractions must be numbers"),
         (lambda d: d["setting"].__setitem__("levels", True), "levels must be a whole number"),
         (lambda d: d.__setitem__("rates", d["rates"][::-1]), "rates must be finite and increasing"),
+        (lambda d: d.pop("between"), "'between' must be 'linear'"),  # a held curve's file
     ]:
         document = json.loads(copy.read_text())
         for entry in (checksums.KEY, checksums.SCHEME_KEY):  # an unchecked file

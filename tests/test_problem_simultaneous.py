@@ -9,7 +9,7 @@ import json
 import pytest
 
 from advonline import cli, configs
-from advonline.problems.one_way_trading.exact import best_curve_ratio
+from advonline.problems.one_way_trading.exact import optimal_curve
 from advonline.train import train
 from tests.reports import by_algorithm, certified, exact, figures, metrics_without_timings
 
@@ -56,7 +56,7 @@ def test_the_simultaneous_loop_trains_an_interface_problem_and_resumes(tmp_path,
     # the delivered curve is certified (its ratio for real rates), and 180 steps against a
     # live adversary already bring it within 10% of the best curve on the grid (the uniform
     # start: 3.8), itself above the lower bound on every online algorithm
-    best = best_curve_ratio(configs.load(config).setting)
+    best = optimal_curve(configs.load(config).setting)[1]
     assert not exact(learned) and bound < best <= certified(learned) <= 1.1 * best
     assert report["config"]["game"]["loop"] == "simultaneous"
     assert set(report["config"]["oracle"]) == set(configs.SIMULTANEOUS_ORACLE_KEYS)

@@ -1,13 +1,15 @@
 """Classic one-way trading algorithms, each ``make(setting) -> CurvePolicy`` on the setting's
-rate grid (the learned policy's signature).
+rate grid, linear between grid rates (the learned policy's signature).
 
 - ``threshold``: El-Yaniv, Fiat, Karp and Turpin's optimal algorithm for an unbounded horizon:
   nothing below ``m r*``, then ``g(p) = ln((p - m) / (m (r* - 1))) / r*``, where
-  ``r* = 1 + W((theta - 1) / e)``; its ratio is at most ``r*``.
-- ``optimal``: the curve that solves the setting's own LP (exactly optimal on the grid and
-  horizon; :func:`~problems.one_way_trading.exact.optimal_fractions`).
-- ``reservation``: everything at the first rate of at least ``sqrt(m M)``; ratio ``sqrt(theta)``
-  on a grid that contains ``sqrt(m M)``.
+  ``r* = 1 + W((theta - 1) / e)``; its ratio is at most ``r*`` as a continuous curve, and
+  sampled on the grid a little above.
+- ``optimal``: the curve that solves the grid's LP
+  (:func:`~problems.one_way_trading.exact.optimal_curve`): the best curve on the grid up to
+  the LP's sampling.
+- ``reservation``: everything at the first rate of at least ``sqrt(m M)``, ramped from the
+  grid rate below; ratio about ``sqrt(theta)``.
 - ``all-at-once``: everything at the first rate; ratio ``theta``.
 """
 
@@ -19,7 +21,7 @@ import jax.numpy as jnp
 import numpy as np
 from scipy.special import lambertw
 
-from advonline.problems.one_way_trading.exact import optimal_fractions
+from advonline.problems.one_way_trading.exact import optimal_curve
 from advonline.problems.one_way_trading.model import CurvePolicy, Setting
 
 
@@ -42,7 +44,7 @@ def threshold(setting: Setting) -> CurvePolicy:
 
 
 def optimal(setting: Setting) -> CurvePolicy:
-    return _curve(setting, optimal_fractions(setting))
+    return _curve(setting, optimal_curve(setting)[0])
 
 
 def reservation(setting: Setting) -> CurvePolicy:

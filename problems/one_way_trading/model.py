@@ -15,10 +15,12 @@ algorithm here is one, and so is the learned policy; a randomised reservation ra
 converts, in expectation, exactly like the curve ``g(p) = P(R <= p)``.
 
 Curves are given on a grid of ``levels`` rates geometric in ``[m, M]``, both ends included,
-and between grid rates they hold the value of the grid rate below. So a rate matters only
-through the grid rate below it and, as the best rate of an instance, through how close it
-comes to the next one: the adversary writes tokens over the grid rates and, just below each
-grid rate above ``m``, a rate ``JUST_BELOW`` under it (:attr:`Setting.token_rates`).
+and are linear in the rate between grid rates: a continuous curve, so no rate just below a
+grid rate can exploit a step, and the certificate (:mod:`problems.one_way_trading.exact`)
+holds for every real rate. The adversary writes tokens
+over the grid rates and the geometric midpoint between each two neighbours
+(:attr:`Setting.token_rates`), so a walk up through the tokens follows a curve's segments
+twice as finely as its grid.
 """
 
 from __future__ import annotations
@@ -34,11 +36,6 @@ from flax import struct
 from advonline import ratio
 from advonline.errors import InputError
 from advonline.problem import setting_from_table
-from advonline.problems.one_way_trading.policy_file import GRID_SLACK
-
-#: Relative gap of the "just below a grid rate" tokens: far above the grid's rounding slack
-#: (``GRID_SLACK``) and float32's resolution, so such a rate sits on the grid rate below.
-JUST_BELOW = 1e-4
 
 
 class SettingError(InputError):
@@ -89,13 +86,12 @@ class Setting:
 
     @property
     def token_rates(self) -> tuple[float, ...]:
-        """The ``2 G - 1`` rates the adversary writes, rising: ``r_0``, then for each grid rate
-        ``r_j`` above ``m`` the rate just below it and ``r_j`` itself. Token ``2 j`` is grid
-        rate ``j``; token ``2 j - 1`` is ``r_j (1 - JUST_BELOW)``."""
+        """The ``2 G - 1`` rates the adversary writes, rising: token ``2 j`` is grid rate
+        ``r_j``, token ``2 j - 1`` the geometric midpoint ``sqrt(r_(j-1) r_j)``."""
         grid = self.rates
         rates = [grid[0]]
-        for rate in grid[1:]:
-            rates += [rate * (1.0 - JUST_BELOW), rate]
+        for below, rate in zip(grid[:-1], grid[1:], strict=True):
+            rates += [math.sqrt(below * rate), rate]
         return tuple(rates)
 
     def describe(self) -> dict:
@@ -115,8 +111,8 @@ class Observation:
 @struct.dataclass
 class CurvePolicy:
     """A conversion curve on the setting's grid: convert up to ``fractions[j]`` at rate
-    ``rates[j]`` (``fractions`` non-decreasing in ``[0, 1]``). Between grid rates it holds the
-    value of the grid rate below; the simulator only ever shows it grid rates."""
+    ``rates[j]`` (``fractions`` non-decreasing in ``[0, 1]``), linearly in the rate between
+    grid rates; a rate outside ``[m, M]`` reads as the nearest end."""
 
     fractions: jax.Array  # [G]
     rates: tuple[float, ...] = struct.field(pytree_node=False)
@@ -124,10 +120,7 @@ class CurvePolicy:
 
     def __call__(self, observation: Observation) -> jax.Array:
         grid = jnp.asarray(self.rates, observation.rate.dtype)
-        # the grid rate at or below p; a relative slack keeps a grid rate on its own level
-        # whatever the rounding of either (neighbouring grid rates differ far more)
-        index = jnp.searchsorted(grid, observation.rate * (1 + GRID_SLACK), side="right") - 1
-        return jnp.where(index >= 0, self.fractions[jnp.clip(index, 0)], 0.0)
+        return jnp.interp(observation.rate, grid, self.fractions.astype(grid.dtype))
 
 
 class Rollout(NamedTuple):
@@ -218,18 +211,13 @@ class RateEncoding:
 
 
 def rise_and_drop(setting: Setting) -> jax.Array:
-    """The held-out family: rates rise through the grid to level ``k``, then drop to ``m`` for
-    the remaining rounds; one member per ``k``, and one per ``k < G - 1`` that ends with a
-    rate just below level ``k + 1`` -> tokens ``[2 G - 1, T]``. With fewer rounds than the
-    rise needs it takes evenly spaced levels."""
+    """The held-out family: rates rise through the tokens to token ``k``, then drop to ``m``
+    for the remaining rounds; one member per token -> tokens ``[2 G - 1, T]``. With fewer
+    rounds than the rise needs it takes evenly spaced tokens."""
     rows = []
-    for stop in range(setting.levels):
-        rise = [2 * level for level in walk_levels(stop + 1, setting.rounds)]
+    for stop in range(len(setting.token_rates)):
+        rise = walk_levels(stop + 1, setting.rounds)
         rows.append(rise + [0] * (setting.rounds - len(rise)))
-        if stop + 1 < setting.levels:
-            rise = [2 * level for level in walk_levels(stop + 1, setting.rounds - 1)]
-            rise.append(2 * stop + 1)  # just below grid rate stop + 1
-            rows.append(rise + [0] * (setting.rounds - len(rise)))
     return jnp.asarray(rows, jnp.int32)
 
 

@@ -67,9 +67,10 @@ def _dtype(params):
 
 
 def export(setting: Setting, policy: CurvePolicy) -> dict:
-    """The policy file's content: the setting and the curve on its grid."""
+    """The policy file's content: the setting and the curve on its grid, linear between."""
     return {
         "format": policy_file.FORMAT,
+        "between": policy_file.BETWEEN,
         "setting": setting.describe(),
         "rates": [float(rate) for rate in setting.rates],
         "fractions": [float(value) for value in np.asarray(policy.fractions)],

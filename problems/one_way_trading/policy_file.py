@@ -1,7 +1,7 @@
 """The one-way trading policy file: JSON with the setting and the conversion curve on its rate
 grid. Loading it needs NumPy only (no JAX), so a trading service can use the learned curve
-as it is: between grid rates the curve holds the value of the grid rate below, as in
-training and in the certificate, whose ratio holds for every rate in ``[m, M]``.
+as it is: between grid rates the curve is linear in the rate, as in training and in the
+certificate, whose ratio holds for every rate in ``[m, M]``.
 """
 
 from __future__ import annotations
@@ -13,8 +13,9 @@ from advonline.file_arrays import number_array
 
 FORMAT = "advonline-one-way-trading-curve"
 
-#: Relative slack when a rate is placed on the grid (as the simulator's).
-GRID_SLACK = 1e-6
+#: How the curve reads between grid rates; a file without it was written when curves held
+#: their value between grid rates, and is refused rather than read differently.
+BETWEEN = "linear"
 
 
 class PolicyFileError(InputError):
@@ -29,8 +30,9 @@ class NumpyCurve:
         self.fractions = fractions
 
     def target(self, rate: float) -> float:
-        index = int(np.searchsorted(self.rates, rate * (1 + GRID_SLACK), side="right")) - 1
-        return float(self.fractions[index]) if index >= 0 else 0.0
+        """The fraction to have converted once ``rate`` has been seen: linear between grid
+        rates, a rate outside the grid read as its nearest end (as the simulator reads it)."""
+        return float(np.interp(rate, self.rates, self.fractions))
 
     def trade(self, rates) -> np.ndarray:
         """What it converts at each of ``rates`` (the leftover converts at m at the end)."""
@@ -49,6 +51,11 @@ def load(document: dict) -> tuple[dict, NumpyCurve]:
         raise PolicyFileError(f"not a one-way trading policy file (format {FORMAT!r} expected)")
     setting = document.get("setting")
     where = "one-way trading policy file"
+    if document.get("between") != BETWEEN:
+        raise PolicyFileError(
+            f"{where}: 'between' must be {BETWEEN!r} (a file without it holds its curve "
+            "between grid rates, as curves were once written; export the run again)"
+        )
     levels = setting.get("levels") if isinstance(setting, dict) else None
     if isinstance(levels, bool) or not isinstance(levels, int) or levels < 2:
         raise PolicyFileError(f"{where}: setting.levels must be a whole number >= 2")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import jax
+import jax.numpy as jnp
 import numpy as np
 
 from advonline.baselines.one_way_trading import BASELINES, optimal_ratio
@@ -14,6 +16,12 @@ def certificate(setting: model.Setting, trading_policy) -> Certificate | None:
     if not isinstance(trading_policy, model.CurvePolicy):
         return None
     return exact.curve_ratio(setting, np.asarray(trading_policy.fractions))
+
+
+def differentiable_certificate(setting: model.Setting, curve: model.CurvePolicy) -> jax.Array:
+    """The certificate of a curve written in JAX (:func:`exact.supremum`), for certificate
+    descent: the learned curve never falls, so it needs no check."""
+    return exact.supremum(jnp, setting, jnp.clip(curve.fractions, 0.0, 1.0))
 
 
 def reference(setting: model.Setting) -> tuple[str, float]:
@@ -36,6 +44,7 @@ PROBLEM = Problem(
     load=policy_file.load,
     restore=policy.restore,
     reference=reference,
+    differentiable_certificate=differentiable_certificate,
     cases=Cases(
         settings=(
             {"low": 1.0, "high": 10.0, "rounds": 12, "levels": 9},
