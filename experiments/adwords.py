@@ -16,7 +16,7 @@ solves 1,024 flows of 500 queries, and the default budget would take about 9 min
 At n = 10 the cut budget finds less: against one trained rule, 1.5142 with 16 steps and 1.5314
 with 256 (docs/results.md), so the n = 50 figures are weaker lower bounds than the rest.
 
-    python experiments/adwords.py     # seeds 0-2: ~10 min a seed at n = 10, ~36 min for n = 50
+    python experiments/adwords.py     # seeds 0-2: ~17 min a seed at n = 10, ~36 min for n = 50
     python experiments/adwords.py --only adwords-n10-mixtures --seeds 1   # mixtures, seed 0
 """
 
