@@ -1,6 +1,6 @@
 """Certified competitive ratios of conversion curves, and the certified lower bound on every
 online algorithm, for one-way trading with real rates (NumPy and SciPy's HiGHS, float64,
-outside ``jit``).
+outside ``jit``; a certificate's named input is scored by the one simulator).
 
 **A curve's competitive ratio, for any rates in [m, M] and any horizon.** Against a curve
 ``g`` (non-decreasing in the rate) only a new highest rate makes the trader convert: it
@@ -31,11 +31,22 @@ so more rounds give a walk more steps and a higher bound.
 
 from __future__ import annotations
 
+import functools
+
+import jax
+import jax.numpy as jnp
 import numpy as np
 from scipy.optimize import linprog
 
 from advonline.problem import Certificate, LowerBound
-from advonline.problems.one_way_trading.model import Setting, rise_and_drop
+from advonline.problems.one_way_trading.model import (
+    CurvePolicy,
+    RateEncoding,
+    Setting,
+    offline_optimum,
+    payoffs,
+    rise_and_drop,
+)
 
 #: Slack allowed when checking that a curve never falls.
 MONOTONE_TOLERANCE = 1e-9
@@ -88,13 +99,19 @@ def curve_ratio(setting: Setting, fractions: np.ndarray) -> Certificate | None:
 def _worst_walk(setting: Setting, grid: np.ndarray) -> np.ndarray:
     """Tokens ``[T]``: of the walks up through the tokens to each token, then ``m``
     (:func:`~problems.one_way_trading.model.rise_and_drop`), the one with the highest
-    ratio against the curve ``grid`` ``[G]``."""
-    walks = np.asarray(rise_and_drop(setting))
-    rates = np.asarray(setting.token_rates)[walks]
-    held = np.maximum.accumulate(np.interp(rates, np.asarray(setting.rates), grid), axis=1)
-    earned = (rates * np.diff(held, axis=1, prepend=0.0)).sum(1)
-    ratios = rates.max(1) / (earned + setting.low * (1.0 - held[:, -1]))
-    return walks[int(np.argmax(ratios))].astype(np.int32)
+    ratio against the curve ``grid`` ``[G]``, scored by the one simulator in float64."""
+    walks = rise_and_drop(setting)
+    with jax.enable_x64(True):
+        earned = np.asarray(_walk_payoffs(setting, walks, jnp.asarray(grid)))
+    return np.asarray(walks[int(np.argmin(earned))], dtype=np.int32)
+
+
+@functools.partial(jax.jit, static_argnums=0)
+def _walk_payoffs(setting: Setting, walks: jax.Array, grid: jax.Array) -> jax.Array:
+    """``ALG / OPT`` ``[W]`` of the curve ``grid`` on the token inputs ``walks`` ``[W, T]``."""
+    rates = RateEncoding(setting).decode(walks)
+    curve = CurvePolicy(fractions=grid, rates=setting.rates)
+    return payoffs(setting, curve, rates, offline_optimum(setting, rates))
 
 
 def walk_rates(setting: Setting) -> np.ndarray:
