@@ -38,6 +38,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
+from advonline.problem_game import DESCENT_FINAL_RATE
 from advonline.problems.posted_price import policy_writer
 from advonline.problems.posted_price.certify import (
     DEFAULT_WORK_LIMIT,
@@ -63,8 +64,6 @@ _WARM_STARTS = (0.97, 0.8)
 _BELOW_LAST = 0.99
 #: :func:`descend_params` takes a ratio as settled once Dinkelbach raises it by at most this.
 _SETTLED = 1e-7
-#: The learning rate decays along a cosine to this fraction of its start.
-_FINAL_RATE = 0.05
 
 
 @dataclasses.dataclass(frozen=True)
@@ -161,7 +160,7 @@ def descend(
         raise SettingError("certificate descent needs one resource (K = 1)")
     start_time = time.perf_counter()
     table_of = TableOf(setting, config)
-    schedule = optax.cosine_decay_schedule(config.learning_rate, config.steps, _FINAL_RATE)
+    schedule = optax.cosine_decay_schedule(config.learning_rate, config.steps, DESCENT_FINAL_RATE)
     optimiser = optax.adam(schedule)
     with jax.enable_x64(True):
         params = initial_params(setting, config, key)
@@ -265,7 +264,7 @@ def descend_params(
     ``params`` when no step went below ``certificate``; the caller certifies them (the
     oracle loop's next measurement does). Float64, outside ``jit`` (each sweep and gradient
     is jitted)."""
-    optimiser = optax.adam(optax.cosine_decay_schedule(learning_rate, steps, _FINAL_RATE))
+    optimiser = optax.adam(optax.cosine_decay_schedule(learning_rate, steps, DESCENT_FINAL_RATE))
     with jax.enable_x64(True):
         params = jax.tree.map(lambda leaf: jnp.asarray(leaf, jnp.float64), params)
         state = optimiser.init(params)
