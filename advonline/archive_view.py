@@ -7,7 +7,7 @@ the stronger probe found it), its weight in the adversary's equilibrium mixture,
 optimum, and its ratio ``OPT / E[ALG]`` against the run's current network and against the
 network the run delivers (the best guarantee so far; a delivered mixture of snapshots by its
 weighted payoff), both exact, and the problem's own summary of the instance
-(:meth:`~posted_price.game.Game.summaries`). The ratios are computed here, outside ``jit`` apart
+(:meth:`~posted_price.training.summaries`). The ratios are computed here, outside ``jit`` apart
 from the payoff evaluation.
 """
 
@@ -61,7 +61,7 @@ def archive_rows(game, state: OracleState) -> list[dict]:
 
 def write_traces(game, state: OracleState, folder: str | Path) -> list[Path]:
     """Every archived instance as ``slot-<n>.csv`` in the new folder ``folder``: one row per
-    round, the columns and numbers the problem's (:meth:`~posted_price.game.Game.traces`), each
+    round, the columns and numbers the problem's (:meth:`~posted_price.training.traces`), each
     number written exactly (``repr``)."""
     folder = Path(folder)
     folder.mkdir(parents=True)

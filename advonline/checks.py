@@ -190,7 +190,7 @@ def policy_file_round_trip(problem: Problem, setting) -> str:
     """A learned policy (a fresh policy head's, with default sizes) exports to JSON, loads
     back, and where the problem restores files measures as the policy it came from."""
     if problem.export is None or problem.load is None:
-        return "not run: the problem has no export and load (its own game writes its files)"
+        return "not run: the problem has no export and load (its documents write its files)"
     encoding = problem.encoding(setting)
     head = problem.policy_head(setting, {})
     policy = head.to_policy(head.module.init(jax.random.key(6), *head.example))

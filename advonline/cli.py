@@ -633,7 +633,7 @@ def run_archive(args: argparse.Namespace) -> int:
             f"{run.config.training_loop!r}; only the oracle loop keeps an archive"
         )
     game = run.game
-    if args.traces is not None and not hasattr(game, "traces"):
+    if args.traces is not None and not game.has_traces:
         raise UsageError(
             f"--traces: an archive of {run.problem.name} holds token sequences; use --json"
         )

@@ -5,11 +5,11 @@ A config has six tables, each optional: ``[problem]`` (its ``name``; the registr
 problem without it), the problem's ``[setting]``, the ``[algorithm]`` (the learned policy's
 network and learning rate) and the ``[adversary]`` (its networks), and the core's ``[game]``
 (the seed, epochs, loop and devices: :class:`GameConfig`) and ``[oracle]`` (each epoch and
-its measurement: :class:`OracleConfig`). A problem that brings its own game names the classes
-of its ``[algorithm]`` and ``[adversary]`` and may change the core's defaults
-(:class:`advonline.problem.Training`); every other problem's are :class:`HeadTable` and
-:class:`AdversaryTable`. Unknown tables or keys, keys the run's loop does not read, wrong
-types and invalid values are refused with one :class:`ConfigError` line naming the key.
+its measurement: :class:`OracleConfig`). ``[algorithm]`` is a :class:`HeadTable` (the
+problem's policy head reads its own keys) and ``[adversary]`` an :class:`AdversaryTable` plus
+the keys of the problem's own writer, if it has one (:class:`advonline.problem.Writer`).
+Unknown tables or keys, keys the run's loop does not read, wrong types and invalid values are
+refused with one :class:`ConfigError` line naming the key.
 """
 
 from __future__ import annotations
@@ -51,8 +51,7 @@ class GameConfig:
     """A config's ``[game]`` table, the same for every problem: the run's seed, how many
     epochs it trains (``oracle.epoch_steps`` updates each), the softmin's temperature, the
     devices and the loop; the simultaneous loop's step also reads :data:`STEP_KEYS`, which
-    the oracle loop refuses. A problem may declare other defaults
-    (:attr:`advonline.problem.Training.defaults`)."""
+    the oracle loop refuses."""
 
     seed: int = 0
     epochs: int = 12
@@ -110,14 +109,17 @@ class StepConfig:
 
 @dataclasses.dataclass(frozen=True)
 class HeadTable:
-    """The ``[algorithm]`` table of a problem that plays the core's game: the policy head's
-    own keys (the problem's ``policy_head`` reads and checks them) and the learning rate of
-    the algorithm's exact-gradient update."""
+    """The ``[algorithm]`` table: the policy head's own keys (the problem's ``policy_head``
+    reads and checks them) and the learning rate of the algorithm's update."""
 
     head: tuple[tuple[str, Any], ...] = ()  # sorted (key, value) pairs
     learning_rate: float = 0.01
 
-    update = "gradient"  # the exact gradient of the payoffs
+    @property
+    def update(self) -> str:
+        """The update's name, for the figures that compare updates: the head's ``update``
+        key where the problem has several, else the exact gradient of the payoffs."""
+        return dict(self.head).get("update", "gradient")
 
     def table(self) -> dict:
         return {**dict(self.head), "learning_rate": self.learning_rate}
@@ -128,8 +130,8 @@ class HeadTable:
 
 @dataclasses.dataclass(frozen=True)
 class AdversaryTable:
-    """The ``[adversary]`` table of a problem that plays the core's game: the
-    noise-conditioned writer's network (:class:`advonline.adversary.TokenWriter`) and its
+    """The ``[adversary]`` table's keys for every problem: the writer's network (the
+    noise-conditioned :class:`advonline.adversary.TokenWriter`, or the problem's own) and its
     REINFORCE training."""
 
     hidden: int = 64
@@ -183,9 +185,11 @@ class OracleConfig:
     new_per_epoch: int = 32  # the oracles' hardest new instances archived per epoch
     worst_case_weight: float = 0.5  # share of the training weights on a softmin of the
     # current algorithm's payoffs (game.temperature); the rest is the equilibrium mixture
-    anchor: float = 3.0  # proximal weight: each update also descends anchor x the mean over
-    # every state (round, utilisation) of KL(epoch's starting distribution || current one)
-    restarts: int = 4  # the oracles' budget per epoch (OracleBudget)
+    anchor: float = 0.0  # proximal weight (where the problem has state_distributions): each
+    # update also descends anchor x the mean over every state (round, utilisation) of
+    # KL(epoch's starting distribution || current one)
+    restarts: int = 0  # the oracles' budget per epoch (OracleBudget): fresh adversary
+    # networks (none by default: hill climbing, and the certificate where there is one)
     adversary_steps: int = 25
     adversary_batch: int = 32
     chains: int = 16
@@ -197,8 +201,8 @@ class OracleConfig:
     certificate_instances: int = 0  # where the game certifies: instances drawn each epoch
     # from the adversary strategy that attains the certificate (an exact best response; its
     # hardest draws join the archive), 0 for none
-    mixtures: bool = True  # where the networks have no certificate (posted pricing: K >= 2;
-    # off by default for the core's game): each probed epoch also probes the equilibrium
+    mixtures: bool = False  # where the networks have no certificate: each probed epoch
+    # also probes the equilibrium
     # mixture of snapshots, and the run delivers it when its measured worst case is the lowest
     closing_rounds: int = 0  # with mixtures: the last measurement probes the mixture up to
     # this many more times, each probe's finds joining the archive and the restricted game
@@ -210,7 +214,7 @@ class OracleConfig:
     # down its own certificate, each against the exact worst adversary strategy) instead of
     # against the archive
     descent_learning_rate: float = 0.002
-    rescore_best: bool = False  # without a certificate: before a probed network (or mixture)
+    rescore_best: bool = True  # without a certificate: before a probed network (or mixture)
     # is compared with the kept one, the kept one's measured worst case is raised to its worst
     # ratio on the current archive, so both are measured on everything found so far (the
     # archive grows harder, and a policy measured early would otherwise stay kept)
@@ -252,21 +256,17 @@ class OracleConfig:
 
 
 def not_applicable(problem) -> dict[str, str]:
-    """[oracle] keys that ``problem``, playing the core's game, has no use for, and why."""
-    keys = {"anchor": "the policy has no per-state distributions to anchor"}
-    if problem.differentiable_certificate is None:
+    """[oracle] keys that ``problem`` has no use for, and why."""
+    keys = {}
+    if problem.state_distributions is None:
+        keys["anchor"] = "the policy has no per-state distributions to anchor"
+    descends = problem.training_certificate is not None
+    if problem.differentiable_certificate is None and not descends:
         why = "the problem's certificate has no gradient to descend"
         keys.update(descent_epochs=why, descent_learning_rate=why)
     return keys
 
 
-#: The [oracle] values a problem playing the core's game runs with (it has no anchor).
-CORE_GAME_ORACLE = {"anchor": 0.0}
-#: The defaults of a problem playing the core's game that differ from the dataclasses': no
-#: adversary networks unless asked for (hill climbing and the certificate suffice where the
-#: problem certifies), a kept network measured again on the current archive, and one
-#: network delivered unless ``mixtures`` asks for mixtures of snapshots to compete.
-CORE_GAME_DEFAULTS = {"oracle": {"restarts": 0, "rescore_best": True, "mixtures": False}}
 #: [game] keys that belong elsewhere, and where.
 MOVED_GAME_KEYS = {
     "steps": "give epochs, each of oracle.epoch_steps updates",
@@ -279,17 +279,17 @@ TABLES = ("problem", "setting", "algorithm", "adversary", "game", "oracle")
 @dataclasses.dataclass(frozen=True)
 class RunConfig:
     """Everything one training run needs, for every problem: the problem, its setting, the
-    ``[algorithm]`` and ``[adversary]`` tables (the problem's own classes where it brings its
-    own game, :attr:`~advonline.problem.Problem.training`; else :class:`HeadTable` and
-    :class:`AdversaryTable`, the latter None without adversary networks) and the core's
-    ``[game]`` and ``[oracle]``. Build one with :func:`from_tables`."""
+    ``[algorithm]`` (:class:`HeadTable`) and ``[adversary]`` tables (:class:`AdversaryTable`,
+    None without adversary networks, and the problem's writer options where it has a writer
+    of its own) and ``[game]`` and ``[oracle]``. Build one with :func:`from_tables`."""
 
     problem: Any  # the registry's Problem (compared by identity)
     setting: Any
-    algorithm: Any
-    adversary: Any
+    algorithm: HeadTable
+    adversary: AdversaryTable | None
     game: GameConfig = GameConfig()
     oracle: OracleConfig = OracleConfig()
+    writer_options: Any = None  # the problem's own [adversary] keys (advonline.problem.Writer)
 
     @property
     def seed(self) -> int:
@@ -322,8 +322,7 @@ class RunConfig:
         """Plain data (TOML/JSON-ready) that :func:`from_tables` reads back to an equal config
         (what a checkpoint stores: a resume must continue the same run)."""
         oracle = dataclasses.asdict(self.oracle)
-        if self.problem.training is None:
-            oracle = {k: v for k, v in oracle.items() if k not in not_applicable(self.problem)}
+        oracle = {k: v for k, v in oracle.items() if k not in not_applicable(self.problem)}
         if self.game.simultaneous:
             oracle = {k: v for k, v in oracle.items() if k in SIMULTANEOUS_ORACLE_KEYS}
         tables = {
@@ -333,24 +332,28 @@ class RunConfig:
             "game": self.game.table(),
             "oracle": oracle,
         }
+        adversary = {}
         if self.adversary is not None:
-            tables["adversary"] = _table(self.adversary)
-            if self.problem.training is None and not self.game.simultaneous:
-                del tables["adversary"]["batch"]  # the oracle's networks write adversary_batch
+            adversary = _table(self.adversary)
+            if not self.game.simultaneous:
+                del adversary["batch"]  # the oracle's networks write adversary_batch
+        if self.writer_options is not None:
+            adversary |= dataclasses.asdict(self.writer_options)
+        if adversary:
+            tables["adversary"] = adversary
         return tables
 
     def build_game(self, mesh=None):
-        """The game this run plays, its batches sharded over ``mesh``: the problem's own
-        where it brings one, else the core's (:class:`advonline.problem_game.ProblemGame`)."""
-        if self.problem.training is not None:
-            return self.problem.training.game(self, mesh)
-        from advonline.problem_game import ProblemGame
+        """The game this run plays (:class:`advonline.game.Game`), its batches
+        sharded over ``mesh``."""
+        from advonline.game import Game
 
         step = self.game.step_config() if self.game.simultaneous else None
         head = dict(self.algorithm.head)
         args = (self.problem, self.setting, head, self.algorithm.learning_rate, mesh)
         mixtures = self.oracle.mixtures and not self.game.simultaneous
-        return ProblemGame.build(*args, step, self.adversary, mixtures)
+        draws = self.oracle.certificate_instances
+        return Game.build(*args, step, self.adversary, mixtures, self.writer_options, draws)
 
     def initial_state(self, game, key: jax.Array):
         """The state a run of this config starts from (either loop)."""
@@ -364,13 +367,13 @@ class RunConfig:
 
     def training_needs(self) -> list:
         """The largest arrays of training (:mod:`advonline.preflight`): the problem's estimate
-        where it brings its own game, else as its encoding sizes them
+        where it has one, else as its encoding sizes them
         (:func:`advonline.preflight.token_needs`): the adversary networks' batch, and the
         probe's candidates or the archive, whichever is larger."""
         from advonline.preflight import token_needs
 
-        if self.problem.training is not None:
-            return self.problem.training.training_needs(self)
+        if self.problem.training_needs is not None:
+            return self.problem.training_needs(self)
         oracle = self.oracle
         probe = oracle.budget().scaled(oracle.probe_scale)
         batch = 0
@@ -420,10 +423,10 @@ def from_tables(data: dict, origin: str = "config") -> RunConfig:
     is wrong.
 
     The ``[problem] name`` (default: the registry's default problem) says whose
-    ``[setting]`` it is, and whose ``[algorithm]`` and ``[adversary]`` where the problem
-    brings its own game (:attr:`~advonline.problem.Training.sections`; it also checks how
-    they fit the core's tables, :attr:`~advonline.problem.Training.check_run`). Keys the
-    run's loop does not read are refused."""
+    ``[setting]`` it is, whose policy head reads the ``[algorithm]`` keys and whose writer
+    options the ``[adversary]`` table may hold; the problem's ``check_run`` says what is
+    wrong with how the tables fit its setting. Keys the run's loop does not read are
+    refused."""
     from advonline import preflight
 
     problem = problem_of(data, origin)
@@ -444,36 +447,24 @@ def from_tables(data: dict, origin: str = "config") -> RunConfig:
     for name, where in MOVED_GAME_KEYS.items():
         if name in tables["game"]:
             raise ConfigError(f"{origin} [game]: {name} is not a [game] key: {where}")
-    own = problem.training
-    defaults = own.defaults if own is not None else CORE_GAME_DEFAULTS
-    given = {name: {**defaults.get(name, {}), **tables[name]} for name in ("game", "oracle")}
-    game = build_section(GameConfig, given["game"], f"{origin} [game]")
+    game = build_section(GameConfig, tables["game"], f"{origin} [game]")
     _check_loop_keys(game, tables, origin)
-    if own is not None:
-        sections = {name: own.sections[name] for name in ("algorithm", "adversary")}
-        built = {
-            name: build_section(cls, tables[name], f"{origin} [{name}]")
-            for name, cls in sections.items()
-        }
-        algorithm, adversary = built["algorithm"], built["adversary"]
-        oracle = build_section(OracleConfig, given["oracle"], f"{origin} [oracle]")
-    else:
-        algorithm = _head_table(problem, setting, tables["algorithm"], origin)
-        adversary = _writer_table(game, tables, given["oracle"], origin)
-        refused = not_applicable(problem)
-        for name in tables["oracle"]:
-            if name in refused:
-                why = refused[name]
-                raise ConfigError(f"{origin} [oracle]: {name} does not apply: {why}")
-        given["oracle"].update(CORE_GAME_ORACLE)
-        oracle = build_section(OracleConfig, given["oracle"], f"{origin} [oracle]")
-    config = RunConfig(problem, setting, algorithm, adversary, game, oracle)
+    algorithm = _head_table(problem, setting, tables["algorithm"], origin)
+    writer_options, writer_keys = _writer_options(problem, tables["adversary"], origin)
+    adversary = _writer_table(game, {**tables, "adversary": writer_keys}, tables["oracle"], origin)
+    refused = not_applicable(problem)
+    for name in tables["oracle"]:
+        if name in refused:
+            raise ConfigError(f"{origin} [oracle]: {name} does not apply: {refused[name]}")
+    oracle = build_section(OracleConfig, tables["oracle"], f"{origin} [oracle]")
+    config = RunConfig(problem, setting, algorithm, adversary, game, oracle, writer_options)
     problems = game.check() + oracle.check() + algorithm.check()
     problems += adversary.check() if adversary is not None else []
-    if own is not None:
-        problems += own.check_run(config)
-    elif min(oracle.chains, oracle.search_steps, oracle.candidates) < 1:
+    problems += writer_options.check() if writer_options is not None else []
+    if min(oracle.chains, oracle.search_steps, oracle.candidates) < 1:
         problems.append("oracle.chains, search_steps and candidates must be >= 1")
+    if problem.check_run is not None:
+        problems += problem.check_run(config)
     if problems:
         raise ConfigError(f"{origin}: {'; '.join(problems)}")
     return config
@@ -499,8 +490,8 @@ def _check_loop_keys(game: GameConfig, tables: dict, origin: str) -> None:
 
 
 def _head_table(problem, setting, table: dict, origin: str) -> HeadTable:
-    """The ``[algorithm]`` table of a problem playing the core's game (its policy head refuses
-    keys and values it cannot use)."""
+    """The ``[algorithm]`` table (the problem's policy head refuses keys and values it cannot
+    use)."""
     head = {name: value for name, value in table.items() if name != "learning_rate"}
     try:
         problem.policy_head(setting, head)
@@ -513,10 +504,21 @@ def _head_table(problem, setting, table: dict, origin: str) -> HeadTable:
     return HeadTable(tuple(sorted(head.items())), rate)
 
 
+def _writer_options(problem, table: dict, origin: str):
+    """The problem's own ``[adversary]`` keys (its writer's options; defaults for those not
+    given) and the table's other keys: ``(options or None, {key: value})``."""
+    if problem.writer is None or not isinstance(table, dict):
+        return None, table
+    own = {field.name for field in dataclasses.fields(problem.writer.options)}
+    given = {name: value for name, value in table.items() if name in own}
+    options = build_section(problem.writer.options, given, f"{origin} [adversary]")
+    return options, {name: value for name, value in table.items() if name not in own}
+
+
 def _writer_table(game: GameConfig, tables: dict, oracle: dict, origin: str):
-    """The ``[adversary]`` table of a problem playing the core's game, where it has adversary
-    networks: the simultaneous loop's writer, or the oracle loop's networks
-    (``oracle.restarts > 0``; they write ``oracle.adversary_batch`` each); None without."""
+    """The ``[adversary]`` table where the run has adversary networks: the simultaneous
+    loop's writer, or the oracle loop's networks (``oracle.restarts > 0``; they write
+    ``oracle.adversary_batch`` each); None without."""
     where = f"{origin} [adversary]"
     if not game.simultaneous:
         if not oracle.get("restarts"):
@@ -546,6 +548,23 @@ def read_toml(path: str | Path) -> dict:
     except tomllib.TOMLDecodeError as error:
         raise ConfigError(f"{path} is not valid TOML: {error}") from None
     return data
+
+
+def read_options(cls, values: dict):
+    """The frozen dataclass ``cls`` (with ``check() -> [message]``) from a problem's own keys
+    of a table (its policy head's, say): ValueError names an unknown key, a value of the
+    wrong type or what ``check`` finds wrong, in one line."""
+    known = [field.name for field in dataclasses.fields(cls)]
+    unknown = sorted(set(values) - set(known))
+    if unknown:
+        raise ValueError(f"unknown key {unknown[0]!r}; known: {', '.join(known)}")
+    try:
+        options = build_section(cls, values, "")
+    except ConfigError as error:
+        raise ValueError(str(error).strip()) from None
+    if problems := options.check():
+        raise ValueError("; ".join(problems))
+    return options
 
 
 def build_section(cls, values, where: str):

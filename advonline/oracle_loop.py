@@ -43,7 +43,7 @@ finds what the live one lost. The oracle loop keeps everything instead. Each epo
    the adversary's half of double oracle; the best mixture any round measured is kept. The
    snapshots' tables are built once each (:class:`MemberTables`).
 5. **Training.** ``epoch_steps`` per-round all-action updates of the pricing network
-   (:func:`~posted_price.game.per_round_update`, one jitted ``lax.scan``; for K >= 2 the exact
+   (:func:`~posted_price.training.per_round_update`, one jitted ``lax.scan``; for K >= 2 the exact
    gradient of the same weighted payoff through the product-grid induction of
    :mod:`posted_price.product_grid`, which is what the all-action update computes) against the
    archive's filled slots (:func:`training_batch`),
@@ -53,9 +53,8 @@ finds what the live one lost. The oracle loop keeps everything instead. Each epo
    "reinforce"``, the ablation, replaces the all-action direction by REINFORCE on sampled
    runs, with the same weights.)
 
-The ``game`` is the problem's (:attr:`advonline.problem.Training.game`; posted pricing's is
-:class:`posted_price.game.Game`), or for a problem on the interface alone
-:class:`advonline.problem_game.ProblemGame`: the loop asks it for fresh parameters, exact
+The ``game`` is :class:`advonline.game.Game` (with the problem's own
+capabilities where it brings them): the loop asks it for fresh parameters, exact
 payoffs of token instances, the distributions in every state (for the anchor), the update
 direction, both oracles, OPT, the certificate and the mixture it delivers, and keeps
 everything else here. :func:`run_epochs` drives it for ``advonline train`` and ``advonline
@@ -331,8 +330,8 @@ def _certificate_found(
 
 def probes_mixture(game, state: OracleState) -> bool:
     """Whether this epoch's probe also measures the algorithm's equilibrium mixture: the game
-    allows mixtures (:attr:`~posted_price.game.Game.mixes`) and the mixture has two snapshots or
-    more."""
+    allows mixtures (:attr:`~advonline.game.Game.mixes`) and the mixture has
+    two snapshots or more."""
     return game.mixes and int((np.asarray(state.algorithm_mixture) > 0).sum()) > 1
 
 
@@ -578,9 +577,9 @@ def train_epoch(
     """Step 5: ``oracle.epoch_steps`` updates against the archive's mixture, on the archive's
     filled slots (:func:`training_batch`), with the softmin's ``temperature``. In the last
     ``oracle.descent_epochs`` of the run's ``epochs`` they are instead steps of certificate
-    descent from the best certified network (:meth:`~posted_price.game.Game.descend`): the
-    network trains against the exact worst case itself, and the next measurement certifies
-    the best network it reached."""
+    descent from the best certified network
+    (:meth:`~advonline.game.Game.descend`): the network trains against the
+    exact worst case itself, and the next measurement certifies the best network it reached."""
     steps = oracle.epoch_steps
     if oracle.descent_epochs and descends(oracle, state, epochs):
         params = game.descend(

@@ -331,7 +331,7 @@ def export_run(
     game, params = run.delivered()
     if algorithm not in run.policies():
         raise RunError(f"{run.folder}: a run of {run.problem.name} delivers no {algorithm} policy")
-    if table and not hasattr(game, "table_document"):
+    if table and run.problem.documents is None:
         raise RunError(f"{run.folder}: --table: {run.problem.name} writes no table policy files")
     out = export.check_target(out)
     source = export.provenance(algorithm, run.config, run.steps, str(run.folder), None)

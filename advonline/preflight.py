@@ -2,7 +2,7 @@
 cannot fit in this machine's memory.
 
 Each command's largest arrays are estimated by the problem (its
-:attr:`~advonline.problem.Training.training_needs` and
+:attr:`~advonline.problem.Problem.training_needs` and
 :attr:`~advonline.problem.Problem.evaluation_needs`) from the sizes that
 drive them and named with the flag or config key that makes them smaller. An array never lives
 alone: its gradient, an optimiser's moments and XLA's temporaries sit beside it, so the

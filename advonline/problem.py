@@ -122,28 +122,114 @@ class Cases(NamedTuple):
     optimum: Callable | None = None
 
 
-class Training(NamedTuple):
-    """What a problem that brings its own game (instead of the core's,
-    :class:`advonline.problem_game.ProblemGame`) provides to the run config and the loops.
+# Optional training capabilities (advonline/game.py): where a problem has one, the
+# core's game calls it in place of its own default. Each callable takes the run's game (a
+# :class:`advonline.game.Game`: the setting, the head, the encoding, the
+# [algorithm] and [adversary] tables) first, as a strategy's public step calls its own.
 
-    - ``sections``: the classes of its ``[algorithm]`` and ``[adversary]`` tables,
-      ``{"algorithm": cls, "adversary": cls}`` (frozen dataclasses; :mod:`advonline.configs`
-      reads them, and each has ``check() -> [message]``; the algorithm's has ``update``);
-    - ``check_run(run_config) -> [message]``: what is wrong with how they fit the core's;
-    - ``defaults``: its own defaults for the core's tables, ``{"game": {key: value}, ...}``;
-    - ``training_needs(run_config)``: the largest arrays of training,
-      ``[advonline.preflight.Need]``;
-    - ``game(run_config, mesh=None)``: the game the core's loops play
-      (:mod:`advonline.train`, :mod:`advonline.oracle_loop`): a hashable object whose methods
-      answer what they ask (fresh parameters and states, payoffs, updates, oracles, the
-      certificate, the delivered policies, policy files, figures and the archive's listing).
+
+class Update(NamedTuple):
+    """The algorithm's update, where it is not the core's (the exact gradient of the
+    payoffs):
+
+    - ``pool(game, params, instances, optimum, weigh, key) -> (payoffs [P], ascent)``: the
+      payoffs of a pool of decoded instances and the ascent direction of ``sum_j w_j u_j``,
+      ``w = weigh(payoffs)`` (the simultaneous step's update);
+    - ``tokens(game, types, optimum, weigh) -> (params, key) -> ascent``: the same on
+      instances written as tokens ``[N, T]`` (the oracle loop's);
+    - ``draws(game) -> bool``: whether the update reads its key (a sampled update does).
     """
 
-    sections: Mapping[str, type]
-    check_run: Callable
-    training_needs: Callable
-    game: Callable
-    defaults: Mapping[str, Mapping] = {}
+    pool: Callable
+    tokens: Callable
+    draws: Callable
+
+
+class Oracles(NamedTuple):
+    """The oracle loop's scoring and search, where the problem has faster ones than the
+    core's (decode, then ``payoffs``; hill climbing with the encoding's ``mutate``):
+
+    - ``payoffs(game, params, types, optimum) -> [N]`` and ``optimum(game, types) -> [N]``
+      (host) on token inputs ``[N, T]``;
+    - ``best_responses(game, params, budget, key, starts) -> advonline.search.Found``;
+    - ``member(game, params)``: what one snapshot contributes to ``mixture_search(game,
+      members, weights, budget, key, starts) -> Found`` (stacked), the search against a
+      mixture of snapshots (default: their payoffs weighted).
+    """
+
+    payoffs: Callable
+    optimum: Callable
+    best_responses: Callable
+    member: Callable
+    mixture_search: Callable
+
+
+class TrainingCertificate(NamedTuple):
+    """How training uses the certificate, where the problem draws from its strategy:
+
+    - ``certifies(game) -> bool``: whether the run's networks are certified;
+    - ``certify(game, params, start, key) -> (ratio | None, tokens [N, T] | None)``: the
+      certificate iterated from ``start`` (an attained ratio) and, given ``key``, the run's
+      ``certificate_draws`` inputs drawn from the adversary strategy that attains it;
+    - ``below(game, params, ratio, key) -> tokens``: draws from the strategy that attains
+      the value just below ``ratio``;
+    - ``descend(game, params, certificate, steps, learning_rate) -> params``: certificate
+      descent (default: Adam down ``differentiable_certificate``).
+    """
+
+    certifies: Callable
+    certify: Callable
+    below: Callable
+    descend: Callable
+
+
+class Writer(NamedTuple):
+    """The adversary network that writes inputs, where the problem has its own (default:
+    the noise-conditioned writer of the encoding's tokens, :class:`advonline.adversary.
+    TokenWriter`):
+
+    - ``options``: a frozen dataclass of the problem's own ``[adversary]`` keys (defaults,
+      ``check() -> [message]``), which the run's ``encoding(setting, options)`` also reads;
+    - ``build(game)``: the writer (``init``, ``write``, as :class:`advonline.adversary.
+      Adversary`);
+    - ``frozen(game, params)``: what a simultaneous step writes against and scores on,
+      ``inputs(frozen) -> tuple`` what the writer reads of it, ``payoffs(game, frozen,
+      instances, optimum) -> [B]``;
+    - ``step(game)``: the simultaneous step (default :func:`advonline.simultaneous.game_step`).
+    """
+
+    options: type
+    build: Callable
+    frozen: Callable
+    inputs: Callable
+    payoffs: Callable
+    step: Callable
+
+
+class Documents(NamedTuple):
+    """Policy files written from the run's own parameters (default: ``export`` of the policy,
+    and a mixture as its members' files with their weights):
+    ``network(game, params, deterministic, provenance)``, ``mixture(game, mixture,
+    provenance)`` and ``table(game, policy, provenance)`` (``export --table``)."""
+
+    network: Callable
+    mixture: Callable
+    table: Callable
+
+
+class Views(NamedTuple):
+    """How a run's figures and archive listing show the problem's objects (default: the
+    described setting on one line, no policy figures, the archive's ratios alone):
+    ``setting_title(described) -> str``; ``policy_figures(game, name, policies, out) ->
+    [path]``; ``archive_columns`` and ``archive_cells(summary) -> tuple``;
+    ``summaries(game, types) -> [dict]``; ``traces(game, types) -> (header, rows)``."""
+
+    setting_title: Callable
+    policy_figures: Callable
+    archive_columns: tuple
+    archive_cells: Callable
+    summaries: Callable
+    traces: Callable
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -160,7 +246,8 @@ class Problem:
       update needs it.
     - ``rollout(setting, policy, instance, key)``: the one simulator, for one instance.
     - ``offline_optimum(setting, instances) -> [B]``: OPT, never above the true optimum.
-    - ``encoding(setting) -> Encoding``.
+    - ``encoding(setting) -> Encoding`` (``encoding(setting, options)`` for a problem whose
+      :class:`Writer` has options: a run's encoding may depend on them).
     - ``policy_head(setting, config: dict) -> PolicyHead``.
     - ``baselines``: the classic algorithms, ``{name: make(setting) -> policy}``.
     - ``certificate(setting, policy) -> Certificate | None``: outside ``jit`` (float64).
@@ -199,9 +286,20 @@ class Problem:
     - ``differentiable_certificate(setting, policy) -> jax.Array``: the certificate's ratio
       written in JAX, differentiable in the policy's parameters (jit-able; called in
       float64): where present, ``oracle.descent_epochs`` trains by descending it
-      (:meth:`advonline.problem_game.ProblemGame.descend`). It must equal ``certificate``.
-    - ``training``: the problem's own game and config tables (:class:`Training`); None for
-      one that plays the core's game (:class:`advonline.problem_game.ProblemGame`).
+      (:meth:`advonline.game.Game.descend`). It must equal ``certificate``.
+    - ``update`` (:class:`Update`), ``oracles`` (:class:`Oracles`), ``training_certificate``
+      (:class:`TrainingCertificate`), ``writer`` (:class:`Writer`), ``documents``
+      (:class:`Documents`) and ``views`` (:class:`Views`): training, policy files and
+      figures the problem's own way.
+    - ``state_distributions(game, params) -> array``: the policy's distributions in every
+      state, which the oracle loop's proximal anchor keeps close to the epoch's start
+      (without it ``oracle.anchor`` is refused).
+    - ``read_out(policy)``: a deterministic read-out of a learned policy, delivered and
+      measured beside it as ``learned-deterministic``.
+    - ``training_needs(run_config) -> [advonline.preflight.Need]``: training's largest
+      arrays (default: as the encoding sizes them).
+    - ``check_run(run_config) -> [message]``: what is wrong with how a run config's tables
+      fit the setting (default: nothing more than each table's own checks).
     - ``certifies_mixtures``: whether ``certificate`` also bounds a mixture of snapshots
       (:class:`advonline.mixture.SnapshotMixture`); without it a mixture has no certificate
       and is measured by the other sources alone.
@@ -231,7 +329,16 @@ class Problem:
     evaluation_needs: Callable | None = None
     exact_optimum: Callable | None = None
     differentiable_certificate: Callable | None = None
-    training: Training | None = None
+    update: Update | None = None
+    oracles: Oracles | None = None
+    training_certificate: TrainingCertificate | None = None
+    writer: Writer | None = None
+    documents: Documents | None = None
+    views: Views | None = None
+    state_distributions: Callable | None = None
+    read_out: Callable | None = None
+    training_needs: Callable | None = None
+    check_run: Callable | None = None
     certifies_mixtures: bool = False
     objective: str = "earn"
 

@@ -12,8 +12,8 @@ used first in, first out). The algorithm trains against the union of the latest 
 replay, weighted by a softmin of their payoffs at ``temperature``: the adversary's best mixed
 strategy over everything it has found, smoothed.
 
-What the step asks of the game (a hashable object, ``jit``'s static argument; posted pricing's
-is :class:`~posted_price.game.Game`):
+What the step asks of the game (a hashable object, ``jit``'s static argument:
+:class:`~advonline.game.Game`):
 
 - ``loop_config`` (the ``[game]`` table), ``adversary`` (an
   :class:`advonline.adversary.Adversary`), ``adversary_config`` (``learning_rate``, ``batch``,

@@ -3,13 +3,11 @@
 step (advonline/simultaneous.py), as the oracle loop's alternative and the method to compare
 it with.
 
-- **The adversary** is the game's writer: for a problem of the interface the
-  noise-conditioned writer of the encoding's tokens (:class:`~advonline.adversary.TokenWriter`,
-  sized by the ``[adversary]`` table, :class:`~advonline.configs.AdversaryTable`), for
-  posted pricing its own;
-  **the algorithm's update** is the game's (the exact gradient of the softmin-weighted
-  payoffs of the step's pool, the latest batch and the replay, for a problem of the
-  interface).
+- **The adversary** is the game's writer: the noise-conditioned writer of the encoding's
+  tokens (:class:`~advonline.adversary.TokenWriter`, sized by the ``[adversary]`` table,
+  :class:`~advonline.configs.AdversaryTable`), or the problem's own;
+  **the algorithm's update** is the game's (by default the exact gradient of the
+  softmin-weighted payoffs of the step's pool, the latest batch and the replay).
 - **An epoch** is ``oracle.epoch_steps`` steps, then one measurement of the current network:
   the game's best responses with the oracle's budget (hill climbing from the replay's
   hardest inputs and fresh random ones, and fresh adversary networks where the budget has

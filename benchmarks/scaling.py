@@ -47,14 +47,12 @@ def time_training_steps(config, devices: int, steps: int) -> tuple[list[float], 
     import jax
 
     from advonline import parallel
-    from advonline.problems.posted_price.game import Game
-    from advonline.problems.posted_price.sampled_game import sampled_game_step
-    from advonline.simultaneous import game_step, init_state
+    from advonline.simultaneous import init_state
 
     mesh = parallel.batch_mesh(devices)
-    game = Game.build(config, mesh)
+    game = config.build_game(mesh)
     state = parallel.replicate(init_state(game, jax.random.key(config.game.seed)), mesh)
-    step = game_step if config.setting.resources == 1 else sampled_game_step
+    step = game.step_function()
     for _ in range(2):
         state, metrics = step(game, state)
     jax.block_until_ready((state, metrics))

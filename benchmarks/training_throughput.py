@@ -31,8 +31,10 @@ import numpy as np
 
 from advonline import configs
 from advonline.huge_pages import huge_pages_on, relaunch_with_huge_pages
-from advonline.problems.posted_price.game import (
-    Game,
+from advonline.problems.posted_price import training
+from advonline.problems.posted_price.model import price_table
+from advonline.problems.posted_price.optimum import offline_optimum
+from advonline.problems.posted_price.training import (
     accepted_atoms,
     action_weights,
     payoffs_and_gains,
@@ -40,8 +42,6 @@ from advonline.problems.posted_price.game import (
     policy_probs,
     sale_probabilities,
 )
-from advonline.problems.posted_price.model import price_table
-from advonline.problems.posted_price.optimum import offline_optimum
 from advonline.simultaneous import init_state
 
 
@@ -101,7 +101,7 @@ def median_seconds(call, count: int) -> float:
 def main() -> None:
     path = sys.argv[1] if len(sys.argv) > 1 else "experiments/configs/k1-u10-simultaneous.toml"
     config = configs.load(path)
-    game = Game.build(config)
+    game = config.build_game()
     setting = game.setting
     device = jax.devices()[0]
     state = init_state(game, jax.random.key(0))
@@ -121,7 +121,7 @@ def main() -> None:
     jax.block_until_ready(update(game, state.algorithm, instances, optimum, weights))  # compile
     probs = np.asarray(policy_probs(game, state.algorithm, jnp.float32), np.float64)
     as_numpy = jax.tree.map(np.asarray, (instances, optimum, weights))
-    atoms = np.asarray(game.atoms)
+    atoms = np.asarray(training.atoms(game))
     reference = numpy_action_weights(setting, probs, *as_numpy, atoms)
 
     runs = []  # (JAX seconds, NumPy seconds) of each run, each a median of its calls
@@ -141,7 +141,7 @@ def main() -> None:
     sell = sale_probabilities(jnp.asarray(probs, jnp.float32), accepted)
     _, weighted_gain = payoffs_and_gains(game, sell, instances, optimum)
     jax_weights = np.asarray(
-        action_weights(weights[None, :, None] * weighted_gain, accepted, len(game.atoms))
+        action_weights(weights[None, :, None] * weighted_gain, accepted, len(training.atoms(game)))
     )
     gap = np.abs(jax_weights - reference).max() / np.abs(reference).max()
 
@@ -150,7 +150,7 @@ def main() -> None:
     print(f"config: {path}; setting: {setting.describe()}")
     print(
         f"batch: {batch} instances x {setting.rounds} rounds, grid {setting.grid_size} units, "
-        f"{len(game.atoms)} price atoms"
+        f"{len(training.atoms(game))} price atoms"
     )
     print(f"{RUNS} runs, each the median of {JAX_CALLS} (JAX) and {NUMPY_CALLS} (NumPy) calls")
     print(

@@ -14,7 +14,6 @@ from advonline import checkpoint, configs, pipeline
 from advonline.baselines.posted_price import BASELINES, make_baseline
 from advonline.evaluation import Budget, Measurement, measure
 from advonline.pipeline import delivered_policies
-from advonline.problems.posted_price.game import Game
 from advonline.problems.posted_price.problem import PROBLEM as POSTED
 from advonline.simultaneous import delivered_params
 from advonline.train import train
@@ -63,7 +62,7 @@ def measure_trained(
     and ``baselines`` with ``budget``. Returns the delivered parameters and the
     measurements."""
     state, _, _ = checkpoint.load(folder)
-    game = Game.build(config)
+    game = config.build_game()
     params = delivered_params(game, state)  # the network (a mixture's is in the policies)
     policies = delivered_policies(game, state)
     policies.update({n: make_baseline(n, config.setting) for n in baselines})

@@ -93,7 +93,6 @@ from advonline.evaluation import Budget
 from advonline.huge_pages import relaunch_with_huge_pages
 from advonline.pipeline import open_run
 from advonline.problems.posted_price import figures
-from advonline.problems.posted_price.game import Game
 from advonline.problems.posted_price.grid_certify import certify_policy
 
 #: config -> (target kind, factor, training time limit in seconds on 2 CPU cores)
@@ -249,7 +248,7 @@ def _measure(name: str, seed: int, folder: Path, budget: Budget, baselines) -> d
     _, measured = measure_trained(load_config(name, seed), folder, budget, baselines)
     run = open_run(folder)
     return {
-        "archive_worst": hardest_delivered(Game.build(run.config), run.state)[1],
+        "archive_worst": hardest_delivered(run.game, run.state)[1],
         **measurement_columns(measured),
         "budget": budget.describe(),
     }
@@ -290,7 +289,7 @@ def network_certificate(row: dict, out: Path) -> float:
     except (OSError, ValueError, KeyError):
         pass
     run = open_run(folder)
-    game = Game.build(run.config)
+    game = run.config.build_game()
     network = game.learned(game.delivered_params(run.state))["learned"]
     start = time.perf_counter()
     found = certify_policy(run.config.setting, network)

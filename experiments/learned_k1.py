@@ -32,8 +32,7 @@ from advonline.baselines.posted_price.threshold import threshold_price
 from advonline.evaluation import Budget
 from advonline.huge_pages import relaunch_with_huge_pages
 from advonline.problems.posted_price import figures
-from advonline.problems.posted_price.game import Game
-from advonline.problems.posted_price.learned import learned_policies, max_relative_gap
+from advonline.problems.posted_price.learned import max_relative_gap
 from advonline.problems.posted_price.model import price_table
 from advonline.problems.posted_price.problem import PROBLEM as POSTED
 from advonline.train import METRICS_NAME
@@ -43,9 +42,8 @@ NAMES = [f"k1-u{h}-simultaneous" for h in (5, 10, 100)]
 
 def readout_gap(config, params) -> float:
     """max over the utilisation grid of |read-out - phi| / phi, in the first round."""
-    game = Game.build(config)
     setting = config.setting
-    readout = learned_policies(params, game.pricing, game.atoms)["learned-deterministic"]
+    readout = config.build_game().learned(params)["learned-deterministic"]
     with jax.enable_x64(True):
         curve = price_table(setting, readout, jnp.float64).prices[0, :, 0]
         grid = jnp.linspace(0.0, 1.0, setting.grid_size + 1, dtype=jnp.float64)

@@ -2,6 +2,7 @@
 entry point runs as a subprocess in tests/test_parallel.py and tests/test_train.py)."""
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -181,8 +182,18 @@ def test_evaluate_reaches_every_problem_through_the_one_evaluator(capsys, monkey
 
 def test_every_command_takes_every_problem_by_one_path():
     """The command line never asks which kind of problem a run belongs to: it reads configs
-    with the one reader and opens runs with the one opener, whatever the problem."""
+    with the one reader and opens runs with the one opener, whatever the problem; no module
+    of the core asks either, and every problem's config builds the one game."""
     source = Path(cli.__file__).read_text()
-    for world_test in ("training is None", "problem_config", "problem_run", "is_interface"):
-        assert world_test not in source, world_test
     assert "configs.from_tables(" in source and "pipeline.open_run(" in source
+    world_tests = re.compile(
+        r"training is None|problem\.training\b|problem_config|problem_run|is_interface|Training\("
+    )
+    for path in sorted(Path(cli.__file__).parent.glob("*.py")):
+        assert not world_tests.search(path.read_text()), path.name
+    from advonline import configs
+    from advonline.game import Game
+
+    for name in ("k1-u10-oracle", "k2-u10-oracle", "owt-u10", "adwords-n10"):
+        config = configs.load(Path(__file__).parents[1] / "experiments/configs" / f"{name}.toml")
+        assert type(config.build_game()) is Game, name

@@ -64,7 +64,8 @@ def test_no_game_holds_the_run_config():
     """``game.config.<section>`` would hand every function the whole run config: the core
     passes the section (``config.oracle``, ``config.game.temperature``) instead, and a
     problem's game holds the sections and fields it reads, not the run config."""
-    games = sorted(PROBLEMS.glob("*/*game*.py")) + [CORE / "problem_game.py"]
+    games = sorted(PROBLEMS.glob("*/*game*.py")) + [CORE / "game.py"]
+    games.append(PROBLEMS / "posted_price" / "training.py")
     checks = [(path, THROUGH_GAME) for path in sorted(CORE.glob("*.py"))]
     checks += [(path, IN_A_GAME) for path in games]
     hits = [
@@ -73,7 +74,7 @@ def test_no_game_holds_the_run_config():
         for number, line in enumerate(path.read_text().splitlines(), 1)
         if pattern.search(line)
     ]
-    assert {path.name for path in games} == {"game.py", "sampled_game.py", "problem_game.py"}
+    assert {path.name for path in games} == {"game.py", "sampled_game.py", "training.py"}
     assert hits == []
     assert THROUGH_GAME.search("oracle = game.config.oracle")
     assert IN_A_GAME.search("return self.config.setting")

@@ -7,18 +7,17 @@ import jax
 import numpy as np
 
 from advonline import configs
-from advonline.problems.posted_price.game import Game
 from advonline.problems.posted_price.sampled_game import sampled_game_step
 from advonline.simultaneous import game_step, init_state
 from tests.test_k2_run import TINY_K2
 from tests.test_train import TINY_TOML
 
 
-def _game(text: str) -> Game:
-    return Game.build(configs.from_tables(tomllib.loads(text)))
+def _game(text: str):
+    return configs.from_tables(tomllib.loads(text)).build_game()
 
 
-def _two_steps_second_guarded(game: Game, step):
+def _two_steps_second_guarded(game, step):
     state = init_state(game, jax.random.key(0))
     state, _ = step(game, state)  # warm-up: compiles
     jax.block_until_ready(state)

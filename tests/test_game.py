@@ -10,21 +10,32 @@ import pytest
 
 from advonline import configs
 from advonline.archive import empty_archive, push_first_out
-from advonline.problems.posted_price.game import (
-    Game,
+from advonline.problems.posted_price.model import Instance, expected_welfare_exact
+from advonline.problems.posted_price.optimum import offline_optimum
+from advonline.problems.posted_price.training import (
     per_round_gradient,
     reinforce_gradient,
 )
-from advonline.problems.posted_price.model import Instance, expected_welfare_exact
-from advonline.problems.posted_price.optimum import offline_optimum
 from advonline.simultaneous import game_step, init_state
 
 TINY = {
     "setting": {"low": 1.0, "high": 4.0, "rounds": 6, "max_demand": 0.25},
-    "algorithm": {"price_atoms": 5, "hidden": 8, "layers": 1, "reinforce_samples": 4096},
+    "algorithm": {
+        "price_atoms": 5,
+        "hidden": 8,
+        "layers": 1,
+        "reinforce_samples": 4096,
+        "learning_rate": 0.003,
+    },
     "adversary": {"density_levels": 5, "hidden": 8, "batch": 8},
-    "game": {"epochs": 3, "replay_size": 8, "replay_per_step": 2},
-    "oracle": {"epoch_steps": 1},
+    "game": {
+        "loop": "simultaneous",
+        "temperature": 0.02,
+        "epochs": 3,
+        "replay_size": 8,
+        "replay_per_step": 2,
+    },
+    "oracle": {"epoch_steps": 1, "restarts": 4},
 }
 
 
@@ -36,7 +47,7 @@ def _instances(setting, count: int, seed: int) -> Instance:
     return Instance(values=jnp.asarray(density * demands), demands=jnp.asarray(demands)[..., None])
 
 
-def _trained_a_little(game: Game):
+def _trained_a_little(game):
     """Parameters away from the uniform start (every weight perturbed, the zero-initialised
     last layer included), so gradients are not trivial."""
     params = init_state(game, jax.random.key(1)).algorithm
@@ -58,7 +69,7 @@ def test_per_round_gradient_is_the_gradient_of_the_exact_payoff(setting_change):
     """The forward pass of state probabilities (the backward induction's transpose, which
     pushes a sale up to ``demand_levels`` units ahead) against autodiff of the exact payoff."""
     config = {**TINY, "setting": {**TINY["setting"], **setting_change}}
-    game = Game.build(configs.from_tables(config))
+    game = configs.from_tables(config).build_game()
     setting = game.setting
     params = _trained_a_little(game)
     with jax.enable_x64(True):
@@ -83,7 +94,7 @@ def test_per_round_gradient_is_the_gradient_of_the_exact_payoff(setting_change):
 
 
 def test_reinforce_gradient_agrees_with_the_exact_one_on_average():
-    game = Game.build(configs.from_tables(TINY))
+    game = configs.from_tables(TINY).build_game()
     setting = game.setting
     params = _trained_a_little(game)
     with jax.enable_x64(True):
@@ -128,7 +139,7 @@ def test_the_replay_is_the_archive_first_in_first_out(size):
 
 
 def test_game_step_keeps_shapes_and_fills_the_replay():
-    game = Game.build(configs.from_tables(TINY))
+    game = configs.from_tables(TINY).build_game()
     state = init_state(game, jax.random.key(0))
     new_state, metrics = game_step(game, state)
     assert int(new_state.step) == 1
@@ -168,7 +179,10 @@ def test_every_shipped_config_is_valid():
         ({"game": {"steps": 240}}, "steps is not a [game] key: give epochs"),
         ({"game": {"learning_rate": 0.1}}, "belongs in [algorithm]"),
         ({"game": {"loop": "oracle", "replay_size": 8}}, "replay_size applies to"),
-        ({"oracle": {"snapshots": 4}}, "snapshots does not apply to the simultaneous loop"),
+        (
+            {"game": {"loop": "simultaneous"}, "oracle": {"snapshots": 4}},
+            "snapshots does not apply to the simultaneous loop",
+        ),
         (
             {"game": {"loop": "oracle", "epochs": 2}, "oracle": {"descent_epochs": 3}},
             "descent_epochs must be <= game.epochs",
@@ -202,17 +216,19 @@ def test_bad_configs_are_refused_with_the_key_named(data, message):
 def test_fresh_adversary_reports_a_real_instance():
     """The fresh adversary's figure is the ratio of an instance it wrote, recomputed here."""
     from advonline.baselines.posted_price import make_baseline
-    from advonline.problems.posted_price.adversary import best_response, build_adversary
+    from advonline.problems.posted_price.adversary import best_response
     from advonline.problems.posted_price.model import price_table
+    from advonline.problems.posted_price.training import adversary_config
 
     config = configs.from_tables(TINY)
     setting = config.setting
     policy = make_baseline("threshold", setting)
-    model = build_adversary(setting, config.adversary)
+    game = config.build_game()
     with jax.enable_x64(True):
         table = price_table(setting, policy, jnp.float64)
+        writer = adversary_config(game)
         found = best_response(
-            setting, model, table, config.adversary, 20, jnp.float64, jax.random.key(0)
+            setting, game.adversary, table, writer, 20, jnp.float64, jax.random.key(0)
         )
         instance = jax.tree.map(lambda leaf: leaf[None], found.worst_instance)
         welfare = float(expected_welfare_exact(setting, policy, found.worst_instance))

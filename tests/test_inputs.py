@@ -155,9 +155,12 @@ def write_config(tmp_path: Path, text: str) -> str:
     ("text", "message"),
     [
         ("[algorithm]\nhidden = 1000000000\n", "lower algorithm.hidden"),
-        ("[adversary]\nbatch = 100000000\n", "lower adversary.batch"),
+        (
+            '[game]\nloop = "simultaneous"\n[adversary]\nbatch = 100000000\n',
+            "lower adversary.batch",
+        ),
         ("[algorithm]\nlearning_rate = inf\n", "finite"),
-        ("[adversary]\nentropy = nan\n", "finite"),
+        ('[game]\nloop = "simultaneous"\n[adversary]\nentropy = nan\n', "finite"),
         ("[game]\ntemperature = inf\n", "finite"),
         ("[game]\nepochs = 2.0\n", "whole number"),
         ("[setting]\nrounds = 2e9\n", "whole number"),
@@ -181,9 +184,7 @@ def test_the_shipped_configs_pass_the_memory_check():
     from advonline import configs
 
     for path in sorted(Path("experiments/configs").glob("*.toml")):
-        if configs.problem_of(configs.read_toml(path)).training is None:
-            continue  # a problem of the interface (tests/test_game.py loads those)
-        preflight.check(memory.training_needs(configs.load(path)), available=8e9)
+        preflight.check(configs.load(path).training_needs(), available=8e9)
     small = configs.from_tables({})
     large = configs.from_tables({"algorithm": {"hidden": 16384}})
     most = max(need.bytes for need in memory.training_needs(small))

@@ -29,6 +29,7 @@ hidden = 8
 layers = 1
 rollout_rounds = 2
 payoff_runs = 2
+learning_rate = 0.003
 
 [adversary]
 density_levels = 4
@@ -36,6 +37,8 @@ hidden = 8
 batch = 4
 
 [game]
+loop = "simultaneous"
+temperature = 0.02
 epochs = 2
 replay_size = 4
 replay_per_step = 1

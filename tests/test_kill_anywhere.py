@@ -37,7 +37,7 @@ import os, signal, sys, threading
 import jax
 from advonline import checkpoint, export
 from advonline.cli import main
-from advonline.problems.posted_price.game import Game
+from advonline.game import Game
 
 fault, nth, delay = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
 calls = [0]

@@ -19,9 +19,8 @@ from advonline.mixture import snapshot_mixture
 from advonline.oracle_loop import delivered_mixture, init_oracle_state, keep_best
 from advonline.pipeline import TrainedRun, delivered_policies, export_run
 from advonline.plots import read_metrics
-from advonline.problems.posted_price import game as game_module
 from advonline.problems.posted_price import policy_writer
-from advonline.problems.posted_price.game import Game
+from advonline.problems.posted_price import training as game_module
 from advonline.problems.posted_price.model import Instance, rollout, simulate
 from advonline.problems.posted_price.optimum import device_optimum, offline_optimum
 from advonline.problems.posted_price.oracles import (
@@ -46,10 +45,25 @@ TINY = {
         "max_demand": 0.5,
         "demand_levels": 2,
     },
-    "algorithm": {"price_atoms": 4, "hidden": 8, "layers": 1, "shared_resources": True},
+    "algorithm": {
+        "price_atoms": 4,
+        "hidden": 8,
+        "layers": 1,
+        "shared_resources": True,
+        "learning_rate": 0.003,
+    },
     "adversary": {"density_levels": 4, "conditioning": "state"},
-    "game": {"loop": "oracle", "epochs": 2},
-    "oracle": {"epoch_steps": 1, "archive_size": 8, "snapshots": 3, "new_per_epoch": 2},
+    "game": {"loop": "oracle", "epochs": 2, "temperature": 0.02},
+    "oracle": {
+        "epoch_steps": 1,
+        "archive_size": 8,
+        "snapshots": 3,
+        "new_per_epoch": 2,
+        "restarts": 4,
+        "anchor": 3.0,
+        "mixtures": True,
+        "rescore_best": False,
+    },
 }
 RUN_CONFIG = configs.from_tables(TINY)
 
@@ -57,10 +71,10 @@ RUN_CONFIG = configs.from_tables(TINY)
 @pytest.fixture(scope="module")
 def three_members():
     """A game and a mixture of three random, sharp pricing networks with weights .5/.3/.2."""
-    game = Game.build(RUN_CONFIG)
+    game = RUN_CONFIG.build_game()
     keys = jax.random.split(jax.random.key(7), 3)
     params = [
-        jax.tree.map(lambda leaf: 4 * leaf, game.pricing.init(k, jnp.zeros(2), jnp.zeros(())))
+        jax.tree.map(lambda leaf: 4 * leaf, game.head.module.init(k, jnp.zeros(2), jnp.zeros(())))
         for k in keys
     ]
     stacked = jax.tree.map(lambda *leaves: jnp.stack(leaves), *params)

@@ -13,7 +13,6 @@ from advonline import configs
 from advonline.baselines.posted_price import make_baseline
 from advonline.baselines.posted_price.exponential import exponential_price
 from advonline.problems.posted_price.families import family_demand_pairs, make_family, write_out
-from advonline.problems.posted_price.game import Game, per_round_gradient
 from advonline.problems.posted_price.model import (
     Instance,
     PriceDistribution,
@@ -25,6 +24,7 @@ from advonline.problems.posted_price.model import (
 from advonline.problems.posted_price.networks import AlgorithmNetwork
 from advonline.problems.posted_price.optimum import offline_optimum
 from advonline.problems.posted_price.sampled_game import rollout_gradient
+from advonline.problems.posted_price.training import per_round_gradient
 
 TWO = Setting(resources=2, capacities=(1.0, 1.0), rounds=12, max_demand=0.5, demand_levels=2)
 
@@ -145,10 +145,11 @@ def test_rollout_gradient_is_unbiased_for_the_exact_gradient():
         "setting": {"low": 1.0, "high": 4.0, "rounds": 6, "max_demand": 0.25},
         "algorithm": {"price_atoms": 5, "hidden": 8, "layers": 1, "rollout_rounds": 6},
         "adversary": {"density_levels": 5, "hidden": 8, "batch": 8},
+        "game": {"loop": "simultaneous"},
     }
-    game = Game.build(configs.from_tables(data))
+    game = configs.from_tables(data).build_game()
     setting = game.setting
-    params = game.pricing.init(jax.random.key(2), jnp.zeros(1), jnp.zeros(()))
+    params = game.head.module.init(jax.random.key(2), jnp.zeros(1), jnp.zeros(()))
     params = jax.tree.map(  # away from the uniform start
         lambda leaf: leaf + 0.5 * jax.random.normal(jax.random.key(3), leaf.shape), params
     )

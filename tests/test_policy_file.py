@@ -12,7 +12,6 @@ import pytest
 
 from advonline import configs
 from advonline.problems.posted_price import policy_writer
-from advonline.problems.posted_price.game import Game
 from advonline.problems.posted_price.learned import LearnedPolicy, LearnedPriceCurve
 from advonline.problems.posted_price.model import Observation, Setting
 from advonline.problems.posted_price.networks import AlgorithmNetwork
@@ -103,14 +102,12 @@ def test_several_resources_draw_one_shared_quantile():
 
 
 def test_the_k1_u10_network_file_is_under_one_megabyte():
-    game = Game.build(configs.load(CONFIGS / "k1-u10-simultaneous.toml"))
-    params = game.pricing.init(jax.random.key(0), jnp.zeros(1), jnp.zeros(()))
+    game = configs.load(CONFIGS / "k1-u10-simultaneous.toml").build_game()
+    params = game.head.module.init(jax.random.key(0), jnp.zeros(1), jnp.zeros(()))
     params = jax.tree.map(
         lambda leaf: leaf + 0.1234567 * jnp.ones_like(leaf), params
     )  # dense digits
-    document = policy_writer.network_document(
-        game.setting, game.pricing, params, game.atoms, False, provenance={}
-    )
+    document = game.network_document(params, False, provenance={})
     size = len(json.dumps(document, separators=(",", ":")))
     assert 10_000 < size < 1_000_000, size
     assert isinstance(parse(document), NetworkPolicy)

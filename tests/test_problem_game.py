@@ -1,4 +1,4 @@
-"""The oracle loop's game for problems of the interface (advonline/problem_game.py): its payoffs
+"""The oracle loop's game for problems of the interface (advonline/game.py): its payoffs
 and update are the problem's, and without a certificate the kept network is measured on the
 same inputs as the one it is compared with."""
 
@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 
 from advonline import configs, sources
+from advonline.game import Game
 from advonline.oracle_loop import init_oracle_state, measure_epoch, snapshot_payoffs, train_epoch
 from advonline.problem import payoffs_of
-from advonline.problem_game import ProblemGame
 from advonline.ratio import ratios_of_payoffs
 
 ADWORDS = """
@@ -43,9 +43,9 @@ search_steps = 8
 """
 
 
-def _game(text: str) -> tuple[configs.RunConfig, ProblemGame]:
+def _game(text: str) -> tuple[configs.RunConfig, Game]:
     config = configs.from_tables(tomllib.loads(text), "test")
-    game = ProblemGame.build(config.problem, config.setting, _head(config), 0.01)
+    game = Game.build(config.problem, config.setting, _head(config), 0.01)
     return config, game
 
 
@@ -55,8 +55,8 @@ def _head(config: configs.RunConfig) -> dict:
 
 def test_payoffs_and_ascent_are_the_problems():
     config, game = _game(ADWORDS)
-    assert game == ProblemGame.build(config.problem, config.setting, _head(config), 0.01)
-    again = ProblemGame.build(config.problem, config.setting, _head(config), 0.01)
+    assert game == Game.build(config.problem, config.setting, _head(config), 0.01)
+    again = Game.build(config.problem, config.setting, _head(config), 0.01)
     assert hash(game) == hash(again)
     assert not game.certifies and not game.mixes
     params = game.init_params(jax.random.key(1))

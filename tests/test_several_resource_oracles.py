@@ -15,7 +15,6 @@ from advonline.baselines.posted_price import make_baseline
 from advonline.oracle_loop import payoff_matrix
 from advonline.problems.posted_price.adversary import build_adversary
 from advonline.problems.posted_price.config import AdversaryConfig
-from advonline.problems.posted_price.game import Game
 from advonline.problems.posted_price.model import Buyer, Setting, mean_welfare
 from advonline.problems.posted_price.optimum import batch_optimum
 from advonline.problems.posted_price.oracles import local_search_oracle, random_types, typed_ratios
@@ -29,8 +28,8 @@ TWO = Setting(resources=2, capacities=(1.0, 1.0), rounds=10, max_demand=0.5, dem
 @pytest.fixture(scope="module")
 def two_resources():
     model = build_adversary(TWO, AdversaryConfig(density_levels=8, conditioning="state"))
-    game = Game.build(configs.from_tables(_tiny_config(4)))
-    params = game.pricing.init(jax.random.key(3), jnp.zeros(2), jnp.zeros(()))
+    game = configs.from_tables(_tiny_config(4)).build_game()
+    params = game.head.module.init(jax.random.key(3), jnp.zeros(2), jnp.zeros(()))
     policy = game.policy(jax.tree.map(lambda leaf: 3 * leaf, params))  # sharper prices
     table = algorithm_table(TWO, policy, jnp.float32)
     return model, policy, table, model.type_sale_table(table, jnp.float32)
@@ -145,7 +144,7 @@ def test_a_two_resource_run_scores_its_archive_incrementally_and_never_rises(tmp
     assert all(row["upper_bound"] == "" for row in rows)  # no certificate for K >= 2
     # The payoff matrix kept up by rows and columns equals one computed afresh.
     archive = state.archive
-    game = Game.build(config)
+    game = config.build_game()
     fresh = payoff_matrix(game, archive.snapshots, archive.types, archive.optimum)
     rows_used, columns = snapshot_slots(archive), instance_slots(archive)
     np.testing.assert_allclose(

@@ -12,7 +12,6 @@ from advonline.baselines.posted_price import make_baseline
 from advonline.problems.posted_price.adversary import best_response, build_adversary, scaled_state
 from advonline.problems.posted_price.certify import certify_dp
 from advonline.problems.posted_price.config import AdversaryConfig
-from advonline.problems.posted_price.game import Game
 from advonline.problems.posted_price.model import (
     Buyer,
     PriceDistribution,
@@ -26,17 +25,29 @@ from advonline.simultaneous import game_step, init_state
 
 SMALL = {
     "setting": {"low": 1.0, "high": 4.0, "rounds": 12, "max_demand": 0.125, "demand_levels": 2},
-    "algorithm": {"price_atoms": 6, "hidden": 8, "layers": 1, "round_input": False},
+    "algorithm": {
+        "price_atoms": 6,
+        "hidden": 8,
+        "layers": 1,
+        "round_input": False,
+        "learning_rate": 0.003,
+    },
     "adversary": {"density_levels": 6, "hidden": 16, "batch": 16, "conditioning": "state"},
-    "game": {"epochs": 2, "replay_size": 8, "replay_per_step": 2},
-    "oracle": {"epoch_steps": 1},
+    "game": {
+        "loop": "simultaneous",
+        "temperature": 0.02,
+        "epochs": 2,
+        "replay_size": 8,
+        "replay_per_step": 2,
+    },
+    "oracle": {"epoch_steps": 1, "restarts": 4},
 }
 
 
 def _written(policy_name: str, seed: int = 0):
     config = configs.from_tables(SMALL)
     setting = config.setting
-    model = build_adversary(setting, config.adversary)
+    model = config.build_game().adversary
     params = model.init(jax.random.key(seed))
     table = price_table(setting, make_baseline(policy_name, setting), jnp.float32)
     written = model.write(params, setting, jax.random.key(seed + 1), 16, jnp.float32, table)
@@ -48,7 +59,7 @@ def test_type_sale_table_is_the_acceptance_rule():
     type, atom and state, for a table whose prices are unsorted and differ by state, with two
     demand levels and ties (a price exactly at a type's density)."""
     config = configs.from_tables(SMALL)
-    model = build_adversary(config.setting, config.adversary)
+    model = config.build_game().adversary
     values, demands = model.type_buyers(jnp.float32)
     key_prices, key_probs = jax.random.split(jax.random.key(3))
     shape = (config.setting.rounds, config.setting.grid_size + 1, 7)
@@ -132,7 +143,7 @@ def test_a_fresh_state_adversary_finds_the_ramp_against_the_threshold():
 
 
 def test_a_game_step_with_the_state_adversary_trains_both_players():
-    game = Game.build(configs.from_tables(SMALL))
+    game = configs.from_tables(SMALL).build_game()
     state = init_state(game, jax.random.key(0))
     new_state, metrics = game_step(game, state)
     assert float(metrics.adversary_ratio) >= 1
@@ -148,6 +159,7 @@ def test_state_conditioning_for_several_resources_needs_the_oracle_loop():
     data = {
         "setting": {"resources": 2, "capacities": [1.0, 1.0]},
         "adversary": {"conditioning": "state"},
+        "game": {"loop": "simultaneous"},
     }
     with pytest.raises(configs.ConfigError, match='needs game.loop = "oracle"'):
         configs.from_tables(data)

@@ -18,7 +18,6 @@ from flax import serialization
 
 from advonline import checkpoint, checksums, configs
 from advonline.cli import main
-from advonline.problems.posted_price.game import Game
 from advonline.simultaneous import delivered_params
 from advonline.train import train
 
@@ -33,6 +32,7 @@ max_demand = 0.25
 price_atoms = 4
 hidden = 8
 layers = 1
+learning_rate = 0.003
 
 [adversary]
 density_levels = 4
@@ -40,6 +40,8 @@ hidden = 8
 batch = 8
 
 [game]
+loop = "simultaneous"
+temperature = 0.02
 epochs = {epochs}
 replay_size = 8
 replay_per_step = 2
@@ -197,7 +199,7 @@ def test_the_run_delivers_the_measured_iterate_with_the_lowest_bound(tmp_path):
     assert len(set(bounds)) > 1 and best_step < steps  # a real choice, not the last iterate
     assert float(state.best_score) == pytest.approx(min(bounds), rel=1e-6)
 
-    game = Game.build(swinging_config(steps))
+    game = swinging_config(steps).build_game()
     delivered = delivered_params(game, checkpoint.load(tmp_path / "full")[0])
     train(swinging_config(best_step), tmp_path / "stopped")  # its best is its last step
     stopped = checkpoint.load(tmp_path / "stopped")[0]

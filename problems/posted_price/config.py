@@ -1,26 +1,26 @@
-"""Posted pricing's tables of a run config (advonline/configs.py): ``[algorithm]`` (the pricing
-network and its update) and ``[adversary]`` (the adversary network, its buyer types and its
-update), how they must fit the setting and the core's ``[game]`` and ``[oracle]``
-(:func:`check_run`), and its defaults for ``[game]``."""
+"""Posted pricing's keys of a run config (advonline/configs.py): the ``[algorithm]`` keys its
+policy head reads (:class:`HeadConfig`: the pricing network and its update), its own
+``[adversary]`` keys (:class:`WriterOptions`: the buyer types and the writer's
+conditioning), the writer as its modules see it (:class:`AdversaryConfig`) and how the tables
+must fit the setting (:func:`check_run`)."""
 
 from __future__ import annotations
 
 import dataclasses
 
-from advonline.configs import RunConfig, positive, positive_float
+from advonline.configs import RunConfig, positive
 
 UPDATES = ("per-round", "reinforce")
 CONDITIONINGS = ("noise", "state")
 
 
 @dataclasses.dataclass(frozen=True)
-class AlgorithmConfig:
-    """The pricing network and its update."""
+class HeadConfig:
+    """The pricing network and its update (the ``[algorithm]`` table but its learning rate)."""
 
     price_atoms: int = 64  # A, prices geometric in [L, U]
     hidden: int = 64
     layers: int = 2
-    learning_rate: float = 3e-3
     update: str = "per-round"  # "per-round" (all actions, exact Q) or "reinforce" (ablation)
     reinforce_samples: int = 8  # sampled runs per instance for REINFORCE
     round_input: bool = True  # the network sees t / T (False: the horizon is unknown to it)
@@ -39,7 +39,6 @@ class AlgorithmConfig:
             "rollout_rounds",
             "payoff_runs",
         )
-        problems += positive_float("algorithm", self, "learning_rate")
         if self.price_atoms < 2:
             problems.append("algorithm.price_atoms must be >= 2")
         if self.update not in UPDATES:
@@ -48,46 +47,49 @@ class AlgorithmConfig:
 
 
 @dataclasses.dataclass(frozen=True)
-class AdversaryConfig:
-    """The adversary network, its buyer types and its REINFORCE update."""
+class WriterOptions:
+    """Posted pricing's own ``[adversary]`` keys: the buyer types instances are written in
+    (training's encoding) and what the writer conditions on."""
 
     density_levels: int = 64  # geometric densities in [L, U], each with a just-below copy
+    conditioning: str = "noise"  # "noise": a noise vector and the round; "state": also the
+    # algorithm's state as the instance is written (see problems/posted_price/adversary.py)
+
+    def check(self) -> list[str]:
+        problems = positive("adversary", self, "density_levels")
+        if self.conditioning not in CONDITIONINGS:
+            problems.append(f"adversary.conditioning must be one of {', '.join(CONDITIONINGS)}")
+        return problems
+
+
+@dataclasses.dataclass(frozen=True)
+class AdversaryConfig:
+    """The writer as posted pricing's modules read it: the core's ``[adversary]`` keys and
+    :class:`WriterOptions`."""
+
+    density_levels: int = 64
     latent: int = 4  # Z, size of the noise vector an instance is conditioned on
     hidden: int = 64
     layers: int = 2
     learning_rate: float = 1e-2
     batch: int = 64  # instances written per update
     entropy: float = 0.01  # bonus on the per-round type distributions
-    conditioning: str = "noise"  # "noise": a noise vector and the round; "state": also the
-    # algorithm's state as the instance is written (K = 1; see problems/posted_price/adversary.py)
-
-    def check(self) -> list[str]:
-        problems = positive(
-            "adversary", self, "density_levels", "latent", "hidden", "layers", "batch"
-        )
-        problems += positive_float("adversary", self, "learning_rate")
-        if self.entropy < 0:
-            problems.append("adversary.entropy must be >= 0")
-        if self.conditioning not in CONDITIONINGS:
-            problems.append(f"adversary.conditioning must be one of {', '.join(CONDITIONINGS)}")
-        return problems
-
-
-#: The classes of posted pricing's [algorithm] and [adversary] tables.
-SECTIONS = {"algorithm": AlgorithmConfig, "adversary": AdversaryConfig}
-#: Posted pricing's own defaults for the core's [game] table.
-DEFAULTS = {"game": {"loop": "simultaneous", "temperature": 0.02}}
+    conditioning: str = "noise"
 
 
 def check_run(config: RunConfig) -> list[str]:
-    """What is wrong with how posted pricing's sections fit each other and the core's."""
+    """What is wrong with how a posted-pricing run's tables fit its setting and each other."""
+    from advonline.problems.posted_price.training import read_head
+
     problems = []
-    if config.algorithm.rollout_rounds > config.setting.rounds:
+    head = read_head(config.algorithm.head)
+    conditioning = config.writer_options.conditioning
+    if head.rollout_rounds > config.setting.rounds:
         problems.append("algorithm.rollout_rounds must be <= setting.rounds")
-    if config.algorithm.shared_resources and len(set(config.setting.capacities)) > 1:
+    if head.shared_resources and len(set(config.setting.capacities)) > 1:
         problems.append("algorithm.shared_resources needs every capacity equal")
     several = config.setting.resources != 1
-    if config.adversary.conditioning == "state" and several and config.game.loop != "oracle":
+    if conditioning == "state" and several and config.game.loop != "oracle":
         problems.append(
             'adversary.conditioning = "state" with several resources needs game.loop = "oracle"'
         )
@@ -103,8 +105,8 @@ def check_run(config: RunConfig) -> list[str]:
         problems.append("oracle.descent_epochs must be <= game.epochs")
     if several and not config.setting.divisible:
         problems.append("several resources need divisible buyers (OPT from the JAX dual LP)")
-    if config.game.loop == "oracle" and several:
-        if config.adversary.conditioning != "state":
+    if config.game.loop == "oracle" and several and config.oracle.restarts:
+        if conditioning != "state":
             problems.append(
                 'game.loop = "oracle" with several resources needs adversary.conditioning = "state"'
             )

@@ -38,7 +38,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from advonline.problem_game import DESCENT_FINAL_RATE
+from advonline.game import DESCENT_FINAL_RATE
 from advonline.problems.posted_price import policy_writer
 from advonline.problems.posted_price.certify import (
     DEFAULT_WORK_LIMIT,

@@ -4,9 +4,11 @@ grid G + 1, batches, hidden size, densities, price atoms, demand vectors)."""
 
 from __future__ import annotations
 
+import dataclasses
+
 from advonline.configs import RunConfig
 from advonline.preflight import FLOAT32, FLOAT64, Need
-from advonline.problems.posted_price.config import AdversaryConfig, AlgorithmConfig
+from advonline.problems.posted_price.config import AdversaryConfig, HeadConfig
 from advonline.problems.posted_price.model import Setting
 
 
@@ -51,7 +53,7 @@ def evaluation_needs(setting: Setting, budget) -> list[Need]:
         needs += [
             Need(
                 "the price table [T, G + 1, atoms]",
-                FLOAT64 * rounds * states * AlgorithmConfig.price_atoms,
+                FLOAT64 * rounds * states * HeadConfig.price_atoms,
                 "the setting's rounds or max_demand (G = demand_levels / max_demand)",
             ),
             Need(
@@ -65,7 +67,13 @@ def evaluation_needs(setting: Setting, budget) -> list[Need]:
 
 def training_needs(config: RunConfig) -> list[Need]:
     """The training run's largest arrays (float32), from its config."""
-    setting, algorithm, adversary = config.setting, config.algorithm, config.adversary
+    from advonline.configs import AdversaryTable
+    from advonline.problems.posted_price.training import read_head
+
+    setting, algorithm = config.setting, read_head(config.algorithm.head)
+    table = config.adversary if config.adversary is not None else AdversaryTable()
+    options = dataclasses.asdict(config.writer_options)
+    adversary = AdversaryConfig(**dataclasses.asdict(table), **options)
     rounds, states, k = setting.rounds, setting.grid_size + 1, setting.resources
     types = type_count(setting, adversary.density_levels)
     needs = [

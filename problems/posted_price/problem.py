@@ -1,13 +1,13 @@
 """Posted pricing as an advonline problem (advonline/problem.py): its ``PROBLEM``.
 
-Posted pricing trains with the full game: its :class:`~advonline.problem.Training` bundle
-gives the core its config sections, memory estimates and game (:mod:`posted_price.game`),
-and the run pipeline
-(``advonline/pipeline.py``) trains, exports and plots through them. The evaluator measures
+Posted pricing brings every optional capability of the interface: its training pieces
+(:mod:`posted_price.training`: the per-round update, the oracles over buyer types, the DP
+certificate's draws and descent, the state-conditioned writer, its policy files and views)
+and its memory estimates, which the core's game and run pipeline call. The evaluator measures
 it with its own sources (:func:`posted_price.evaluate.sources`: the DP certificate, the
 state-conditioned fresh adversary, the families per demand pair) and runs the baselines on a
 buyer trace (:func:`posted_price.evaluate.trace`). ``families``, ``export`` and ``load`` are
-left ``None``: the game writes its policy files (with provenance and versions) and the
+left ``None``: its documents write the policy files (with provenance and versions) and the
 evaluator sweeps its families itself.
 """
 
@@ -22,7 +22,7 @@ import jax.numpy as jnp
 
 from advonline import ratio
 from advonline.baselines.posted_price import BASELINES
-from advonline.problem import Cases, Certificate, LowerBound, PolicyHead, Problem, Training
+from advonline.problem import Cases, Certificate, LowerBound, PolicyHead, Problem
 from advonline.problems.posted_price import (
     by_hand,
     config,
@@ -33,10 +33,10 @@ from advonline.problems.posted_price import (
     model,
     policy_file,
     product_grid,
+    training,
 )
 from advonline.problems.posted_price.buyer_types import BuyerTypes
-from advonline.problems.posted_price.game import Game
-from advonline.problems.posted_price.learned import LearnedPolicy, price_atoms
+from advonline.problems.posted_price.learned import LearnedPolicy, LearnedPriceCurve, price_atoms
 from advonline.problems.posted_price.networks import AlgorithmNetwork
 from advonline.problems.posted_price.optimum import offline_optimum
 from advonline.problems.posted_price.oracles import mutate, random_types
@@ -57,7 +57,8 @@ class TypeEncoding:
 
     @functools.cached_property
     def types(self) -> BuyerTypes:
-        return BuyerTypes.build(self.setting, self.density_levels)
+        with jax.ensure_compile_time_eval():  # constants, even when first asked inside jit
+            return BuyerTypes.build(self.setting, self.density_levels)
 
     @property
     def vocabulary(self) -> int:
@@ -78,8 +79,9 @@ class TypeEncoding:
         return jax.vmap(lambda k, t: mutate(self.types, k, t))(keys, tokens)
 
 
-def encoding(setting: model.Setting) -> TypeEncoding:
-    return TypeEncoding(setting)
+def encoding(setting: model.Setting, options: config.WriterOptions | None = None) -> TypeEncoding:
+    """Buyer types over ``options.density_levels`` densities (a run's), else the default."""
+    return TypeEncoding(setting, DENSITY_LEVELS if options is None else options.density_levels)
 
 
 def payoffs(
@@ -98,13 +100,17 @@ def payoffs(
     return ratio.payoff(earned, optimum)
 
 
-def policy_head(setting: model.Setting, config: dict) -> PolicyHead:
+def policy_head(setting: model.Setting, keys: dict) -> PolicyHead:
+    """The pricing network the ``[algorithm]`` keys describe (:class:`config.HeadConfig`;
+    ValueError names a key or value it cannot use)."""
+    head = training.read_head(tuple(sorted(keys.items())))
     network = AlgorithmNetwork(
         resources=setting.resources,
-        atoms=config.get("price_atoms", 64),
-        hidden=config.get("hidden", 64),
-        layers=config.get("layers", 2),
-        use_round=config.get("round_input", True),
+        atoms=head.price_atoms,
+        hidden=head.hidden,
+        layers=head.layers,
+        use_round=head.round_input,
+        shared_resources=head.shared_resources,
     )
     atoms = price_atoms(setting, network.atoms)
     example = (jnp.zeros(setting.resources), jnp.zeros(()))
@@ -178,11 +184,14 @@ PROBLEM = Problem(
     trace=evaluate.trace,
     evaluation_needs=memory.evaluation_needs,
     certifies_mixtures=True,
-    training=Training(
-        sections=config.SECTIONS,
-        check_run=config.check_run,
-        training_needs=memory.training_needs,
-        game=Game.build,  # (run_config, mesh)
-        defaults=config.DEFAULTS,
-    ),
+    update=training.UPDATE,
+    oracles=training.ORACLES,
+    training_certificate=training.TRAINING_CERTIFICATE,
+    writer=training.WRITER,
+    documents=training.DOCUMENTS,
+    views=training.VIEWS,
+    state_distributions=training.state_distributions,
+    read_out=LearnedPriceCurve,
+    training_needs=memory.training_needs,
+    check_run=config.check_run,
 )

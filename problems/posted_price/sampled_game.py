@@ -1,6 +1,6 @@
 """The game for several resources (K >= 2): the per-round update by rollouts.
 
-For K = 1 :mod:`posted_price.game` computes every state's action values exactly by backward
+For K = 1 :mod:`posted_price.training` computes every state's action values exactly by backward
 induction. With K resources the state (round, utilisation of each resource) is too large for
 that, so the values come from rollouts of the one simulator (docs/method.md §3):
 
@@ -40,9 +40,9 @@ import optax
 
 from advonline.adversary import Written, adversary_update, write_batch
 from advonline.problems.posted_price.adversary import sampled_payoffs
-from advonline.problems.posted_price.game import Game, reinforce_gradient
 from advonline.problems.posted_price.model import Buyer, Instance, purchase, rollout
 from advonline.problems.posted_price.optimum import device_optimum
+from advonline.problems.posted_price.training import atoms, head, pricing, reinforce_gradient
 from advonline.ratio import softmin_weights
 from advonline.simultaneous import GameState, StepMetrics, step_metrics, training_pool
 
@@ -57,11 +57,11 @@ class SaleGains(NamedTuple):
 
 
 def sale_gains(
-    game: Game, params: dict, instance: Instance, optimum: jax.Array, key: jax.Array
+    game, params: dict, instance: Instance, optimum: jax.Array, key: jax.Array
 ) -> SaleGains:
     """One run of the policy on ``instance`` and, at ``rollout_rounds`` random rounds of it,
     ``G_t / OPT`` by two continuations from round t + 1 with the same random numbers."""
-    setting, count = game.setting, game.algorithm_config.rollout_rounds
+    setting, count = game.setting, head(game).rollout_rounds
     policy = game.policy(jax.lax.stop_gradient(params))
     key_run, key_rounds, key_next = jax.random.split(key, 3)
     run = rollout(setting, policy, instance, key_run, jnp.float32)
@@ -84,7 +84,7 @@ def sale_gains(
 
 
 def rollout_gradient(
-    game: Game,
+    game,
     params: dict,
     instances: Instance,
     optimum: jax.Array,
@@ -103,25 +103,25 @@ def rollout_gradient(
     demands = instances.demands[rows, found.rounds]  # [P, R, K]
     paid = found.unit_prices * demands
     others = paid.sum(-1, keepdims=True) - paid  # what the other resources cost, [P, R, K]
-    atoms = jnp.asarray(game.atoms, values.dtype)
-    bundle_price = atoms[None, None, None] * demands[..., None] + others[..., None]
+    price = jnp.asarray(atoms(game), values.dtype)
+    bundle_price = price[None, None, None] * demands[..., None] + others[..., None]
     accept = values[..., None, None] >= bundle_price  # price atom a on resource k: bought?
     accept &= (demands.sum(-1) > 0)[..., None, None]  # [P, R, K, A]
-    scale = setting.rounds / game.algorithm_config.rollout_rounds
+    scale = setting.rounds / head(game).rollout_rounds
     coefficient = jax.lax.stop_gradient(weights[:, None] * found.gain * scale)  # [P, R]
     fractions = found.rounds.astype(values.dtype) / setting.rounds
 
     def expected_sales(p):
-        logits = game.pricing.apply(p, found.utilisation, fractions)  # [P, R, K, A]
+        logits = pricing(game).apply(p, found.utilisation, fractions)  # [P, R, K, A]
         probs = jax.nn.softmax(logits, axis=-1)
         return jnp.sum(coefficient[..., None, None] * probs * accept)
 
     return jax.grad(expected_sales)(params)
 
 
-def pool_payoffs(game: Game, params: dict, instances: Instance, optimum, key) -> jax.Array:
+def pool_payoffs(game, params: dict, instances: Instance, optimum, key) -> jax.Array:
     """Payoffs ``[B]``: mean welfare of ``payoff_runs`` runs of the current policy over OPT."""
-    runs = game.algorithm_config.payoff_runs
+    runs = head(game).payoff_runs
     return sampled_payoffs(game.setting, game.policy(params), instances, optimum, key, runs)
 
 
@@ -129,7 +129,7 @@ _pool_payoffs = jax.jit(pool_payoffs, static_argnums=0)
 
 
 @functools.partial(jax.jit, static_argnums=0)
-def sampled_game_step(game: Game, state: GameState) -> tuple[GameState, StepMetrics]:
+def sampled_game_step(game, state: GameState) -> tuple[GameState, StepMetrics]:
     """One step of the K >= 2 game, one jitted program: ``n_adv`` adversary updates, each
     batch's OPT from the JAX dual LP, then ``n_alg`` algorithm updates
     (:func:`_algorithm_updates`)."""
@@ -137,7 +137,7 @@ def sampled_game_step(game: Game, state: GameState) -> tuple[GameState, StepMetr
     return _algorithm_updates(game, state, written, optimum, payoff, key)
 
 
-def _adversary_updates(game: Game, state: GameState):
+def _adversary_updates(game, state: GameState):
     """``n_adv`` adversary updates, each batch's OPT from the JAX dual LP; the state after
     them, the last batch, its OPT and payoffs, and the algorithm's key."""
     setting, batch = game.setting, game.adversary_config.batch
@@ -161,7 +161,7 @@ def _adversary_updates(game: Game, state: GameState):
 
 @functools.partial(jax.jit, static_argnums=0)
 def _algorithm_updates(
-    game: Game,
+    game,
     state: GameState,
     written: Written,
     optimum: jax.Array,
@@ -179,7 +179,7 @@ def _algorithm_updates(
         key, key_payoffs, key_gradient = jax.random.split(key, 3)
         pool_payoff = pool_payoffs(game, algorithm, pool, pool_optimum, key_payoffs)
         weights = softmin_weights(pool_payoff, valid, loop.temperature)
-        per_round = game.algorithm_config.update == "per-round"
+        per_round = head(game).update == "per-round"
         gradient = rollout_gradient if per_round else reinforce_gradient
         ascent = gradient(game, algorithm, pool, pool_optimum, weights, key_gradient)
         descent = jax.tree.map(jnp.negative, ascent)
