@@ -32,9 +32,6 @@ algorithm's state: the utilisation grid for K = 1, the product grid of
 :mod:`posted_price.product_grid` for K >= 2 with state conditioning) and OPT is computed in
 ``jit`` (:func:`~posted_price.optimum.device_optimum`), so the only noise in its REINFORCE
 gradient is which instances were drawn; the whole best response is one jitted ``lax.scan``.
-:func:`best_response_sampled` (the noise-conditioned K >= 2 adversary) takes ``E[ALG]`` as the
-mean of sampled runs of the one simulator and OPT from SciPy's HiGHS, so each step is a
-Python loop around jitted pieces with the solver in between, outside ``jit``.
 """
 
 from __future__ import annotations
@@ -51,11 +48,8 @@ from advonline import ratio
 from advonline.adversary import (
     NoiseWriter,
     Written,
-    adversary_optimizer,
-    adversary_update,
     token_log_prob,
     train_fresh,
-    write_batch,
 )
 from advonline.networks import AdversaryNetwork
 from advonline.problems.posted_price.buyer_types import BuyerTypes
@@ -70,12 +64,11 @@ from advonline.problems.posted_price.model import (
     TablePolicy,
     demand_units,
     mean_welfare,
-    price_table,
     rollout,
     sell_probability,
 )
 from advonline.problems.posted_price.networks import StateAdversaryNetwork
-from advonline.problems.posted_price.optimum import device_optimum, offline_optimum
+from advonline.problems.posted_price.optimum import device_optimum
 from advonline.problems.posted_price.product_grid import GridTablePolicy, state_index
 from advonline.problems.posted_price.typed_payoffs import (
     payoffs_given_sales,
@@ -334,70 +327,3 @@ def sampled_payoffs(
     the simulator (one run for a deterministic policy: then it is exact)."""
     welfare = mean_welfare(setting, policy, instances, key, samples, optimum.dtype)
     return ratio.payoff(welfare, optimum)
-
-
-def best_response_sampled(
-    setting: Setting,
-    model: AdversaryModel,
-    policy: Policy,
-    config: AdversaryConfig,
-    steps: int,
-    dtype,
-    key: jax.Array,
-    samples: int,
-) -> BestResponse:
-    """:func:`best_response` for any K: a fresh adversary trained for ``steps`` REINFORCE steps
-    against the frozen ``policy``, with sampled ``E[ALG]`` (``samples`` runs per instance) and
-    OPT from HiGHS between the jitted pieces.
-
-    The worst instance's ratio is measured again with ``8 * samples`` fresh runs, since the
-    largest of many noisy means is biased upwards; that figure is ``worst_ratio``.
-    """
-    key_init, key_steps, key_check = jax.random.split(key, 3)
-    params = model.init(key_init)
-    opt_state = adversary_optimizer(config).init(params)
-    by_step, worst_by_step, types_by_step = [], [], []
-    for key_step in jax.random.split(key_steps, steps):
-        key_write, key_runs = jax.random.split(key_step)
-        written = write_batch(model, params, setting, key_write, config.batch, dtype)
-        optimum = offline_optimum(setting, written.instances)  # HiGHS, outside jit
-        payoff = sampled_payoffs(setting, policy, written.instances, optimum, key_runs, samples)
-        params, opt_state = adversary_update(model, config, params, opt_state, written, payoff)
-        index = int(jnp.argmin(payoff))
-        by_step.append(1.0 / payoff[index])
-        worst_by_step.append(jax.tree.map(lambda leaf, i=index: leaf[i], written.instances))
-        types_by_step.append(written.chosen[index])
-    ratio_by_step = jnp.stack(by_step)
-    worst_by_step = jax.tree.map(lambda *leaves: jnp.stack(leaves), *worst_by_step)
-    best = int(jnp.argmax(ratio_by_step))
-    worst_instance = jax.tree.map(lambda leaf: leaf[best], worst_by_step)
-    single = jax.tree.map(lambda leaf: leaf[None], worst_instance)
-    checked = sampled_payoffs(
-        setting, policy, single, offline_optimum(setting, single), key_check, 8 * samples
-    )
-    return BestResponse(
-        1.0 / checked[0],
-        worst_instance,
-        ratio_by_step,
-        worst_by_step,
-        params,
-        jnp.stack(types_by_step),
-    )
-
-
-def fresh_best_response(
-    setting: Setting,
-    model: AdversaryModel,
-    policy: Policy,
-    config: AdversaryConfig,
-    steps: int,
-    dtype,
-    key: jax.Array,
-    samples: int,
-) -> BestResponse:
-    """A fresh adversary against the frozen ``policy``: :func:`best_response` on its price
-    table (K = 1, exact E[ALG]) or :func:`best_response_sampled` (K >= 2)."""
-    if setting.resources != 1:
-        return best_response_sampled(setting, model, policy, config, steps, dtype, key, samples)
-    table = price_table(setting, policy, dtype)
-    return best_response(setting, model, table, config, steps, dtype, key)

@@ -63,12 +63,6 @@ class LearnedPriceCurve:
         return PriceDistribution.deterministic(prices)
 
 
-def learned_policies(params: dict, network: AlgorithmNetwork, atoms: tuple[float, ...]) -> dict:
-    """``{"learned": randomised, "learned-deterministic": read-out}`` for one parameter set."""
-    randomised = LearnedPolicy(params, network, atoms)
-    return {"learned": randomised, "learned-deterministic": LearnedPriceCurve(randomised)}
-
-
 def max_relative_gap(curve: jax.Array, reference: jax.Array) -> float:
     """``max |curve - reference| / reference`` over a grid (a reported closeness figure)."""
     return float(jnp.max(jnp.abs(curve - reference) / reference))
