@@ -24,7 +24,7 @@ import jax
 from flax import serialization
 
 from advonline import __version__, checksums, parallel
-from advonline.configs import ConfigError, from_tables
+from advonline.configs import ConfigError, from_stored_tables
 from advonline.folders import atomic_link, atomic_write
 
 CHECKPOINT_NAME = "checkpoint.msgpack"
@@ -94,7 +94,7 @@ def load(folder: str | Path) -> tuple[Any, Any, float]:
     record = read_record(folder)
     try:
         meta = record["meta"]
-        config = from_tables(json.loads(meta["config"]), f"config stored in {path}")
+        config = from_stored_tables(json.loads(meta["config"]), f"config stored in {path}")
         template = config.initial_state(config.build_game(), jax.random.key(0))
         template = template.replace(key=jax.random.key_data(template.key))
         missing = sorted(set(serialization.to_state_dict(template)) - set(record["state"]))

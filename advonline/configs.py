@@ -470,6 +470,37 @@ def from_tables(data: dict, origin: str = "config") -> RunConfig:
     return config
 
 
+def from_stored_tables(data: dict, origin: str) -> RunConfig:
+    """The run config a run folder stored (:meth:`RunConfig.to_tables`), read as
+    :func:`from_tables` reads a config file, but for the ``[adversary]`` keys its loop does
+    not read: a run of an earlier version stored its writer's every key, and they are left
+    out here rather than refused, so that its folder still opens. ConfigError otherwise."""
+    try:
+        return from_tables(data, origin)
+    except ConfigError:
+        trimmed = _without_unread_writer_keys(data)
+        if trimmed == data:
+            raise
+        return from_tables(trimmed, origin)
+
+
+def _without_unread_writer_keys(data: dict) -> dict:
+    """``data`` without the ``[adversary]`` keys an oracle-loop run does not read: all but
+    the problem's writer options without adversary networks, else ``batch``."""
+    game, oracle = data.get("game"), data.get("oracle")
+    adversary = data.get("adversary")
+    tables = (game, oracle, adversary)
+    if not all(isinstance(table, dict) for table in tables) or game.get("loop") != "oracle":
+        return data
+    writer = problem_of(data).writer
+    own = {field.name for field in dataclasses.fields(writer.options)} if writer else set()
+    if oracle.get("restarts"):
+        kept = {name: value for name, value in adversary.items() if name != "batch"}
+    else:
+        kept = {name: value for name, value in adversary.items() if name in own}
+    return {**data, "adversary": kept}
+
+
 def _check_loop_keys(game: GameConfig, tables: dict, origin: str) -> None:
     """Refuse the ``[game]`` and ``[oracle]`` keys that the run's loop does not read."""
     if game.loop not in LOOPS:

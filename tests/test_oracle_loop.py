@@ -95,6 +95,29 @@ def test_resuming_a_finished_run_changes_nothing(straight_run, tmp_path, capsys)
     assert kept == checkpoint.checkpoint_path(folder).read_bytes()
 
 
+def test_a_stored_config_with_unread_writer_keys_still_opens(straight_run, tmp_path):
+    """A run of an earlier version stored its writer's every ``[adversary]`` key, also one
+    its loop never reads (``batch``: the oracle's networks write ``oracle.adversary_batch``);
+    a config file with that key is refused, but the run's folder still opens as the same
+    run, and with nothing to drop a stored config is refused like a file."""
+    folder, config_path = straight_run
+    copy = tmp_path / "earlier"
+    shutil.copytree(folder, copy)
+    record = checkpoint.read_record(copy)
+    stored = json.loads(record["meta"]["config"])
+    stored["adversary"]["batch"] = 8
+    with pytest.raises(configs.ConfigError, match="batch does not apply"):
+        configs.from_tables(stored)
+    record["meta"]["config"] = json.dumps(stored)
+    checkpoint.write_record(copy, record)
+    state, config, _ = checkpoint.load(copy)
+    assert config == configs.load(config_path)
+    assert int(state.step) == 8
+    stored["game"]["epochs"] = 0
+    with pytest.raises(configs.ConfigError, match="game.epochs must be >= 1"):
+        configs.from_stored_tables(stored, "stored")
+
+
 def test_every_row_says_where_its_epoch_spent_its_time(straight_run):
     folder, _ = straight_run
     rows = _rows(folder)
