@@ -414,9 +414,10 @@ def run_evaluate(args: argparse.Namespace) -> int:
         setting = problem.setting.from_config(_setting_table(args.setting))
     preflight.check(preflight.evaluation_needs(problem, setting, budget))
     mesh = parallel.batch_mesh(_given(args.devices, 0))
-    policies.update(pipeline.baseline_policies(problem, setting, names))
     bar = MeasuringBar(args.quiet)
-    results = evaluation.measure_all(problem, setting, policies, budget, mesh, progress=bar)
+    results = pipeline.measure_policies(
+        problem, setting, policies, tuple(names), budget, mesh, progress=bar
+    )
     bar.close()
     document = evaluation.report(problem, setting, budget, results, learned, names, **extra)
     print(json.dumps(document) if args.json else evaluation.table(document))

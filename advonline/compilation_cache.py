@@ -22,15 +22,19 @@ import jax
 VARIABLE = "ADVONLINE_COMPILATION_CACHE"
 
 
+def cache_root() -> Path:
+    """advonline's folder in the user's cache: ``$XDG_CACHE_HOME/advonline`` (else
+    ``~/.cache/advonline``)."""
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base) / "advonline"
+
+
 def folder() -> Path | None:
     """Where the cache lives for this process (None: off)."""
     chosen = os.environ.get(VARIABLE, "")
     if chosen.lower() == "off":
         return None
-    if chosen:
-        return Path(chosen).expanduser()
-    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(base) / "advonline" / "jax"
+    return Path(chosen).expanduser() if chosen else cache_root() / "jax"
 
 
 def enable() -> Path | None:

@@ -20,7 +20,7 @@ import jax
 import numpy as np
 from jax.sharding import Mesh
 
-from advonline import checkpoint, export, folders, plots, profile
+from advonline import checkpoint, export, folders, measurement_cache, plots, profile
 from advonline import problems as registry
 from advonline.archive_view import hardest_delivered
 from advonline.errors import InputError
@@ -158,26 +158,17 @@ def evaluate_run(
     its hardest archived instances. ``progress`` hears each source begin and end.
 
     ``measured``: baselines already measured on this setting with this budget (by another
-    seed's run of the same config), taken as they are: a baseline's measurement depends on
-    the setting and the budget alone (the evaluator's key is the budget's seed), so measuring
-    it again would give the same figures. Their seconds are left out of this report's."""
+    seed's run of the same config), taken as they are, as are those the measurement cache
+    keeps (:func:`measure_policies`)."""
     problem = run.problem
     baselines = tuple(problem.baselines) if baselines is None else baselines
-    reused = {
-        name: dataclasses.replace(measured[name], seconds={})
-        for name in baselines
-        if measured and name in measured
-    }
     learned = run.policies()
-    fresh = tuple(name for name in baselines if name not in reused)
-    policies = {**learned, **baseline_policies(problem, run.setting, fresh)}
     starts = {}
     if run.kept_inputs is not None and run.game.encoding == problem.encoding(run.setting):
         kept = run.kept_inputs[0][:KEPT_STARTS]  # tokens mean the same to the evaluator
         starts = dict.fromkeys(learned, kept)
-    results = measure_all(problem, run.setting, policies, budget, mesh, starts, progress)
-    by_name = {m.algorithm: m for m in results} | reused
-    results = [by_name[name] for name in (*learned, *baselines)]
+    args = (problem, run.setting, learned, baselines, budget, mesh, starts, progress, measured)
+    results = measure_policies(*args)
     if (archived := run.archive_source()) is not None:
         results = [
             with_source(m, ARCHIVE_SOURCE, archived) if m.algorithm == "learned" else m
@@ -213,6 +204,45 @@ def store_report(folder: Path, document: dict, say: Callable[[str], None] | None
         say(f"advonline: note: the report is not stored: {error}")
         return False
     return True
+
+
+def kept_baselines(problem, setting, budget, names, measured=None) -> dict[str, Measurement]:
+    """The baselines of ``names`` that need no measuring, with no seconds (they took none
+    here): those in ``measured`` (another seed's run measured them on this setting with this
+    budget) and those the measurement cache keeps (advonline/measurement_cache.py). A
+    baseline's measurement depends on the setting and the budget alone (the evaluator's key
+    is the budget's seed), so measuring it again would give the same figures."""
+    kept = {
+        name: dataclasses.replace(measured[name], seconds={})
+        for name in names
+        if measured and name in measured
+    }
+    others = [name for name in names if name not in kept]
+    return kept | measurement_cache.load(problem, setting, budget, others)
+
+
+def measure_policies(
+    problem,
+    setting,
+    learned: dict,
+    names: tuple[str, ...],
+    budget: Budget,
+    mesh: Mesh | None = None,
+    starts: dict | None = None,
+    progress: Progress | None = None,
+    measured: dict[str, Measurement] | None = None,
+) -> list[Measurement]:
+    """:func:`measure_all` of the ``learned`` policies (``{name: policy}``) and the
+    baselines ``names``, in that order; the baselines :func:`kept_baselines` has are taken
+    as they are, the others measured and kept in the measurement cache."""
+    kept = kept_baselines(problem, setting, budget, names, measured)
+    fresh = tuple(name for name in names if name not in kept)
+    policies = {**learned, **baseline_policies(problem, setting, fresh)}
+    results = measure_all(problem, setting, policies, budget, mesh, starts, progress)
+    by_name = {m.algorithm: m for m in results}
+    measurement_cache.store(problem, setting, budget, [by_name[name] for name in fresh])
+    by_name |= kept
+    return [by_name[name] for name in (*learned, *names)]
 
 
 def baseline_policies(problem, setting, names: tuple[str, ...]) -> dict:
@@ -412,8 +442,9 @@ def finish_run(
     ``measured``: baselines another seed's run measured already (:func:`evaluate_run`)."""
     run = open_run(folder)
     baselines = tuple(run.baselines()) if baselines is None else baselines
-    fresh = [name for name in baselines if not measured or name not in measured]
-    kept = "" if len(fresh) == len(baselines) else " (the other baselines as measured before)"
+    earlier = kept_baselines(run.problem, run.setting, budget, baselines, measured)
+    fresh = [name for name in baselines if name not in earlier]
+    kept = "" if not earlier else " (the other baselines as measured before)"
     names = ", ".join(fresh) or "no baseline"
     say(f"measuring learned and {names}{kept} (budget: {budget.describe()})")
     document, results = evaluate_run(

@@ -58,8 +58,14 @@ def seeded_config(config: Path, seed: int, folder: Path) -> Path:
 
 
 def cache_environment(cache: Path) -> dict:
-    """The environment of a run whose compilation cache is ``cache``."""
-    environ = {**os.environ, "ADVONLINE_COMPILATION_CACHE": str(cache)}
+    """The environment of a run whose compilation cache is ``cache`` and whose measurement
+    cache is ``cache``'s sibling: both as empty as ``cache`` is (a run measures its own
+    baselines, as a first run does)."""
+    environ = {
+        **os.environ,
+        "ADVONLINE_COMPILATION_CACHE": str(cache),
+        "ADVONLINE_MEASUREMENT_CACHE": f"{cache}-measurements",
+    }
     environ.pop("JAX_COMPILATION_CACHE_DIR", None)
     return environ
 

@@ -1,4 +1,6 @@
-"""Strict numerics for every test: no silent rank promotion.
+"""Strict numerics for every test: no silent rank promotion; and every measurement measured,
+none taken from the user's measurement cache (off here: a test of the cache names its own
+folder).
 
 The suite's time is mostly compilation of tiny programs, so three settings make it cheaper:
 
@@ -40,6 +42,8 @@ FAST_COMPILE_FLAGS = " ".join(
 if jaxlib.__version__.startswith("0.10.") and "xla_cpu_use" not in os.environ.get("XLA_FLAGS", ""):
     # read when the CPU backend starts (the first computation), so setting it here is in time
     os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {FAST_COMPILE_FLAGS}".strip()
+
+os.environ["ADVONLINE_MEASUREMENT_CACHE"] = "off"  # advonline/measurement_cache.py
 
 jax.config.update("jax_numpy_rank_promotion", "raise")
 os.environ.setdefault("JAX_DISABLE_MOST_OPTIMIZATIONS", "1")

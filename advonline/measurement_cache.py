@@ -1,0 +1,133 @@
+"""Classic baselines' measurements kept on disk, so that a setting's baselines are measured
+once and not again by every run, seed and experiment on it.
+
+A baseline is a function of the setting alone, and the evaluator's stream is keyed by the
+budget's seed (advonline/evaluation.py), so its measurement depends on the problem, the
+setting, the budget, the devices and the code, nothing else. The key is a hash of all of
+them: the described setting and budget, the baseline's name, the device platform and count,
+the versions of Python and of every package the environment lists, and the bytes of the
+core's source and of the problem's and the baselines' packages. Any change to the code or a
+version measures again. Learned policies are never kept: they differ from run to run.
+
+Where: ``ADVONLINE_MEASUREMENT_CACHE`` names the folder; ``off`` turns the cache off. Unset,
+it is ``$XDG_CACHE_HOME/advonline/measurements`` (``~/.cache/advonline/measurements``). A
+file that cannot be read or written is measured again, never a reason to stop.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import inspect
+import json
+import math
+import os
+from pathlib import Path
+
+from advonline import environment
+from advonline.compilation_cache import cache_root
+from advonline.evaluation import Measurement, SourceRatio
+from advonline.folders import atomic_write
+
+VARIABLE = "ADVONLINE_MEASUREMENT_CACHE"
+
+
+def folder() -> Path | None:
+    """Where the measurements are kept (None: off)."""
+    chosen = os.environ.get(VARIABLE, "")
+    if chosen.lower() == "off":
+        return None
+    return Path(chosen).expanduser() if chosen else cache_root() / "measurements"
+
+
+@functools.cache
+def _code_digest(*packages: Path) -> str:
+    """A hash of every Python source file under ``packages`` (their bytes and paths)."""
+    digest = hashlib.sha256()
+    for package in packages:
+        for path in sorted(package.rglob("*.py")):
+            digest.update(str(path.relative_to(package)).encode())
+            digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+def _package(function) -> Path:
+    """The folder of the package that defines ``function``."""
+    return Path(inspect.getsourcefile(function)).resolve().parent
+
+
+def key(problem, setting, budget, name: str) -> str:
+    """The file name of the measurement of ``problem``'s baseline ``name`` on ``setting``
+    with ``budget``, on this machine's devices, versions and code."""
+    import advonline
+
+    code = _code_digest(
+        Path(advonline.__file__).resolve().parent,
+        _package(problem.payoffs),
+        _package(problem.baselines[name]),
+    )
+    described = {
+        "problem": problem.name,
+        "setting": setting.describe(),
+        "budget": budget.describe(),
+        "algorithm": name,
+        "environment": environment.describe(),
+        "code": code,
+    }
+    text = json.dumps(described, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest() + ".json"
+
+
+def load(problem, setting, budget, names) -> dict[str, Measurement]:
+    """The kept measurements of the baselines ``names`` (those kept; none when off)."""
+    where = folder()
+    if where is None:
+        return {}
+    found = {}
+    for name in names:
+        try:
+            document = json.loads((where / key(problem, setting, budget, name)).read_text())
+            found[name] = _measurement(document)
+        except (OSError, ValueError, KeyError, TypeError):
+            continue  # not kept, or not readable: measured again
+    return found
+
+
+def store(problem, setting, budget, measurements) -> None:
+    """Keep the baselines' ``measurements`` (a folder that cannot be written keeps none)."""
+    where = folder()
+    if where is None:
+        return
+    try:
+        where.mkdir(parents=True, exist_ok=True)
+        for measurement in measurements:
+            name = measurement.algorithm
+            payload = json.dumps(measurement.to_json(), allow_nan=True).encode()
+            atomic_write(where / key(problem, setting, budget, name), payload)
+    except OSError:
+        return
+
+
+def _measurement(document: dict) -> Measurement:
+    """A measurement from its report entry (:meth:`Measurement.to_json`), with no seconds:
+    it took none here."""
+    notes, worst = document["notes"], document["worst_inputs"]
+    sources = {
+        name: SourceRatio(_number(ratio), notes[name], worst.get(name))
+        for name, ratio in document["sources"].items()
+    }
+    bound = SourceRatio(_number(document["upper_bound"]), document["upper_bound_note"])
+    ratio = _number(document["competitive_ratio"])
+    if ratio is None:
+        raise ValueError("a kept measurement without a ratio")
+    return Measurement(document["algorithm"], ratio, document["worst_source"], sources, bound)
+
+
+def _number(value) -> float | None:
+    """A ratio as JSON kept it (None, a number, or infinity)."""
+    if value is None:
+        return None
+    number = float(value)
+    if math.isnan(number):
+        raise ValueError("a kept ratio that is not a number")
+    return number

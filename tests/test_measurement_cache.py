@@ -1,0 +1,70 @@
+"""The measurement cache: a baseline measured once on a setting with a budget is taken from
+the cache by the next command that needs it, with the same figures and no seconds; anything
+else about the measurement (the setting, the budget, the code) measures again, and a
+cache that is off or unreadable changes nothing but the time."""
+
+import json
+
+import pytest
+
+from advonline import measurement_cache
+from advonline import problems as registry
+from advonline.cli import main
+from advonline.evaluation import Budget
+from tests.test_cli import TINY
+
+ARGV = ["evaluate", *TINY, "--algorithm", "threshold", "--algorithm", "greedy", "--json"]
+
+
+def _report(capsys, argv) -> dict:
+    assert main(argv) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def _figures(report: dict) -> list:
+    return [{k: v for k, v in r.items() if k != "seconds"} for r in report["results"]]
+
+
+def test_a_baseline_is_measured_once_and_taken_from_the_cache_after(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv(measurement_cache.VARIABLE, str(tmp_path / "kept"))
+    first = _report(capsys, ARGV)
+    assert len(list((tmp_path / "kept").glob("*.json"))) == 2
+    assert all(sum(r["seconds"].values()) > 0 for r in first["results"])
+    again = _report(capsys, ARGV)
+    assert _figures(again) == _figures(first)
+    assert all(r["seconds"] == {} for r in again["results"])  # nothing was measured
+    # another budget is another measurement
+    other = _report(capsys, [*ARGV, "--seed", "1"])
+    assert all(sum(r["seconds"].values()) > 0 for r in other["results"])
+    assert len(list((tmp_path / "kept").glob("*.json"))) == 4
+
+
+def test_the_key_names_the_setting_budget_baseline_and_code(monkeypatch):
+    problem = registry.get("posted-price")
+    setting = problem.setting.from_config({"rounds": 40, "max_demand": 0.05})
+    budget = Budget()
+    key = measurement_cache.key(problem, setting, budget, "threshold")
+    other_setting = problem.setting.from_config({"rounds": 41, "max_demand": 0.05})
+    assert measurement_cache.key(problem, other_setting, budget, "threshold") != key
+    assert measurement_cache.key(problem, setting, Budget(seed=1), "threshold") != key
+    assert measurement_cache.key(problem, setting, budget, "greedy") != key
+    monkeypatch.setattr(measurement_cache, "_code_digest", lambda *packages: "other code")
+    assert measurement_cache.key(problem, setting, budget, "threshold") != key
+
+
+@pytest.mark.parametrize("content", ["", "{", '{"algorithm": "threshold"}', "[1, 2]"])
+def test_an_unreadable_kept_file_is_measured_again(tmp_path, capsys, monkeypatch, content):
+    monkeypatch.setenv(measurement_cache.VARIABLE, str(tmp_path / "kept"))
+    first = _report(capsys, ARGV)
+    for path in (tmp_path / "kept").glob("*.json"):
+        path.write_text(content)
+    again = _report(capsys, ARGV)
+    assert _figures(again) == _figures(first)
+    assert all(sum(r["seconds"].values()) > 0 for r in again["results"])
+
+
+def test_off_keeps_nothing(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv(measurement_cache.VARIABLE, "off")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    _report(capsys, ARGV)
+    assert not list(tmp_path.rglob("*.json"))
