@@ -444,9 +444,10 @@ def finish_run(
     baselines = tuple(run.baselines()) if baselines is None else baselines
     earlier = kept_baselines(run.problem, run.setting, budget, baselines, measured)
     fresh = [name for name in baselines if name not in earlier]
-    kept = "" if not earlier else " (the other baselines as measured before)"
-    names = ", ".join(fresh) or "no baseline"
-    say(f"measuring learned and {names}{kept} (budget: {budget.describe()})")
+    what = " and ".join(["learned", *([", ".join(fresh)] if fresh else [])])
+    if earlier:
+        what += f" ({'the other baselines' if fresh else 'every baseline'} as measured before)"
+    say(f"measuring {what} (budget: {budget.describe()})")
     document, results = evaluate_run(
         run, budget, baselines, mesh, progress=progress, measured=measured
     )
