@@ -202,8 +202,8 @@ class OracleConfig:
     # from the adversary strategy that attains the certificate (an exact best response; its
     # hardest draws join the archive), 0 for none
     mixtures: bool = False  # where the networks have no certificate: each probed epoch
-    # also probes the equilibrium
-    # mixture of snapshots, and the run delivers it when its measured worst case is the lowest
+    # also probes the equilibrium mixture of snapshots, and the run delivers it when its
+    # measured worst case is the lowest
     closing_rounds: int = 0  # with mixtures: the last measurement probes the mixture up to
     # this many more times, each probe's finds joining the archive and the restricted game
     # solved again (the adversary's side of double oracle over the final snapshots), until

@@ -161,7 +161,7 @@ class Game:
         policy, instances = self.policy(params), self.encoding.decode(types)
         if optimum is None:
             return payoffs_of(self.problem, self.setting, policy, instances)
-        return self.batch_payoffs(policy, instances, optimum)
+        return self.problem.payoffs(self.setting, policy, instances, optimum)
 
     def optimum_of(self, types) -> np.ndarray:
         """OPT of the instances ``types`` ``[N, T]`` (host array), the batch padded to a power
@@ -237,7 +237,7 @@ class Game:
             return self.problem.update.pool(self, params, instances, optimum, weigh, key)
 
         def payoffs(p):
-            return self.batch_payoffs(self.policy(p), instances, optimum)
+            return self.problem.payoffs(self.setting, self.policy(p), instances, optimum)
 
         payoff, pull_back = jax.vjp(payoffs, params)
         return payoff, pull_back(jax.lax.stop_gradient(weigh(payoff)))[0]
