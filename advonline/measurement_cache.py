@@ -4,7 +4,8 @@ once and not again by every run, seed and experiment on it.
 A baseline is a function of the setting alone, and the evaluator's stream is keyed by the
 budget's seed (advonline/evaluation.py), so its measurement depends on the problem, the
 setting, the budget, the devices and the code, nothing else. The key is a hash of all of
-them: the described setting and budget, the baseline's name, the device platform and count,
+them: the described setting and budget, the baseline's name, the device platform and count
+(and how many of them the batches were split over),
 the versions of Python and of every package the environment lists, and the bytes of the
 core's source and of the problem's and the baselines' packages. Any change to the code or a
 version measures again. Learned policies are never kept: they differ from run to run.
@@ -56,9 +57,10 @@ def _package(function) -> Path:
     return Path(inspect.getsourcefile(function)).resolve().parent
 
 
-def key(problem, setting, budget, name: str) -> str:
+def key(problem, setting, budget, name: str, mesh=None) -> str:
     """The file name of the measurement of ``problem``'s baseline ``name`` on ``setting``
-    with ``budget``, on this machine's devices, versions and code."""
+    with ``budget``, its batches split over ``mesh``'s devices (None: one), on this
+    machine's devices, versions and code."""
     import advonline
 
     code = _code_digest(
@@ -71,6 +73,7 @@ def key(problem, setting, budget, name: str) -> str:
         "setting": setting.describe(),
         "budget": budget.describe(),
         "algorithm": name,
+        "split": 1 if mesh is None else mesh.size,
         "environment": environment.describe(),
         "code": code,
     }
@@ -78,7 +81,7 @@ def key(problem, setting, budget, name: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest() + ".json"
 
 
-def load(problem, setting, budget, names) -> dict[str, Measurement]:
+def load(problem, setting, budget, names, mesh=None) -> dict[str, Measurement]:
     """The kept measurements of the baselines ``names`` (those kept; none when off)."""
     where = folder()
     if where is None:
@@ -86,14 +89,15 @@ def load(problem, setting, budget, names) -> dict[str, Measurement]:
     found = {}
     for name in names:
         try:
-            document = json.loads((where / key(problem, setting, budget, name)).read_text())
+            path = where / key(problem, setting, budget, name, mesh)
+            document = json.loads(path.read_text())
             found[name] = _measurement(document)
         except (OSError, ValueError, KeyError, TypeError):
             continue  # not kept, or not readable: measured again
     return found
 
 
-def store(problem, setting, budget, measurements) -> None:
+def store(problem, setting, budget, measurements, mesh=None) -> None:
     """Keep the baselines' ``measurements`` (a folder that cannot be written keeps none)."""
     where = folder()
     if where is None:
@@ -103,7 +107,7 @@ def store(problem, setting, budget, measurements) -> None:
         for measurement in measurements:
             name = measurement.algorithm
             payload = json.dumps(measurement.to_json(), allow_nan=True).encode()
-            atomic_write(where / key(problem, setting, budget, name), payload)
+            atomic_write(where / key(problem, setting, budget, name, mesh), payload)
     except OSError:
         return
 

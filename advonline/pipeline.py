@@ -206,7 +206,9 @@ def store_report(folder: Path, document: dict, say: Callable[[str], None] | None
     return True
 
 
-def kept_baselines(problem, setting, budget, names, measured=None) -> dict[str, Measurement]:
+def kept_baselines(
+    problem, setting, budget, names, measured=None, mesh: Mesh | None = None
+) -> dict[str, Measurement]:
     """The baselines of ``names`` that need no measuring, with no seconds (they took none
     here): those in ``measured`` (another seed's run measured them on this setting with this
     budget) and those the measurement cache keeps (advonline/measurement_cache.py). A
@@ -218,7 +220,7 @@ def kept_baselines(problem, setting, budget, names, measured=None) -> dict[str, 
         if measured and name in measured
     }
     others = [name for name in names if name not in kept]
-    return kept | measurement_cache.load(problem, setting, budget, others)
+    return kept | measurement_cache.load(problem, setting, budget, others, mesh)
 
 
 def measure_policies(
@@ -235,12 +237,12 @@ def measure_policies(
     """:func:`measure_all` of the ``learned`` policies (``{name: policy}``) and the
     baselines ``names``, in that order; the baselines :func:`kept_baselines` has are taken
     as they are, the others measured and kept in the measurement cache."""
-    kept = kept_baselines(problem, setting, budget, names, measured)
+    kept = kept_baselines(problem, setting, budget, names, measured, mesh)
     fresh = tuple(name for name in names if name not in kept)
     policies = {**learned, **baseline_policies(problem, setting, fresh)}
     results = measure_all(problem, setting, policies, budget, mesh, starts, progress)
     by_name = {m.algorithm: m for m in results}
-    measurement_cache.store(problem, setting, budget, [by_name[name] for name in fresh])
+    measurement_cache.store(problem, setting, budget, [by_name[name] for name in fresh], mesh)
     by_name |= kept
     return [by_name[name] for name in (*learned, *names)]
 
@@ -442,7 +444,7 @@ def finish_run(
     ``measured``: baselines another seed's run measured already (:func:`evaluate_run`)."""
     run = open_run(folder)
     baselines = tuple(run.baselines()) if baselines is None else baselines
-    earlier = kept_baselines(run.problem, run.setting, budget, baselines, measured)
+    earlier = kept_baselines(run.problem, run.setting, budget, baselines, measured, mesh)
     fresh = [name for name in baselines if name not in earlier]
     what = " and ".join(["learned", *([", ".join(fresh)] if fresh else [])])
     if earlier:

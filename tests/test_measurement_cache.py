@@ -4,6 +4,7 @@ else about the measurement (the setting, the budget, the code) measures again, a
 cache that is off or unreadable changes nothing but the time."""
 
 import json
+from types import SimpleNamespace
 
 import pytest
 
@@ -48,6 +49,10 @@ def test_the_key_names_the_setting_budget_baseline_and_code(monkeypatch):
     assert measurement_cache.key(problem, other_setting, budget, "threshold") != key
     assert measurement_cache.key(problem, setting, Budget(seed=1), "threshold") != key
     assert measurement_cache.key(problem, setting, budget, "greedy") != key
+    two_devices = SimpleNamespace(size=2)  # a mesh's device count is all the key reads of it
+    assert measurement_cache.key(problem, setting, budget, "threshold", two_devices) != key
+    one_device = SimpleNamespace(size=1)
+    assert measurement_cache.key(problem, setting, budget, "threshold", one_device) == key
     monkeypatch.setattr(measurement_cache, "_code_digest", lambda *packages: "other code")
     assert measurement_cache.key(problem, setting, budget, "threshold") != key
 
