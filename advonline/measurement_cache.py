@@ -5,10 +5,11 @@ A baseline is a function of the setting alone, and the evaluator's stream is key
 budget's seed (advonline/evaluation.py), so its measurement depends on the problem, the
 setting, the budget, the devices and the code, nothing else. The key is a hash of all of
 them: the described setting and budget, the baseline's name, the device platform and count
-(and how many of them the batches were split over),
-the versions of Python and of every package the environment lists, and the bytes of the
-core's source and of the problem's and the baselines' packages. Any change to the code or a
-version measures again. Learned policies are never kept: they differ from run to run.
+(and how many of them the batches were split over), the versions of Python and of every
+package the environment lists, and the bytes of the core's source and of the problem's and
+the baselines' packages. Any change to the code or a version measures again. Learned
+policies are never kept: they differ from run to run; nor is a baseline whose source cannot
+be found.
 
 Where: ``ADVONLINE_MEASUREMENT_CACHE`` names the folder; ``off`` turns the cache off. Unset,
 it is ``$XDG_CACHE_HOME/advonline/measurements`` (``~/.cache/advonline/measurements``). A
@@ -53,8 +54,10 @@ def _code_digest(*packages: Path) -> str:
 
 
 def _package(function) -> Path:
-    """The folder of the package that defines ``function``."""
-    return Path(inspect.getsourcefile(function)).resolve().parent
+    """The folder of the package that defines ``function`` (TypeError where it has no
+    source file)."""
+    function = getattr(function, "func", function)  # a functools.partial's function
+    return Path(inspect.getsourcefile(inspect.unwrap(function))).resolve().parent
 
 
 def key(problem, setting, budget, name: str, mesh=None) -> str:
@@ -93,7 +96,7 @@ def load(problem, setting, budget, names, mesh=None) -> dict[str, Measurement]:
             document = json.loads(path.read_text())
             found[name] = _measurement(document)
         except (OSError, ValueError, KeyError, TypeError):
-            continue  # not kept, or not readable: measured again
+            continue  # not kept, not readable or without a source: measured again
     return found
 
 
@@ -102,14 +105,13 @@ def store(problem, setting, budget, measurements, mesh=None) -> None:
     where = folder()
     if where is None:
         return
-    try:
-        where.mkdir(parents=True, exist_ok=True)
-        for measurement in measurements:
-            name = measurement.algorithm
-            payload = json.dumps(measurement.to_json(), allow_nan=True).encode()
-            atomic_write(where / key(problem, setting, budget, name, mesh), payload)
-    except OSError:
-        return
+    for measurement in measurements:
+        try:
+            path = where / key(problem, setting, budget, measurement.algorithm, mesh)
+            where.mkdir(parents=True, exist_ok=True)
+            atomic_write(path, json.dumps(measurement.to_json(), allow_nan=True).encode())
+        except (OSError, TypeError):
+            continue  # a folder that cannot be written, or a baseline without a source
 
 
 def _measurement(document: dict) -> Measurement:

@@ -3,6 +3,8 @@ the cache by the next command that needs it, with the same figures and no second
 else about the measurement (the setting, the budget, the code) measures again, and a
 cache that is off or unreadable changes nothing but the time."""
 
+import dataclasses
+import functools
 import json
 from types import SimpleNamespace
 
@@ -11,7 +13,7 @@ import pytest
 from advonline import measurement_cache
 from advonline import problems as registry
 from advonline.cli import main
-from advonline.evaluation import Budget
+from advonline.evaluation import Budget, Measurement, SourceRatio
 from tests.test_cli import TINY
 
 ARGV = ["evaluate", *TINY, "--algorithm", "threshold", "--algorithm", "greedy", "--json"]
@@ -73,3 +75,26 @@ def test_off_keeps_nothing(tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     _report(capsys, ARGV)
     assert not list(tmp_path.rglob("*.json"))
+
+
+def test_a_baseline_is_kept_by_the_source_of_its_package(tmp_path, monkeypatch):
+    """A baseline given as a ``functools.partial`` is kept and read back equal (but for its
+    seconds); one whose source cannot be found (a builtin) is measured but never kept."""
+    monkeypatch.setenv(measurement_cache.VARIABLE, str(tmp_path))
+    posted = registry.get("posted-price")
+    made = functools.partial(posted.baselines["threshold"])
+    problem = SimpleNamespace(
+        name=posted.name, payoffs=posted.payoffs, baselines={"partial": made, "builtin": len}
+    )
+    setting = posted.setting.from_config({"rounds": 40})
+    exact = SourceRatio(float("inf"), "exact", {"values": [1.0]})
+    kept = Measurement("partial", float("inf"), "exact", {"exact": exact}, seconds={"exact": 1.0})
+    measurement_cache.store(problem, setting, Budget(), [kept])
+    assert measurement_cache.load(problem, setting, Budget(), ["partial"]) == {
+        "partial": dataclasses.replace(kept, seconds={})
+    }
+    measurement_cache.store(
+        problem, setting, Budget(), [dataclasses.replace(kept, algorithm="builtin")]
+    )
+    assert len(list(tmp_path.glob("*.json"))) == 1
+    assert measurement_cache.load(problem, setting, Budget(), ["builtin"]) == {}
