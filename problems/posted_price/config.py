@@ -7,8 +7,9 @@ must fit the setting (:func:`check_run`)."""
 from __future__ import annotations
 
 import dataclasses
+import functools
 
-from advonline.configs import RunConfig, positive
+from advonline.configs import AdversaryTable, RunConfig, positive, read_options
 
 UPDATES = ("per-round", "reinforce")
 CONDITIONINGS = ("noise", "state")
@@ -77,10 +78,22 @@ class AdversaryConfig:
     conditioning: str = "noise"
 
 
+@functools.lru_cache(maxsize=64)
+def read_head(head_config: tuple) -> HeadConfig:
+    """The ``[algorithm]`` keys of posted pricing (sorted pairs) as its :class:`HeadConfig`;
+    ValueError names a key or value it cannot use."""
+    return read_options(HeadConfig, dict(head_config))
+
+
+def writer_config(table: AdversaryTable | None, options: WriterOptions) -> AdversaryConfig:
+    """The writer as posted pricing's modules read it: the run's ``[adversary]`` table (its
+    defaults without one) and posted pricing's own keys."""
+    table = table if table is not None else AdversaryTable()
+    return AdversaryConfig(**dataclasses.asdict(table), **dataclasses.asdict(options))
+
+
 def check_run(config: RunConfig) -> list[str]:
     """What is wrong with how a posted-pricing run's tables fit its setting and each other."""
-    from advonline.problems.posted_price.training import read_head
-
     problems = []
     head = read_head(config.algorithm.head)
     conditioning = config.writer_options.conditioning

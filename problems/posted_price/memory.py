@@ -4,11 +4,14 @@ grid G + 1, batches, hidden size, densities, price atoms, demand vectors)."""
 
 from __future__ import annotations
 
-import dataclasses
-
 from advonline.configs import RunConfig
 from advonline.preflight import FLOAT32, FLOAT64, Need
-from advonline.problems.posted_price.config import AdversaryConfig, HeadConfig
+from advonline.problems.posted_price.config import (
+    AdversaryConfig,
+    HeadConfig,
+    read_head,
+    writer_config,
+)
 from advonline.problems.posted_price.model import Setting
 
 
@@ -67,13 +70,8 @@ def evaluation_needs(setting: Setting, budget) -> list[Need]:
 
 def training_needs(config: RunConfig) -> list[Need]:
     """The training run's largest arrays (float32), from its config."""
-    from advonline.configs import AdversaryTable
-    from advonline.problems.posted_price.training import read_head
-
     setting, algorithm = config.setting, read_head(config.algorithm.head)
-    table = config.adversary if config.adversary is not None else AdversaryTable()
-    options = dataclasses.asdict(config.writer_options)
-    adversary = AdversaryConfig(**dataclasses.asdict(table), **options)
+    adversary = writer_config(config.adversary, config.writer_options)
     rounds, states, k = setting.rounds, setting.grid_size + 1, setting.resources
     types = type_count(setting, adversary.density_levels)
     needs = [

@@ -103,7 +103,7 @@ def payoffs(
 def policy_head(setting: model.Setting, keys: dict) -> PolicyHead:
     """The pricing network the ``[algorithm]`` keys describe (:class:`config.HeadConfig`;
     ValueError names a key or value it cannot use)."""
-    head = training.read_head(tuple(sorted(keys.items())))
+    head = config.read_head(tuple(sorted(keys.items())))
     network = AlgorithmNetwork(
         resources=setting.resources,
         atoms=head.price_atoms,

@@ -39,7 +39,6 @@ import numpy as np
 
 from advonline import ratio
 from advonline.archive import on_padded_rows
-from advonline.configs import AdversaryTable, read_options
 from advonline.export import ExportError
 from advonline.mixture import SnapshotMixture
 from advonline.problem import Documents, Oracles, TrainingCertificate, Update, Views, Writer
@@ -50,7 +49,13 @@ from advonline.problems.posted_price.adversary import (
     payoffs_given_sales,
 )
 from advonline.problems.posted_price.certify import certify_and_draw, worst_runs
-from advonline.problems.posted_price.config import AdversaryConfig, HeadConfig, WriterOptions
+from advonline.problems.posted_price.config import (
+    AdversaryConfig,
+    HeadConfig,
+    WriterOptions,
+    read_head,
+    writer_config,
+)
 from advonline.problems.posted_price.descent import descend_params
 from advonline.problems.posted_price.learned import price_atoms
 from advonline.problems.posted_price.model import (
@@ -66,13 +71,6 @@ from advonline.problems.posted_price.optimum import offline_optimum
 from advonline.problems.posted_price.oracles import best_responses, mixture_search
 from advonline.problems.posted_price.typed_payoffs import algorithm_table, typed_payoffs
 from advonline.search import Found
-
-
-@functools.lru_cache(maxsize=64)
-def read_head(head_config: tuple) -> HeadConfig:
-    """The ``[algorithm]`` keys of posted pricing (sorted pairs) as its :class:`HeadConfig`;
-    ValueError names a key or value it cannot use."""
-    return read_options(HeadConfig, dict(head_config))
 
 
 def head(game) -> HeadConfig:
@@ -93,8 +91,7 @@ def pricing(game):
 def adversary_config(game) -> AdversaryConfig:
     """The writer's sizes and training (the run's ``[adversary]`` table, or its defaults,
     with posted pricing's options)."""
-    table = game.adversary_config if game.adversary_config is not None else AdversaryTable()
-    return AdversaryConfig(**dataclasses.asdict(table), **dataclasses.asdict(game.options))
+    return writer_config(game.adversary_config, game.options)
 
 
 def writer_model(game) -> AdversaryModel:
