@@ -189,7 +189,7 @@ class Game:
         """The simultaneous loop's step: :func:`advonline.simultaneous.game_step`, or the
         problem's writer's own."""
         writer = self.problem.writer
-        return game_step if writer is None or writer.step is None else writer.step(self)
+        return (writer.step(self) if writer is not None else None) or game_step
 
     @functools.cached_property
     def adversary(self):

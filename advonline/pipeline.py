@@ -450,8 +450,9 @@ def finish_run(
     if earlier:
         what += f" ({'the other baselines' if fresh else 'every baseline'} as measured before)"
     say(f"measuring {what} (budget: {budget.describe()})")
+    # the baselines found above are taken as they are, not looked up again
     document, results = evaluate_run(
-        run, budget, baselines, mesh, progress=progress, measured=measured
+        run, budget, baselines, mesh, progress=progress, measured=earlier
     )
     by_name = {m.algorithm: m for m in results}
     exported = []

@@ -195,7 +195,8 @@ class Writer(NamedTuple):
     - ``frozen(game, params)``: what a simultaneous step writes against and scores on,
       ``inputs(frozen) -> tuple`` what the writer reads of it, ``payoffs(game, frozen,
       instances, optimum) -> [B]``;
-    - ``step(game)``: the simultaneous step (default :func:`advonline.simultaneous.game_step`).
+    - ``step(game)``: the simultaneous step, or None for the core's
+      (:func:`advonline.simultaneous.game_step`).
     """
 
     options: type

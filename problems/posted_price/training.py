@@ -286,14 +286,12 @@ def batch_payoffs(game, table, instances: Instance, optimum: jax.Array) -> jax.A
     return payoffs_from_probs(game, table.probs, instances, optimum)
 
 
-def step_function(game) -> Callable:
-    """``(game, state) -> (state, StepMetrics)``: one step of the simultaneous loop; exact
-    values for K = 1 (:func:`advonline.simultaneous.game_step`), rollouts for K >= 2
-    (:func:`~posted_price.sampled_game.sampled_game_step`)."""
-    from advonline.simultaneous import game_step
-
+def step_function(game) -> Callable | None:
+    """The simultaneous loop's step for K >= 2, rollouts
+    (:func:`~posted_price.sampled_game.sampled_game_step`); None for K = 1, whose exact values
+    the core's step computes (:func:`advonline.simultaneous.game_step`)."""
     if game.setting.resources == 1:
-        return game_step
+        return None
     from advonline.problems.posted_price.sampled_game import sampled_game_step
 
     return sampled_game_step
