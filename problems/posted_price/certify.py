@@ -392,14 +392,15 @@ def worst_strategy(
     return ratio, None, strategy
 
 
-def strategy_gradient(setting: Setting, table_of, params, strategy: jax.Array):
+def strategy_gradient(setting: Setting, table_of, params, strategy: jax.Array, prices=None):
     """``(ratio, gradient)``: the ratio ``E[OPT] / E[ALG]`` that the fixed adversary strategy
     ``strategy`` (choices ``[T, G+1, G+1]`` from :func:`worst_strategy`) attains against the
     table ``table_of(params)``, and its gradient with respect to ``params``. At the strategy
     behind a certificate this is the certificate's gradient (the envelope theorem, as in
     :func:`certificate_gradient`), at the cost of one pass over the states instead of the
-    derivative of the whole induction. Inside x64; ``table_of`` is a static argument."""
-    prices = table_of(params).prices
+    derivative of the whole induction. Inside x64; ``table_of`` is a static argument;
+    ``prices``: the table's prices where the caller has them."""
+    prices = table_of(params).prices if prices is None else prices
     meaning = tuple(
         jnp.asarray(column, jnp.int32) for column in _choices(setting, prices.shape[-1])
     )

@@ -29,6 +29,7 @@ run; the loop, the keep-best choice and the Adam state live outside ``jit``.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import time
 from collections.abc import Callable
@@ -264,14 +265,14 @@ def descend_params(
     ``params`` when no step went below ``certificate``; the caller certifies them (the
     oracle loop's next measurement does). Float64, outside ``jit`` (each sweep and gradient
     is jitted)."""
-    optimiser = optax.adam(optax.cosine_decay_schedule(learning_rate, steps, DESCENT_FINAL_RATE))
+    initialise, adam_step = _adam(learning_rate, steps)
     with jax.enable_x64(True):
         params = jax.tree.map(lambda leaf: jnp.asarray(leaf, jnp.float64), params)
-        state = optimiser.init(params)
+        state = initialise(params)
         best, best_params, ratio, history = certificate, params, certificate, []
         for _ in range(steps):
             start = ratio * _BELOW_LAST
-            table = table_of(params)
+            table = _table(table_of, params)
             ratio, bound, strategy = worst_strategy(setting, table, start, best, _SETTLED)
             settled = ratio if bound is None else bound
             history.append(settled)
@@ -279,7 +280,28 @@ def descend_params(
                 best, best_params = settled, params
             if strategy is None:  # nothing left to descend (or a table that loses everything)
                 break
-            _, slope = strategy_gradient(setting, table_of, params, strategy)
-            update, state = optimiser.update(jax.tree.map(jnp.nan_to_num, slope), state)
-            params = optax.apply_updates(params, update)
+            _, slope = strategy_gradient(setting, table_of, params, strategy, table.prices)
+            params, state = adam_step(params, state, slope)
     return Descended(best_params, best, tuple(history))
+
+
+@functools.partial(jax.jit, static_argnums=0)
+def _table(table_of: Callable, params) -> PriceDistribution:
+    """``table_of(params)`` as one programme (eager, a network's forward pass is dozens of
+    small ones, each a launch and, on a GPU, a wait)."""
+    return table_of(params)
+
+
+@functools.lru_cache(maxsize=8)
+def _adam(learning_rate: float, steps: int) -> tuple[Callable, Callable]:
+    """``(init, step)`` of :func:`descend_params`'s optimiser: Adam at ``learning_rate``,
+    cosine-decayed over ``steps``; ``step(params, state, slope)`` is one jitted programme,
+    compiled once for every descent of a run with the same rate and steps."""
+    optimiser = optax.adam(optax.cosine_decay_schedule(learning_rate, steps, DESCENT_FINAL_RATE))
+
+    @jax.jit
+    def step(params, state, slope):
+        update, state = optimiser.update(jax.tree.map(jnp.nan_to_num, slope), state)
+        return optax.apply_updates(params, update), state
+
+    return optimiser.init, step
