@@ -6,6 +6,7 @@ folder's marker, so a figure can be traced to the install and the machine that p
 
 from __future__ import annotations
 
+import os
 import platform
 from importlib import metadata
 
@@ -39,3 +40,14 @@ def describe() -> dict:
         },
         "machine": platform.machine(),
     }
+
+
+def device_line() -> str:
+    """One line naming the device, the host's cores and jax's version, for benchmarks to
+    print before their figures."""
+    described = describe()
+    device = described["device"]
+    return (
+        f"device: {device['count']} x {device['kind']} ({device['platform']}); "
+        f"{os.cpu_count()} CPU cores; jax {described['jax']}"
+    )

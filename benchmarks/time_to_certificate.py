@@ -77,12 +77,7 @@ def code_versions(against_python: str | None, detail: str) -> dict[str, str]:
     if against_python is not None:
         pythons["other code"] = against_python
         print(f"other code: the advonline of {against_python}")
-    described = environment.describe()
-    device = described["device"]
-    print(
-        f"device: {device['count']} x {device['kind']} ({device['platform']}); "
-        f"{os.cpu_count()} CPU cores; jax {described['jax']}; {detail}"
-    )
+    print(f"{environment.device_line()}; {detail}")
     return pythons
 
 
