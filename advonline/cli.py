@@ -10,6 +10,7 @@ import contextlib
 import functools
 import json
 import sys
+import threading
 import tomllib
 import warnings
 from pathlib import Path
@@ -138,9 +139,10 @@ def build_parser() -> argparse.ArgumentParser:
     tr.add_argument(
         "--seeds",
         metavar="LIST",
-        help="train these game seeds in turn in one process (0-4, 0,2,5), one run folder each "
-        "in --out, and summarise the last epoch's figures as median [min, max]",
+        help="train these game seeds in one process (0-4, 0,2,5), one run folder each in --out, "
+        "and summarise the last epoch's figures as median [min, max]",
     )
+    _concurrent_flag(tr, "train")
     tr.add_argument(
         "--check",
         action="store_true",
@@ -209,9 +211,10 @@ def build_parser() -> argparse.ArgumentParser:
     job.add_argument(
         "--seeds",
         metavar="LIST",
-        help="train and measure these game seeds in turn in one process (0-4, 0,2,5), one run "
-        "folder each in --out, and summarise every figure as median [min, max]",
+        help="train and measure these game seeds in one process (0-4, 0,2,5), one run folder "
+        "each in --out, and summarise every figure as median [min, max]",
     )
+    _concurrent_flag(job, "train (then measure in turn)")
     job.add_argument(
         "--resume",
         action="store_true",
@@ -502,14 +505,19 @@ def _progress(steps: int, quiet: bool):
 
     def report(row: dict) -> None:
         bar.update(row["step"] - bar.n)  # a resumed run starts where its checkpoint was
-        for column, label in PROGRESS_COLUMNS.items():
-            if row[column] != "":  # what the loop measured at this row
-                shown[label] = f"{row[column]:.3f}"
-        if row["steps_per_second"] != "":  # "" after the oracle loop's last measurement
-            shown["steps/s"] = f"{row['steps_per_second']:.1f}"
-        bar.set_postfix(shown)
+        bar.set_postfix(_shown(row, shown))
 
     return bar, report
+
+
+def _shown(row: dict, shown: dict) -> dict:
+    """``shown`` (a bar's figures) with what a metrics ``row`` measured."""
+    for column, label in PROGRESS_COLUMNS.items():
+        if row[column] != "":  # what the loop measured at this row
+            shown[label] = f"{row[column]:.3f}"
+    if row["steps_per_second"] != "":  # "" after the oracle loop's last measurement
+        shown["steps/s"] = f"{row['steps_per_second']:.1f}"
+    return shown
 
 
 class MeasuringBar:
@@ -545,6 +553,18 @@ class MeasuringBar:
             self.bar.close()
 
 
+def _concurrent_flag(parser: argparse.ArgumentParser, what: str) -> None:
+    parser.add_argument(
+        "--concurrent",
+        type=int,
+        default=1,
+        metavar="N",
+        help=f"with --seeds: {what} up to N seeds at once, in threads sharing the devices "
+        "(one seed's host work overlaps another's computing; the figures are those of the "
+        "seeds in turn; default 1: in turn)",
+    )
+
+
 def _device_line(command: str, config: str, folder, run_config) -> None:
     if not parallel.writes_files():
         return
@@ -565,6 +585,8 @@ def run_train(args: argparse.Namespace) -> int:
     parallel.start_processes(args.coordinator, args.processes, args.process_id)  # before JAX runs
     run_config = _run_config(args, tables)
     check_processes(run_config)
+    if args.seeds is None and args.concurrent != 1:
+        raise UsageError("--concurrent trains several seeds at once: name them with --seeds")
     if args.seeds is not None:
         return _train_seeds(args, run_config, Path(args.out))
     if parallel.writes_files():
@@ -681,6 +703,8 @@ def run_main_job(args: argparse.Namespace) -> int:
     if args.resume and not args.out:
         raise UsageError("--resume continues the run in --out: name its folder")
     folder = args.out or pipeline.default_run_folder(args.config)
+    if args.seeds is None and args.concurrent != 1:
+        raise UsageError("--concurrent trains several seeds at once: name them with --seeds")
     if args.seeds is not None:
         return _several_seeds(args, run_config, budget, baselines, Path(folder))
     check_folder(folder, resume=args.resume)
@@ -715,25 +739,28 @@ def _preflight(run_config, budget) -> tuple[preflight.Need, float]:
     )
 
 
-def _one_run(
-    args, run_config, budget, baselines, folder, resume: bool, measured=None
-) -> pipeline.FinishedRun:
+def _one_run(args, run_config, budget, baselines, folder, resume: bool) -> pipeline.FinishedRun:
     """Train ``run_config`` into ``folder`` (continuing it with ``resume``), then measure,
-    export and plot, holding the folder throughout (``measured``: baselines measured already
-    on this setting and budget, reused)."""
+    export and plot, holding the folder throughout."""
     with folders.FolderLock(folder):  # one writer from training to the last figure
-        say = (lambda line: None) if args.quiet else functools.partial(print, file=sys.stderr)
         if not args.quiet:
             _device_line("run", args.config, folder, run_config)
         bar, report = _progress(run_config.total_steps, args.quiet)
         train(run_config, folder, resume=resume, report=report)
         bar.close()
-        mesh = parallel.batch_mesh(run_config.devices)
-        measuring = MeasuringBar(args.quiet)
-        result = pipeline.finish_run(
-            folder, budget, say, baselines, mesh, resume, measuring, measured
-        )
-        measuring.close()
+        return _finish(args, run_config, budget, baselines, folder, resume)
+
+
+def _finish(
+    args, run_config, budget, baselines, folder, resume: bool, measured=None
+) -> pipeline.FinishedRun:
+    """Measure, export and plot the trained run in ``folder`` (held by the caller;
+    ``measured``: baselines measured already on this setting and budget, reused)."""
+    say = (lambda line: None) if args.quiet else functools.partial(print, file=sys.stderr)
+    mesh = parallel.batch_mesh(run_config.devices)
+    measuring = MeasuringBar(args.quiet)
+    result = pipeline.finish_run(folder, budget, say, baselines, mesh, resume, measuring, measured)
+    measuring.close()
     return result
 
 
@@ -743,6 +770,8 @@ def _seed_plan(args, run_config, parent: Path) -> list[tuple]:
     (UsageError or TrainError: one line)."""
     if jax.process_count() > 1:
         raise UsageError("--seeds trains in one process; several processes train one seed")
+    if args.concurrent < 1:
+        raise UsageError(f"--concurrent takes a whole number >= 1, got {args.concurrent}")
     try:
         chosen = seeds.parse_seeds(args.seeds)
     except ValueError as error:
@@ -763,35 +792,60 @@ def _seed_plan(args, run_config, parent: Path) -> list[tuple]:
 
 
 def _train_seeds(args, run_config, parent: Path) -> int:
-    """``train --seeds``: each seed trained in turn into its own folder (the later seeds reuse
-    the programmes the first compiled), then ``summary.json`` in ``parent``: every figure of
-    the seeds' last metrics rows over the seeds. ``run --seeds --resume`` on the same folder
-    measures them afterwards."""
+    """``train --seeds``: every seed trained into its own folder (:func:`_train_plan`), then
+    ``summary.json`` in ``parent``: every figure of the seeds' last metrics rows over the
+    seeds. ``run --seeds --resume`` on the same folder measures them afterwards."""
     plan = _seed_plan(args, run_config, parent)
     largest, available = preflight.check(run_config.training_needs())
     if args.check:
         return _checked(args.config, parent, largest, available)
     parent.mkdir(parents=True, exist_ok=True)
+    with contextlib.ExitStack() as held:
+        for _, folder, _, _ in plan:
+            held.enter_context(folders.FolderLock(folder))
+        states = _train_plan(args, plan, "train")
     last_rows = {}
-    for seed, folder, config, resume in plan:
-        with folders.FolderLock(folder):
-            if not args.quiet:
-                _device_line("train", args.config, folder, config)
-            bar, report = _progress(config.total_steps, args.quiet)
-            state = train(config, folder, resume=resume, report=report)
-            bar.close()
+    for (seed, folder, _, _), state in zip(plan, states, strict=True):
         last_rows[seed] = plots.read_metrics(Path(folder) / METRICS_NAME)[-1]
         print(f"seed {seed}: trained {int(state.step)} steps; run folder {folder}")
     summary = seeds.summarise_training(args.config, last_rows)
     return _summarised(parent, summary, seeds.training_table(summary), plan)
 
 
+def _train_plan(args, plan: list[tuple], command: str) -> list:
+    """Train every seed of ``plan`` (their folders held), up to ``--concurrent`` at once,
+    under one progress bar over all their steps; the seeds' final states, in order. The later
+    seeds reuse the programmes the first compiled."""
+    if not args.quiet:
+        for _, folder, config, _ in plan:
+            _device_line(command, args.config, folder, config)
+    total = sum(config.total_steps for _, _, config, _ in plan)
+    bar = tqdm(total=total, disable=args.quiet, unit="step", file=sys.stderr)
+    updating = threading.Lock()
+
+    def one(entry):
+        seed, folder, config, resume = entry
+        done, shown = [0], {}
+
+        def report(row: dict) -> None:
+            with updating:
+                bar.update(row["step"] - done[0])
+                done[0] = row["step"]
+                bar.set_postfix({"seed": seed, **_shown(row, shown)})
+
+        return train(config, folder, resume=resume, report=report)
+
+    states = seeds.concurrently(one, plan, args.concurrent)
+    bar.close()
+    return states
+
+
 def _several_seeds(args, run_config, budget, baselines, parent: Path) -> int:
-    """``run --seeds``: every seed's folder is checked before any work (:func:`_seed_plan`),
-    then each is trained, measured, exported and plotted in turn; ``summary.json`` in
-    ``parent`` holds every figure over the seeds. The baselines are measured once, in the
-    first seed's run, and the later reports take those measurements (they depend on the
-    setting and the budget alone)."""
+    """``run --seeds``: every seed's folder is checked before any work (:func:`_seed_plan`)
+    and held throughout; the seeds train (:func:`_train_plan`), then each is measured,
+    exported and plotted in turn; ``summary.json`` in ``parent`` holds every figure over the
+    seeds. The baselines are measured once, in the first seed's run, and the later reports
+    take those measurements (they depend on the setting and the budget alone)."""
     plan = _seed_plan(args, run_config, parent)
     for _, folder, _, resume in plan:
         if resume:
@@ -801,12 +855,16 @@ def _several_seeds(args, run_config, budget, baselines, parent: Path) -> int:
         return _checked(args.config, parent, largest, available)
     parent.mkdir(parents=True, exist_ok=True)
     reports, measured = {}, None
-    for seed, folder, config, resume in plan:
-        result = _one_run(args, config, budget, baselines, folder, resume, measured)
-        reports[seed] = result.report
-        if measured is None:  # the baselines do not depend on the seed: measured once
-            measured = {m.algorithm: m for m in result.results if m.algorithm in baselines}
-        print(f"seed {seed}: {result.report.get('verdict')}; run folder {folder}")
+    with contextlib.ExitStack() as held:
+        for _, folder, _, _ in plan:
+            held.enter_context(folders.FolderLock(folder))
+        _train_plan(args, plan, "run")
+        for seed, folder, config, resume in plan:
+            result = _finish(args, config, budget, baselines, folder, resume, measured)
+            reports[seed] = result.report
+            if measured is None:  # the baselines do not depend on the seed: measured once
+                measured = {m.algorithm: m for m in result.results if m.algorithm in baselines}
+            print(f"seed {seed}: {result.report.get('verdict')}; run folder {folder}")
     summary = seeds.summarise(args.config, reports)
     return _summarised(parent, summary, seeds.summary_table(summary), plan)
 

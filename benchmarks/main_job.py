@@ -1,7 +1,7 @@
 """The main job's time: training against measuring, from a cold start, and the figures both
 halves give.
 
-Run: python benchmarks/main_job.py [--config CONFIG] [--seeds 0] [--together 0-4]
+Run: python benchmarks/main_job.py [--config CONFIG] [--seeds 0] [--together 0-4] [--concurrent N]
          [--against-python PYTHON]
 
 Each seed runs ``advonline run CONFIG`` in a fresh process with an empty compilation cache
@@ -12,9 +12,10 @@ n/a), the rest (start-up, export, figures), and every algorithm's measured CR wi
 learned policy's certified bound, so that two code versions (``--against-python``: the
 advonline installed for another Python, e.g. another checkout's ``.venv/bin/python``) are
 compared on the same machine in one invocation, figures side by side. Then the medians.
-``--together 0-4`` also times ``advonline run CONFIG --seeds 0-4`` (those seeds trained and
-measured in turn in one process, the baselines measured once) from an empty cache, and prints
-its wall time beside the single runs': the cost of several seeds against one.
+``--together 0-4`` also times ``advonline run CONFIG --seeds 0-4`` (those seeds trained, in
+turn or ``--concurrent N`` at once, and measured in turn in one process, the baselines
+measured once) from an empty cache, and prints its wall time beside the single runs': the
+cost of several seeds against one.
 """
 
 from __future__ import annotations
@@ -41,11 +42,12 @@ def run_timed(config: Path, seed: int, python: str, folder: Path) -> dict:
     return {"wall": wall, "report": json.loads((out / "evaluation.json").read_text())}
 
 
-def run_together(config: Path, seeds: str, python: str, folder: Path) -> dict:
-    """One cold ``advonline run CONFIG --seeds SEEDS`` (one process): its wall seconds and
-    its ``summary.json``."""
+def run_together(config: Path, seeds: str, at_once: int, python: str, folder: Path) -> dict:
+    """One cold ``advonline run CONFIG --seeds SEEDS --concurrent AT_ONCE`` (one process):
+    its wall seconds and its ``summary.json``."""
     out = folder / f"{config.stem}-seeds"
     arguments = [str(config.resolve()), "--seeds", seeds, "--out", str(out)]
+    arguments += ["--concurrent", str(at_once)]
     wall = _cold_run(python, arguments, folder, "cache-together")
     return {"wall": wall, "summary": json.loads((out / "summary.json").read_text())}
 
@@ -107,6 +109,9 @@ def main() -> None:
     )
     parser.add_argument("--seeds", type=int, nargs="+", default=[0])
     parser.add_argument("--together", metavar="LIST", help="also time run --seeds LIST")
+    parser.add_argument(
+        "--concurrent", type=int, default=1, metavar="N", help="--together trains N seeds at once"
+    )
     parser.add_argument("--against-python", default=None)
     args = parser.parse_args()
     detail = f"config {args.config.name}; compilation cache cold"
@@ -118,7 +123,8 @@ def main() -> None:
             folder = Path(scratch) / f"code-{number}"
             results[code] = [run_timed(args.config, s, python, folder) for s in args.seeds]
             if args.together:
-                together[code] = run_together(args.config, args.together, python, folder)
+                runs = (args.config, args.together, args.concurrent, python, folder)
+                together[code] = run_together(*runs)
     algorithms = [r["algorithm"] for r in next(iter(results.values()))[0]["report"]["results"]]
     header = ["code", "seed", "s in all", "s training", "s measuring", "s other"]
     header += [f"CR {a}" for a in algorithms] + ["learned bound"]
@@ -131,7 +137,11 @@ def main() -> None:
             medians = [_median_cell([row[i] for row in rows]) for i in range(len(rows[0]))]
             print("  ".join(f"{c:>14}" for c in [code, "median", *medians]))
     for code, run in together.items():
-        print(_together_line(code, args.together, run, results[code]))
+        print(
+            _together_line(
+                code, f"{args.together} --concurrent {args.concurrent}", run, results[code]
+            )
+        )
 
 
 def _median_cell(cells: list[str]) -> str:

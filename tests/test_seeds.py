@@ -10,7 +10,8 @@ import statistics
 import pytest
 
 from advonline import cli
-from advonline.seeds import parse_seeds
+from advonline.seeds import concurrently, parse_seeds
+from tests.test_oracle_loop import TINY_ORACLE_TOML
 
 BUDGET = ["--search-steps", "4", "--random-instances", "8", "--adversary-steps", "2"]
 CONFIG = "experiments/configs/ski-b10.toml"
@@ -103,3 +104,43 @@ def test_train_seeds_summarises_the_last_epochs_and_run_resume_measures_them(tmp
 def _metrics(folder) -> list[dict]:
     with (folder / "metrics.csv").open(newline="") as handle:
         return list(csv.DictReader(handle))
+
+
+def test_seeds_trained_at_once_give_the_figures_they_give_in_turn(tmp_path, capsys):
+    config = tmp_path / "tiny-oracle.toml"
+    config.write_text(TINY_ORACLE_TOML.format(epochs=3))
+    rows = {}
+    for at_once in ("1", "3"):
+        out = tmp_path / f"at-once-{at_once}"
+        command = ["train", str(config), "--seeds", "0-2", "--out", str(out), "--quiet"]
+        assert cli.main([*command, "--concurrent", at_once]) == 0
+        rows[at_once] = [_figures(_metrics(out / f"seed{seed}")) for seed in (0, 1, 2)]
+    capsys.readouterr()
+    assert rows["3"] == rows["1"]  # every figure of every epoch, to the last digit
+    assert rows["1"][0] != rows["1"][1]  # three seeds, three runs
+    # a bad count, or --concurrent without --seeds: one line, nothing written
+    for bad in (["--seeds", "0-1", "--concurrent", "0"], ["--concurrent", "2"]):
+        out = tmp_path / "refused"
+        assert cli.main(["train", str(config), "--out", str(out), *bad]) == 2
+        assert capsys.readouterr().err.strip().count("\n") == 0
+        assert not out.exists()
+
+
+def test_concurrently_keeps_the_order_and_raises_the_first_error():
+    assert concurrently(lambda n: n * n, [3, 1, 2], at_once=3) == [9, 1, 4]
+
+    def fails_on_two(n):
+        if n == 2:
+            raise ValueError("two")
+        return n
+
+    with pytest.raises(ValueError, match="two"):
+        concurrently(fails_on_two, [1, 2, 3], at_once=2)
+
+
+def _figures(rows: list[dict]) -> list[dict]:
+    """The metrics rows without the columns that time the run."""
+    return [
+        {k: v for k, v in row.items() if "seconds" not in k and k != "steps_per_second"}
+        for row in rows
+    ]
