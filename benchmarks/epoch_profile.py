@@ -1,15 +1,17 @@
 """Where one oracle-loop epoch's time goes on this device: per phase, the wall seconds, the
-seconds the device was busy, how many device operations ran and how many programs the host
-launched, and what compiled again.
+seconds the device was busy, how many device operations ran and how many programmes the
+host launched, and what compiled again.
 
 Run: python benchmarks/epoch_profile.py [--config CONFIG] [--epochs 1 5] [--seed 0]
          [--trace-folder FOLDER]
 
 The config's whole run trains once in this process (everything compiles), then again from
 the same seed; in the second run the listed epochs (each a measurement and the training
-after it) are traced with JAX's profiler, and the trace is read back: a phase is
-*latency-bound* where the device is idle for most of its wall time (the host is running
-Python, waiting for a result it asked for, or launching many small programs). The second
+after it) are traced with JAX's profiler, and the trace is read back. Per phase it counts
+the host's calls of jitted functions (an eager operation is one) and, apart, PJRT's
+executions of compiled programmes. A phase is *latency-bound* where the device is idle for
+most of its wall time (the host is running Python, waiting for a result it asked for, or
+launching many small programmes). The second
 run's compiling seconds per epoch show programs compiled again although the first run had
 compiled them (a shape that changes from epoch to epoch). The first line names the device.
 """
@@ -106,25 +108,48 @@ def phase_table(events: list[dict]) -> dict[str, dict]:
             return any(start <= e["ts"] < end for start, end in spans)
 
         device = [e for e in events if e["device"] and inside(e)]
-        launches = [e for e in events if not e["device"] and _is_launch(e) and inside(e)]
+        host = [e for e in events if not e["device"] and inside(e)]
         table[name] = {
             "wall": wall,
             "busy": busy_seconds([(e["ts"], e["ts"] + e["dur"]) for e in device]),
             "operations": len(device),
-            "launches": len(launches),
+            "calls": len(_outermost_calls(host)),
+            "executions": sum(e["name"] in _EXECUTIONS for e in host),
         }
     return table
 
 
-def _is_launch(event: dict) -> bool:
-    """A host event that launches a compiled program (PJRT's execute)."""
-    return event["name"].startswith(("PjitFunction", "PjRtCApiLoadedExecutable::Execute"))
+#: A host event of a call of a jitted function (an eager operation is one too).
+_CALL = "PjitFunction"
+#: The host events of PJRT running a compiled programme (the GPU's and the CPU's clients).
+_EXECUTIONS = (
+    "PjRtCApiLoadedExecutable::Execute",
+    "CommonPjRtLoadedExecutable::ExecuteHelperOnSingleDevice",
+)
+
+
+def _outermost_calls(host: list[dict]) -> list[dict]:
+    """The calls of jitted functions among the host events ``host``: a call's events nest
+    (the same call is logged inside itself), so only those inside no other call on their
+    thread count."""
+    calls = sorted(
+        (e for e in host if e["name"].startswith(_CALL)), key=lambda e: (e.get("tid"), e["ts"])
+    )
+    outermost, thread, reach = [], None, float("-inf")
+    for event in calls:
+        end = event["ts"] + event["dur"]
+        if event.get("tid") != thread or event["ts"] >= reach:
+            outermost.append(event)
+            thread, reach = event.get("tid"), end
+        else:
+            reach = max(reach, end)
+    return outermost
 
 
 def top_programs(events: list[dict], count: int = 8) -> list[tuple[str, int]]:
-    """The programs launched most often in the trace."""
-    names = Counter(e["name"] for e in events if not e["device"] and _is_launch(e))
-    return names.most_common(count)
+    """The jitted functions called most often in the trace."""
+    host = [e for e in events if not e["device"]]
+    return Counter(e["name"] for e in _outermost_calls(host)).most_common(count)
 
 
 def main() -> None:
@@ -159,15 +184,15 @@ def main() -> None:
         events = trace_events(folder / f"epoch{epoch}")
         print(
             f"epoch {epoch} traced (warm): phase, wall s, device busy s, busy share, "
-            "device operations, programs launched"
+            "device operations, jitted calls, programme executions"
         )
         for name, figures in phase_table(events).items():
             share = figures["busy"] / figures["wall"] if figures["wall"] else 0.0
             print(
                 f"  {name:<12}{figures['wall']:>8.3f}{figures['busy']:>9.3f}{share:>8.0%}"
-                f"{figures['operations']:>9}{figures['launches']:>7}"
+                f"{figures['operations']:>9}{figures['calls']:>7}{figures['executions']:>7}"
             )
-        print("  launched most often: " + ", ".join(f"{n} x{c}" for n, c in top_programs(events)))
+        print("  called most often: " + ", ".join(f"{n} x{c}" for n, c in top_programs(events)))
 
 
 if __name__ == "__main__":
