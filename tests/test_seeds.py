@@ -28,7 +28,8 @@ def test_seed_lists_read_and_bad_ones_refused():
 
 def test_several_seeds_run_in_one_process_and_are_summarised(tmp_path, capsys):
     out = tmp_path / "runs"
-    assert cli.main(["run", CONFIG, "--seeds", "0-1", "--out", str(out), "--quiet", *BUDGET]) == 0
+    first = ["run", CONFIG, "--seeds", "0-1", "--concurrent", "2", "--out", str(out), "--quiet"]
+    assert cli.main([*first, *BUDGET]) == 0  # both seeds train at once, then are measured
     printed = capsys.readouterr().out
     summary = json.loads((out / "summary.json").read_text())
     assert summary["seeds"] == [0, 1] and "over seeds 0, 1" in printed
