@@ -7,7 +7,8 @@ Each variant is a fresh process. ``--cache warm`` (the default) first fills a co
 cache with an uncounted one-seed run and gives every variant a copy of it, so the timings
 are of training, not compiling; ``--cache cold`` gives every variant an empty one. The script
 prints each variant's wall seconds, its ratio to one seed's, and the seeds' final guarantees
-(the best DP bound for K = 1), which must be the same in turn and at once.
+(the best DP bound for K = 1): the same in turn and at once on a CPU, within rounding on a
+GPU, whose reductions are not bitwise reproducible.
 """
 
 from __future__ import annotations

@@ -263,8 +263,8 @@ def descend_params(
     (:func:`~posted_price.certify.strategy_gradient`: at the worst strategy, the
     certificate's gradient). The parameters returned are those of the lowest settled ratio,
     ``params`` when no step went below ``certificate``; the caller certifies them (the
-    oracle loop's next measurement does). Float64, outside ``jit`` (each sweep and gradient
-    is jitted)."""
+    oracle loop's next measurement does). Float64; the loop runs outside ``jit``, and each
+    sweep, gradient, table and Adam step is one jitted programme."""
     initialise, adam_step = _adam(learning_rate, steps)
     with jax.enable_x64(True):
         params = jax.tree.map(lambda leaf: jnp.asarray(leaf, jnp.float64), params)
