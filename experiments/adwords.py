@@ -26,7 +26,7 @@ import argparse
 import statistics
 from pathlib import Path
 
-from common import result, run_seeds, spread
+from common import concurrent_flag, result, run_seeds, spread
 
 from advonline.evaluation import Budget
 
@@ -80,12 +80,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default="results/adwords", help="folder for the runs")
     parser.add_argument("--seeds", type=int, default=3)
+    concurrent_flag(parser)
     parser.add_argument("--only", choices=CONFIGS, help="one config")
     args = parser.parse_args()
     print(HEADER)
     for name in [args.only] if args.only else CONFIGS:
         budget = BUDGETS.get(name, Budget())
-        print(block(name, run_seeds(name, args.seeds, Path(args.out), budget)), flush=True)
+        reports = run_seeds(name, args.seeds, Path(args.out), budget, args.concurrent)
+        print(block(name, reports), flush=True)
 
 
 if __name__ == "__main__":

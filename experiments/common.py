@@ -15,6 +15,7 @@ from advonline.baselines.posted_price import BASELINES, make_baseline
 from advonline.evaluation import Budget, Measurement, measure
 from advonline.pipeline import delivered_policies
 from advonline.problems.posted_price.problem import PROBLEM as POSTED
+from advonline.seeds import concurrently
 from advonline.simultaneous import delivered_params
 from advonline.train import train
 
@@ -119,23 +120,38 @@ def certified(row: dict) -> float | None:
     return exact if exact is not None else row["upper_bound"]
 
 
-def run_seeds(name: str, seeds: int, out: Path, budget: Budget | None = None) -> list[dict]:
+def run_seeds(
+    name: str, seeds: int, out: Path, budget: Budget | None = None, at_once: int = 1
+) -> list[dict]:
     """The report of each seed's run (``advonline run``'s main job with ``budget``, default
     the evaluator's; a run folder per seed under ``out``; kept ones reused). In one process,
-    as ``advonline run --seeds``: the later seeds reuse the compiled programmes, and the
-    baselines measured in the first run measured here (they do not depend on the seed)."""
-    reports, measured = [], None
-    for seed in range(seeds):
-        folder = out / f"{name}-seed{seed}"
-        stored = folder / pipeline.EVALUATION_NAME
-        if not stored.is_file():  # a run cut short goes on from its checkpoint
-            resume = checkpoint.checkpoint_path(folder).exists()
-            train(load_config(name, seed), folder, resume=resume)
-            finished = pipeline.finish_run(
-                folder, budget or Budget(), lambda line: None, resume=resume, measured=measured
-            )
-            if measured is None:
-                baselines = finished.run.baselines()
-                measured = {m.algorithm: m for m in finished.results if m.algorithm in baselines}
-        reports.append(json.loads(stored.read_text()))
-    return reports
+    as ``advonline run --seeds``: the seeds without a report train, up to ``at_once`` at a
+    time (``--concurrent``), reusing the compiled programmes; then each is measured in turn,
+    the baselines measured in the first run measured here (they do not depend on the seed)."""
+    folders = [out / f"{name}-seed{seed}" for seed in range(seeds)]
+    pending = [
+        (seed, folder, checkpoint.checkpoint_path(folder).exists())  # a run cut short goes on
+        for seed, folder in enumerate(folders)
+        if not (folder / pipeline.EVALUATION_NAME).is_file()
+    ]
+    concurrently(
+        lambda entry: train(load_config(name, entry[0]), entry[1], resume=entry[2]),
+        pending,
+        at_once,
+    )
+    measured = None
+    for _, folder, resume in pending:
+        finished = pipeline.finish_run(
+            folder, budget or Budget(), lambda line: None, resume=resume, measured=measured
+        )
+        if measured is None:
+            baselines = finished.run.baselines()
+            measured = {m.algorithm: m for m in finished.results if m.algorithm in baselines}
+    return [json.loads((folder / pipeline.EVALUATION_NAME).read_text()) for folder in folders]
+
+
+def concurrent_flag(parser) -> None:
+    """The scripts' ``--concurrent N``: train up to N seeds at once (:func:`run_seeds`)."""
+    parser.add_argument(
+        "--concurrent", type=int, default=1, metavar="N", help="train up to N seeds at once"
+    )

@@ -77,6 +77,7 @@ import lower_bounds
 import one_way_trading
 import ski_rental
 from common import (
+    concurrent_flag,
     fmt,
     load_config,
     measure_trained,
@@ -136,6 +137,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default="results", help="folder for tables and runs")
     parser.add_argument("--seeds", type=int, default=3, help="game seeds 0 .. N-1 (default 3)")
+    concurrent_flag(parser)
     parser.add_argument(
         "--only",
         action="append",
@@ -170,7 +172,7 @@ def main() -> None:
     for experiment in dict.fromkeys(others):
         print(f"\n{experiment.__doc__.splitlines()[0]}\n\n{experiment.HEADER}")
         for name in (name for name in names if OTHER_PROBLEMS.get(name) is experiment):
-            reports = run_seeds(name, args.seeds, out / "from_scratch")
+            reports = run_seeds(name, args.seeds, out / "from_scratch", at_once=args.concurrent)
             print(experiment.block(name, reports), flush=True)
 
 

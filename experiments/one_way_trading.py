@@ -20,7 +20,7 @@ import argparse
 import statistics
 from pathlib import Path
 
-from common import certified, result, run_seeds, spread
+from common import certified, concurrent_flag, result, run_seeds, spread
 
 from advonline.problems.one_way_trading.exact import optimal_curve
 from advonline.problems.one_way_trading.model import Setting
@@ -68,11 +68,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default="results/one_way_trading", help="folder for the runs")
     parser.add_argument("--seeds", type=int, default=3)
+    concurrent_flag(parser)
     parser.add_argument("--only", action="append", choices=CONFIGS, help="run only these")
     args = parser.parse_args()
     print(HEADER)
     for name in args.only or CONFIGS:
-        print(block(name, run_seeds(name, args.seeds, Path(args.out))), flush=True)
+        reports = run_seeds(name, args.seeds, Path(args.out), at_once=args.concurrent)
+        print(block(name, reports), flush=True)
 
 
 if __name__ == "__main__":
