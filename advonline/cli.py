@@ -821,21 +821,23 @@ def _train_plan(args, plan: list[tuple], command: str) -> list:
             _device_line(command, args.config, folder, config)
     total = sum(config.total_steps for _, _, config, _ in plan)
     bar = tqdm(total=total, disable=args.quiet, unit="step", file=sys.stderr)
-    updating = threading.Lock()
+    updating, stopping = threading.Lock(), threading.Event()
 
     def one(entry):
         seed, folder, config, resume = entry
         done, shown = [0], {}
 
-        def report(row: dict) -> None:
+        def report(row: dict) -> None:  # after each checkpoint
             with updating:
                 bar.update(row["step"] - done[0])
                 done[0] = row["step"]
                 bar.set_postfix({"seed": seed, **_shown(row, shown)})
+            if stopping.is_set():  # another seed failed, or the user interrupted
+                raise seeds.Stopped(f"seed {seed} stopped at step {row['step']}")
 
         return train(config, folder, resume=resume, report=report)
 
-    states = seeds.concurrently(one, plan, args.concurrent)
+    states = seeds.concurrently(one, plan, args.concurrent, stopping)
     bar.close()
     return states
 

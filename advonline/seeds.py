@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import json
 import statistics
+import threading
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from pathlib import Path
 from typing import TypeVar
 
@@ -29,17 +30,37 @@ _Seed = TypeVar("_Seed")
 _Done = TypeVar("_Done")
 
 
-def concurrently(work: Callable[[_Seed], _Done], plan: Sequence[_Seed], at_once: int) -> list:
+def concurrently(
+    work: Callable[[_Seed], _Done],
+    plan: Sequence[_Seed],
+    at_once: int,
+    stop: threading.Event | None = None,
+) -> list:
     """``[work(entry) for entry in plan]``, with up to ``at_once`` entries at a time in
-    threads (in turn where ``at_once`` is 1). The first error is raised once every started
-    entry has ended; the entries not yet started are dropped."""
+    threads (in turn where ``at_once`` is 1). Once an entry fails, or the caller is
+    interrupted, ``stop`` is set (work that checks it ends early, :class:`Stopped`), the
+    entries not yet started are dropped, and the first failure is raised once every started
+    entry has ended."""
     if at_once <= 1 or len(plan) <= 1:
         return [work(entry) for entry in plan]
+    stop = threading.Event() if stop is None else stop
     pool = ThreadPoolExecutor(min(at_once, len(plan)), thread_name_prefix="seed")
+    futures = [pool.submit(work, entry) for entry in plan]
     try:
-        return list(pool.map(work, plan))
-    finally:
+        wait(futures, return_when=FIRST_EXCEPTION)
+    finally:  # after a failure or an interruption the running entries stop at their next check
+        if not all(future.done() and future.exception() is None for future in futures):
+            stop.set()
         pool.shutdown(wait=True, cancel_futures=True)
+    errors = [f.exception() for f in futures if not f.cancelled() and f.exception() is not None]
+    if errors:
+        raise next((error for error in errors if not isinstance(error, Stopped)), errors[0])
+    return [future.result() for future in futures]
+
+
+class Stopped(Exception):
+    """Raised by work that saw :func:`concurrently`'s ``stop`` set: another entry failed, or
+    the caller was interrupted."""
 
 
 def parse_seeds(text: str) -> tuple[int, ...]:

@@ -6,11 +6,13 @@ from __future__ import annotations
 import csv
 import json
 import statistics
+import threading
+import time
 
 import pytest
 
 from advonline import cli
-from advonline.seeds import concurrently, parse_seeds
+from advonline.seeds import Stopped, concurrently, parse_seeds
 from tests.test_oracle_loop import TINY_ORACLE_TOML
 
 BUDGET = ["--search-steps", "4", "--random-instances", "8", "--adversary-steps", "2"]
@@ -137,6 +139,25 @@ def test_concurrently_keeps_the_order_and_raises_the_first_error():
 
     with pytest.raises(ValueError, match="two"):
         concurrently(fails_on_two, [1, 2, 3], at_once=2)
+
+
+def test_a_failure_stops_the_entries_running_beside_it():
+    stop = threading.Event()
+
+    def work(n):
+        if n == 0:
+            time.sleep(0.2)  # the other entry is running by now
+            raise ValueError("zero")
+        for _ in range(1000):  # ten seconds, unless stopped
+            if stop.is_set():
+                raise Stopped("stopped")
+            time.sleep(0.01)
+        return n
+
+    started = time.perf_counter()
+    with pytest.raises(ValueError, match="zero"):  # the failure, not the stop it caused
+        concurrently(work, [0, 1], at_once=2, stop=stop)
+    assert stop.is_set() and time.perf_counter() - started < 5
 
 
 def _figures(rows: list[dict]) -> list[dict]:
