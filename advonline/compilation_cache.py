@@ -22,19 +22,22 @@ import jax
 VARIABLE = "ADVONLINE_COMPILATION_CACHE"
 
 
-def cache_root() -> Path:
-    """advonline's folder in the user's cache: ``$XDG_CACHE_HOME/advonline`` (else
-    ``~/.cache/advonline``)."""
+def chosen_folder(variable: str, name: str) -> Path | None:
+    """The cache folder the environment variable ``variable`` names (None where it says
+    ``off``); unset, ``name`` in advonline's folder of the user's cache,
+    ``$XDG_CACHE_HOME/advonline/NAME`` (else ``~/.cache/advonline/NAME``)."""
+    chosen = os.environ.get(variable, "")
+    if chosen.lower() == "off":
+        return None
+    if chosen:
+        return Path(chosen).expanduser()
     base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(base) / "advonline"
+    return Path(base) / "advonline" / name
 
 
 def folder() -> Path | None:
     """Where the cache lives for this process (None: off)."""
-    chosen = os.environ.get(VARIABLE, "")
-    if chosen.lower() == "off":
-        return None
-    return Path(chosen).expanduser() if chosen else cache_root() / "jax"
+    return chosen_folder(VARIABLE, "jax")
 
 
 def enable() -> Path | None:

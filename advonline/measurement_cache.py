@@ -23,11 +23,10 @@ import hashlib
 import inspect
 import json
 import math
-import os
 from pathlib import Path
 
 from advonline import environment
-from advonline.compilation_cache import cache_root
+from advonline.compilation_cache import chosen_folder
 from advonline.evaluation import Measurement, SourceRatio
 from advonline.folders import atomic_write
 
@@ -36,10 +35,7 @@ VARIABLE = "ADVONLINE_MEASUREMENT_CACHE"
 
 def folder() -> Path | None:
     """Where the measurements are kept (None: off)."""
-    chosen = os.environ.get(VARIABLE, "")
-    if chosen.lower() == "off":
-        return None
-    return Path(chosen).expanduser() if chosen else cache_root() / "measurements"
+    return chosen_folder(VARIABLE, "measurements")
 
 
 @functools.cache
