@@ -260,7 +260,8 @@ def not_applicable(problem) -> dict[str, str]:
     keys = {}
     if problem.state_distributions is None:
         keys["anchor"] = "the policy has no per-state distributions to anchor"
-    descends = problem.training_certificate is not None
+    own = problem.training_certificate
+    descends = own is not None and own.descend is not None
     if problem.differentiable_certificate is None and not descends:
         why = "the problem's certificate has no gradient to descend"
         keys.update(descent_epochs=why, descent_learning_rate=why)

@@ -17,8 +17,9 @@ problem's own capabilities replace piece by piece (below).
   mesh (advonline/parallel.py); the parameters are replicated.
 - **The certificate**, where the problem has one, is its own (outside ``jit``, float64). With
   ``oracle.certificate_instances`` the input that attains it joins the archive: an exact
-  best response. Where the problem also writes it in JAX (``differentiable_certificate``),
-  the last ``oracle.descent_epochs`` epochs descend it (:meth:`Game.descend`).
+  best response. Where the problem also writes it in JAX (``differentiable_certificate``)
+  or has a descent of its own, the last ``oracle.descent_epochs`` epochs descend it
+  (:meth:`Game.descend`).
 
 The same game plays the simultaneous loop's step (advonline/simultaneous.py) when the run
 gives it that loop's config: the adversary is then the noise-conditioned writer of the
@@ -43,6 +44,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+from collections.abc import Callable
 from typing import Any
 
 import jax
@@ -136,8 +138,8 @@ class Game:
     @functools.cached_property
     def certifies(self) -> bool:
         """Whether the problem certifies its policies (asked once, of a fresh head's)."""
-        if self.problem.training_certificate is not None:
-            return self.problem.training_certificate.certifies(self)
+        if (certifies := self._training_certificate("certifies")) is not None:
+            return certifies(self)
         params = self.init_params(jax.random.key(0))
         return self.problem.certificate_of(self.setting, self.policy(params)) is not None
 
@@ -344,13 +346,19 @@ class Game:
             return self.problem.views.summaries(self, types)
         return [{"tokens": [int(token) for token in row]} for row in np.asarray(types)]
 
+    def _training_certificate(self, name: str) -> Callable | None:
+        """The problem's own ``name`` of :class:`~advonline.problem.TrainingCertificate`, or
+        None for the core's."""
+        capability = self.problem.training_certificate
+        return None if capability is None else getattr(capability, name)
+
     def certify(self, params, start: float = 1.0, key: jax.Array | None = None):
         """The problem's certificate of the policy ``params`` (None where there is none) and,
         given ``key``, the input that attains it ``[1, T]`` (None without one). Outside
         ``jit``; ``start`` is not needed. A problem that draws from its certificate's strategy
         returns its ``certificate_draws`` draws (:class:`advonline.problem.TrainingCertificate`)."""
-        if self.problem.training_certificate is not None:
-            return self.problem.training_certificate.certify(self, params, start, key)
+        if (certify := self._training_certificate("certify")) is not None:
+            return certify(self, params, start, key)
         certificate = self.problem.certificate_of(self.setting, self.policy(params))
         if certificate is None:
             return None, None
@@ -362,8 +370,8 @@ class Game:
     def certificate_instances(self, params, ratio: float, key: jax.Array):
         """The input that attains the certificate ``[1, T]`` (None without one), or the
         problem's draws from the strategy that attains the value just below ``ratio``."""
-        if self.problem.training_certificate is not None:
-            return self.problem.training_certificate.below(self, params, ratio, key)
+        if (below := self._training_certificate("below")) is not None:
+            return below(self, params, ratio, key)
         return self.certify(params, ratio, key)[1]
 
     def descend(self, params, certificate: float, steps: int, learning_rate: float):
@@ -373,8 +381,7 @@ class Game:
         ``certificate``), in the network's own precision. Float64, one jitted scan; the
         caller certifies what it returns (the oracle loop's next measurement does). A problem
         with its own descent descends its way."""
-        if self.problem.training_certificate is not None:
-            descend = self.problem.training_certificate.descend
+        if (descend := self._training_certificate("descend")) is not None:
             return descend(self, params, certificate, steps, learning_rate)
         with jax.enable_x64(True):
             wide = jax.tree.map(lambda leaf: jnp.asarray(leaf, jnp.float64), params)

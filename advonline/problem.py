@@ -165,22 +165,25 @@ class Oracles(NamedTuple):
 
 
 class TrainingCertificate(NamedTuple):
-    """How training uses the certificate, where the problem draws from its strategy:
+    """How training uses the certificate, where the problem has its own way (each None:
+    the core's, from ``certificate``):
 
-    - ``certifies(game) -> bool``: whether the run's networks are certified;
+    - ``certifies(game) -> bool``: whether the run's networks are certified (default: a
+      fresh network's policy has a certificate);
     - ``certify(game, params, start, key) -> (ratio | None, tokens [N, T] | None)``: the
       certificate iterated from ``start`` (an attained ratio) and, given ``key``, the run's
-      ``certificate_draws`` inputs drawn from the adversary strategy that attains it;
+      ``certificate_draws`` inputs drawn from the adversary strategy that attains it
+      (default: ``certificate`` and its worst input);
     - ``below(game, params, ratio, key) -> tokens``: draws from the strategy that attains
-      the value just below ``ratio``;
+      the value just below ``ratio`` (default: the certificate's worst input);
     - ``descend(game, params, certificate, steps, learning_rate) -> params``: certificate
       descent (default: Adam down ``differentiable_certificate``).
     """
 
-    certifies: Callable
-    certify: Callable
-    below: Callable
-    descend: Callable
+    certifies: Callable | None = None
+    certify: Callable | None = None
+    below: Callable | None = None
+    descend: Callable | None = None
 
 
 class Writer(NamedTuple):

@@ -10,7 +10,7 @@ the exit status is 1 if anything moved, so a table that no longer reproduces is 
 a reader finds it.
 
 Run: python experiments/check_results.py [--only ski_rental] [--keep DIR]
-On 2 CPU cores: about 3 min for ski rental and 6 min for one-way trading.
+On 2 CPU cores: about 3 min for ski rental and 9 min for one-way trading.
 """
 
 from __future__ import annotations

@@ -137,23 +137,34 @@ def test_one_way_trading_ratios_match_closed_forms():
     problem = registry.get("one-way-trading")
     setting = problem.setting(low=1.0, high=16.0, rounds=81, levels=81)  # sqrt(mM) = 4 on grid
     with jax.enable_x64(True):
+        curves = {
+            name: np.asarray(make(setting).fractions) for name, make in problem.baselines.items()
+        }
         certified = {
             name: problem.certificate(setting, make(setting)).ratio
             for name, make in problem.baselines.items()
         }
+    every_horizon = {
+        name: float(exact.supremum(np, setting, curve)) for name, curve in curves.items()
+    }
     bound = problem.lower_bound(setting).ratio
     step = setting.rates[1] / setting.rates[0]
-    # reservation ramps from the grid rate below 4 to 4, so a walk up to M has converted
-    # all of it at their mean
-    assert certified["reservation"] == pytest.approx(16.0 / ((4.0 / step + 4.0) / 2), rel=1e-12)
-    assert certified["all-at-once"] == pytest.approx(16.0, rel=1e-12)
-    # r* is the least ratio over an unbounded horizon, so no curve's certificate (which holds
-    # for every horizon) is below it; the best curve on the grid comes within its LP's
-    # sampling of the LP's bound; threshold sampled on the grid loses less than a grid step
+    # over every horizon: reservation ramps from the grid rate below 4 to 4, so a walk up to M
+    # has converted all of it at their mean
+    reservation = 16.0 / ((4.0 / step + 4.0) / 2)
+    assert every_horizon["reservation"] == pytest.approx(reservation, rel=1e-12)
+    assert every_horizon["all-at-once"] == pytest.approx(16.0, rel=1e-12)
+    # r* is the least ratio over an unbounded horizon, so no curve's is below it; the best
+    # curve on the grid comes within its LP's sampling of the LP's bound; threshold sampled on
+    # the grid loses less than a grid step
     lp_bound = exact.optimal_curve(setting)[1]
-    assert bound < optimal_ratio(16.0) <= certified["optimal"] <= certified["threshold"]
-    assert lp_bound <= certified["optimal"] <= lp_bound * (1 + 1e-3)
-    assert certified["threshold"] <= optimal_ratio(16.0) * step
+    assert optimal_ratio(16.0) <= every_horizon["optimal"] <= every_horizon["threshold"]
+    assert lp_bound <= every_horizon["optimal"] <= lp_bound * (1 + 1e-3)
+    assert every_horizon["threshold"] <= optimal_ratio(16.0) * step
+    # the certificate for the setting's 81 rounds is never above that, nor below the lower
+    # bound on every online algorithm in 81 rounds
+    for name, ratio in certified.items():
+        assert bound < ratio <= every_horizon[name] * (1 + 1e-12), name
 
 
 def test_one_way_trading_policy_file_needs_numpy_only(tmp_path):

@@ -11,11 +11,38 @@ over ``(p_(i-1), p_i]`` (the first record's at least ``m g(m)`` plus the integra
 ``m``), so every instance whose best rate is ``p`` earns at least
 ``R(p) = m g(m) + int_(m, p] q dg(q) + m (1 - g(p))``, and rising walks that get finer
 approach it. The curve's ratio over every real instance of every horizon is therefore
-``sup_p p / R(p)``, exact for an unbounded horizon and an upper bound for ``T`` rounds (a
-walk of ``T`` records earns a little more). A curve linear between grid rates makes ``R`` a
-quadratic ``alpha + beta p + gamma p^2`` on each segment, with ``gamma = g' / 2 >= 0``;
-``p / R(p)`` rises while ``alpha > gamma p^2`` and falls after, so on each segment the
-supremum is at an end or at ``sqrt(alpha / gamma)``: a closed form, no search.
+``sup_p p / R(p)`` (:func:`supremum`), exact for an unbounded horizon. A curve linear between
+grid rates makes ``R`` a quadratic ``alpha + beta p + gamma p^2`` on each segment, with
+``gamma = g' / 2 >= 0``; ``p / R(p)`` rises while ``alpha > gamma p^2`` and falls after, so on
+each segment the supremum is at an end or at ``sqrt(alpha / gamma)``: a closed form, no search.
+
+**The same curve over ``T`` rounds.** A walk of at most ``T`` records earns more than the
+integral, so a curve can do better than ``sup_p p / R(p)`` over ``T`` rounds (and than
+r*(theta), which no curve beats over every horizon). Let ``W_k(p)`` be the least
+``sum_i p_i (g(p_i) - g(p_(i-1)))`` over walks of at most ``k`` records ending at ``p``; the
+ratio over ``T`` rounds is ``sup_p p / (W_T(p) + m (1 - g(p)))``. :func:`rounds_bound` bounds
+``W_k`` from below on fine rates ``x_0 = m < ... < x_N = M`` (grid rates and
+:data:`ROUND_POINTS` sub-rates per segment, ``g`` linear between), by induction on ``k``:
+
+- ``W_k(q) >= W_k(x_i) + int_(x_i, q] r dg(r)`` for ``q >= x_i``: in a walk ending at ``q``,
+  replace the first record ``r >= x_i`` by ``x_i`` and stop there (a walk of at most ``k``
+  records to ``x_i``, earning no more: its records below ``x_i`` are unchanged and
+  ``r (g(r) - g(prev)) >= x_i (g(x_i) - g(prev)) + r (g(r) - g(x_i))``); the records from
+  ``r`` on earn an upper sum of the integral from ``x_i`` to ``q``;
+- so a walk to ``x_j`` whose record before the last lies in ``[x_i, x_(i+1))`` earns at least
+  ``L_(k-1)(i) + int_(x_i, x_(i+1)] r dg(r) + x_j (g(x_j) - g(x_(i+1)))`` (the bound falls
+  as that record rises in the cell), and
+  ``L_k(j) = min(L_(k-1)(j), x_j g(x_j), min_(i < j) of that)`` is at most ``W_k(x_j)``;
+- between ``x_j`` and ``x_(j+1)`` the first bullet with ``r dg(r) >= x_j dg(r)`` makes the
+  ratio a quotient of two linear functions of the rate, largest at an end of the cell.
+
+The terms ``-x_j g(x_(i+1))`` make the matrix of candidates Monge in ``(i, j)``, so each
+round's minima over ``i`` fall at rows that never decrease with ``j`` and are found by divide
+and conquer, ``O(N log N)`` a round. What the first bullet gives away (a record moved to the
+start of its cell, times the curve's rise since the record before) shrinks with the cells:
+the walks behind the bound (real inputs, records on the fine rates) come within 0.2% of it on
+tiny settings and within 0.05% on the shipped ones. The certificate of a curve is the
+lower of this bound and :func:`supremum`.
 
 **Every online algorithm.** An online algorithm cannot tell the walk that stops at ``p_k`` from
 the one that goes on until it has traded at ``p_k``; if it converts ``x_j`` (in expectation) at
@@ -32,6 +59,7 @@ so more rounds give a walk more steps and a higher bound.
 from __future__ import annotations
 
 import functools
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -83,17 +111,170 @@ def supremum(xp, setting: Setting, grid):
 
 
 def curve_ratio(setting: Setting, fractions: np.ndarray) -> Certificate | None:
-    """The competitive ratio of the curve ``fractions`` ``[G]`` (linear between grid rates)
-    over every input of real rates in ``[m, M]`` (:func:`supremum`, exact for an unbounded
-    horizon: ``exact`` is False) and the hardest walk up through the tokens
-    (:func:`_worst_walk`), an input that comes near it; ``None`` if the curve falls
-    somewhere."""
+    """An upper bound on the competitive ratio of the curve ``fractions`` ``[G]`` (linear
+    between grid rates) over every input of ``T`` real rates in ``[m, M]``: the lower of
+    :func:`supremum` (every horizon) and :func:`rounds_bound` (``T`` rounds), ``exact``
+    False; with the hardest walk up through the tokens (:func:`_worst_walk`), an input that
+    comes near it. ``None`` if the curve falls somewhere."""
     grid = np.clip(np.asarray(fractions, dtype=np.float64), 0.0, 1.0)
     if np.any(np.diff(grid) < -MONOTONE_TOLERANCE):
         return None
     grid = np.maximum.accumulate(grid)
-    ratio = float(supremum(np, setting, grid))
+    ratio = min(float(supremum(np, setting, grid)), rounds_bound(setting, grid).ratio)
     return Certificate(ratio, False, _worst_walk(setting, grid))
+
+
+#: Sub-rates per grid segment on which :func:`rounds_bound` places records, fewer where
+#: ``T`` rounds over them would exceed :data:`ROUNDS_WORK` (the bound holds for any number;
+#: more make it tighter).
+ROUND_POINTS = 1024
+ROUNDS_WORK = 2_200_000
+
+
+class FineRates(NamedTuple):
+    """Rates ``[N]`` on a curve's grid: the grid rates and sub-rates between them, each the
+    mix ``(1 - weight) r_segment + weight r_(segment + 1)`` of two grid rates, so that a
+    curve at them is ``(1 - weight) g[segment] + weight g[segment + 1]``."""
+
+    rates: np.ndarray  # [N]
+    segment: np.ndarray  # [N] int
+    weight: np.ndarray  # [N]
+
+    @staticmethod
+    def of(setting: Setting) -> FineRates:
+        grid = np.asarray(setting.rates, dtype=np.float64)
+        segments = len(grid) - 1
+        points = max(1, min(ROUND_POINTS, ROUNDS_WORK // (setting.rounds * segments)))
+        weight = np.append(np.tile(np.arange(points) / points, segments), 1.0)
+        segment = np.append(np.repeat(np.arange(segments), points), segments - 1)
+        rates = (1.0 - weight) * grid[segment] + weight * grid[segment + 1]
+        return FineRates(rates, segment, weight)
+
+    def curve(self, grid: np.ndarray) -> np.ndarray:
+        """The curve ``grid`` ``[G]`` at the fine rates ``[N]``."""
+        return (1.0 - self.weight) * grid[self.segment] + self.weight * grid[self.segment + 1]
+
+    def onto_grid(self, coefficients: np.ndarray) -> np.ndarray:
+        """``c [K, N]`` such that ``c @ curve(g) = result @ g`` for every grid curve ``g``."""
+        levels = int(self.segment.max()) + 2
+        result = np.zeros((coefficients.shape[0], levels))
+        np.add.at(result.T, self.segment, (coefficients * (1.0 - self.weight)).T)
+        np.add.at(result.T, self.segment + 1, (coefficients * self.weight).T)
+        return result
+
+
+class RoundsBound(NamedTuple):
+    """:func:`rounds_bound`'s certificate and what it is made of."""
+
+    ratio: float
+    fine: FineRates
+    fractions: np.ndarray  # [N] the curve at the fine rates
+    lowest: np.ndarray  # [N] L_T: the least a walk of T records to each fine rate earns
+    earlier: np.ndarray  # [T - 1, N] the record before the last, in round k's minimum (-1: none)
+    point_ratios: np.ndarray  # [N] x_j / (L_T(j) + m (1 - g(x_j)))
+
+    def walk(self, end: int) -> list[int]:
+        """The fine rates (indices, rising) of the walk behind ``lowest[end]``."""
+        records, rounds = [end], len(self.earlier)
+        while rounds > 0:
+            before = int(self.earlier[rounds - 1, records[-1]])
+            if before >= 0:
+                records.append(before)
+            rounds -= 1
+        return records[::-1]
+
+    def revenue_coefficients(self, low: float, ends) -> tuple[np.ndarray, np.ndarray]:
+        """For the walks to the fine rates ``ends`` ``[K]``: ``a [K, G]`` such that the bound's
+        revenue of each, ``m (1 - g(end))`` included, is ``a @ g + m`` for every grid curve
+        ``g`` (linear in it), and their best rates ``[K]``: the pieces of the certificate that
+        certificate descent moves. All walks at once, round by round backwards."""
+        rates, fine = self.fine.rates, self.fine
+        halfway = np.append((rates[:-1] + rates[1:]) / 2.0, rates[-1])
+        ends = np.asarray(ends, int)
+        rows = np.arange(len(ends))
+        result = np.zeros((len(ends), int(fine.segment.max()) + 2))
+
+        def add(at: np.ndarray, amount: np.ndarray) -> None:  # amount x g(rates[at])
+            np.add.at(result, (rows, fine.segment[at]), amount * (1.0 - fine.weight[at]))
+            np.add.at(result, (rows, fine.segment[at] + 1), amount * fine.weight[at])
+
+        add(ends, np.full(len(ends), -low))
+        current = ends.copy()
+        for before in self.earlier[::-1]:
+            previous = before[current]
+            step = previous >= 0
+            at = np.where(step, previous, 0)
+            add(np.where(step, at + 1, 0), np.where(step, halfway[at] - rates[current], 0.0))
+            add(at, np.where(step, -halfway[at], 0.0))
+            add(current, np.where(step, rates[current], 0.0))
+            current = np.where(step, previous, current)
+        add(current, rates[current])
+        return result, rates[ends]
+
+
+def rounds_bound(setting: Setting, grid: np.ndarray) -> RoundsBound:
+    """An upper bound on the ratio of the non-decreasing curve ``grid`` ``[G]`` over every
+    input of at most ``T`` real rates in ``[m, M]`` (module docstring): the induction on
+    fine rates, ``T - 1`` rounds of :func:`earlier_minima` (it stops early where a round
+    changes nothing)."""
+    fine = FineRates.of(setting)
+    rates, low = fine.rates, setting.low
+    fractions = fine.curve(np.asarray(grid, dtype=np.float64))
+    following = np.append(fractions[1:], fractions[-1])
+    rise = (following - fractions) * (rates + np.append(rates[1:], rates[-1])) / 2.0
+    lowest = rates * fractions
+    earlier = np.full((max(setting.rounds - 1, 0), len(rates)), -1, dtype=np.int32)
+    for k in range(setting.rounds - 1):
+        minima, rows = earlier_minima(lowest + rise, following, rates)
+        candidate = minima + rates * fractions
+        better = candidate < lowest
+        if not better.any():
+            earlier = earlier[:k]
+            break
+        earlier[k] = np.where(better, rows, -1)
+        lowest = np.where(better, candidate, lowest)
+    point_ratios = rates / (lowest + low * (1.0 - fractions))
+    # between x_j and x_(j+1): the cell's right end, by the linear lower bound from x_j
+    right = rates[1:] / (
+        lowest[:-1] - rates[:-1] * fractions[:-1] + low + (rates[:-1] - low) * fractions[1:]
+    )
+    ratio = float(max(point_ratios.max(), right.max(initial=0.0)))
+    return RoundsBound(ratio, fine, fractions, lowest, earlier, point_ratios)
+
+
+def earlier_minima(offsets: np.ndarray, slopes: np.ndarray, rates: np.ndarray):
+    """``min_(i < j) offsets[i] - rates[j] slopes[i]`` for every ``j >= 1`` (``inf`` at
+    ``j = 0``) and the least ``i`` that attains it, for ``slopes`` non-decreasing and
+    ``rates`` rising: a Monge matrix, whose rows of the minima never decrease with ``j``, so
+    divide and conquer, one level of every column range at a time (NumPy, ``O(N log N)``)."""
+    count = len(rates)
+    minima = np.full(count, np.inf)
+    rows_of = np.full(count, -1, dtype=np.int64)
+    if count < 2:
+        return minima, rows_of
+    # column ranges [first, last] whose minima lie in rows [low_row, high_row]
+    first, last = np.array([1]), np.array([count - 1])
+    low_row, high_row = np.array([0]), np.array([count - 2])
+    while first.size:
+        middle = (first + last) // 2
+        sizes = np.minimum(high_row, middle - 1) - low_row + 1
+        starts = np.cumsum(sizes) - sizes
+        which = np.repeat(np.arange(middle.size), sizes)
+        rows = low_row[which] + np.arange(sizes.sum()) - starts[which]
+        values = offsets[rows] - rates[middle[which]] * slopes[rows]
+        least = np.minimum.reduceat(values, starts)
+        hits = np.flatnonzero(values == least[which])
+        firsts = hits[np.r_[True, which[hits][1:] != which[hits][:-1]]]
+        found = rows[firsts]
+        minima[middle], rows_of[middle] = least, found
+        left, right = first <= middle - 1, middle + 1 <= last
+        first, last, low_row, high_row = (
+            np.concatenate([first[left], middle[right] + 1]),
+            np.concatenate([middle[left] - 1, last[right]]),
+            np.concatenate([low_row[left], found[right]]),
+            np.concatenate([found[left], high_row[right]]),
+        )
+    return minima, rows_of
 
 
 def _worst_walk(setting: Setting, grid: np.ndarray) -> np.ndarray:

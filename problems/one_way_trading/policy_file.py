@@ -1,7 +1,8 @@
 """The one-way trading policy file: JSON with the setting and the conversion curve on its rate
 grid. Loading it needs NumPy only (no JAX), so a trading service can use the learned curve
 as it is: between grid rates the curve is linear in the rate, as in training and in the
-certificate, whose ratio holds for every rate in ``[m, M]``.
+certificate, whose ratio holds for every rate in ``[m, M]`` over the setting's ``T`` rounds
+(more rounds: the curve's ratio over every horizon, ``exact.supremum``).
 """
 
 from __future__ import annotations

@@ -2,26 +2,19 @@
 
 from __future__ import annotations
 
-import jax
-import jax.numpy as jnp
 import numpy as np
 
 from advonline.baselines.one_way_trading import BASELINES, optimal_ratio
-from advonline.problem import Cases, Certificate, Problem
-from advonline.problems.one_way_trading import by_hand, exact, model, policy, policy_file
+from advonline.problem import Cases, Certificate, Problem, TrainingCertificate
+from advonline.problems.one_way_trading import by_hand, descent, exact, model, policy, policy_file
 
 
 def certificate(setting: model.Setting, trading_policy) -> Certificate | None:
-    """A conversion curve's competitive ratio for real rates (None for any other policy)."""
+    """An upper bound on a conversion curve's competitive ratio over ``T`` rounds of real
+    rates (:func:`exact.curve_ratio`; None for any other policy)."""
     if not isinstance(trading_policy, model.CurvePolicy):
         return None
     return exact.curve_ratio(setting, np.asarray(trading_policy.fractions))
-
-
-def differentiable_certificate(setting: model.Setting, curve: model.CurvePolicy) -> jax.Array:
-    """The certificate of a curve written in JAX (:func:`exact.supremum`), for certificate
-    descent: the learned curve never falls, so it needs no check."""
-    return exact.supremum(jnp, setting, jnp.clip(curve.fractions, 0.0, 1.0))
 
 
 def reference(setting: model.Setting) -> tuple[str, float]:
@@ -44,7 +37,7 @@ PROBLEM = Problem(
     load=policy_file.load,
     restore=policy.restore,
     reference=reference,
-    differentiable_certificate=differentiable_certificate,
+    training_certificate=TrainingCertificate(descend=descent.descend),
     cases=Cases(
         settings=(
             {"low": 1.0, "high": 10.0, "rounds": 12, "levels": 9},

@@ -1,5 +1,5 @@
 """The certificate of a buying rule and the lower bound on every rule, in float64 (NumPy and
-SciPy, outside ``jit``).
+SciPy, outside ``jit``; the certificate also in JAX, for certificate descent).
 
 Every input is a season length, so the exact ratio of a rule is the largest ``E[cost] / OPT``
 over ``n = 1 .. rounds``: a finite maximum. The best any online rule can do is a linear
@@ -10,6 +10,8 @@ exactly, so the bound holds whatever the solver's tolerance (Yao's principle).
 
 from __future__ import annotations
 
+import jax
+import jax.numpy as jnp
 import numpy as np
 from scipy.optimize import linprog
 
@@ -20,9 +22,21 @@ from advonline.problems.ski_rental.model import BuyingRule, Setting
 def season_costs(setting: Setting, owned) -> np.ndarray:
     """``[T + 1]`` the expected cost of the rule ``owned`` ``[T]`` on every season of 0 .. T
     days (the simulator's sum, in float64)."""
-    owned = np.asarray(owned, np.float64)
-    daily = setting.buy * np.diff(owned, prepend=0.0) + 1.0 - owned
-    return np.concatenate([[0.0], np.cumsum(daily)])
+    return np.concatenate([[0.0], _costs(np, setting, np.asarray(owned, np.float64))])
+
+
+def _costs(xp, setting: Setting, owned):
+    """``[T]`` the expected cost of the rule ``owned`` on seasons of 1 .. T days, written once
+    for NumPy and JAX (``xp``: either module)."""
+    daily = setting.buy * xp.diff(owned, prepend=0.0) + 1.0 - owned
+    return xp.cumsum(daily)
+
+
+def differentiable_certificate(setting: Setting, rule: BuyingRule) -> jax.Array:
+    """The exact ratio of a :class:`BuyingRule` (:func:`certificate`) in JAX, differentiable in
+    its ``owned`` chances: certificate descent follows it."""
+    optima = jnp.asarray(season_optima(setting)[1:], rule.owned.dtype)
+    return jnp.max(_costs(jnp, setting, rule.owned) / optima)
 
 
 def season_optima(setting: Setting) -> np.ndarray:

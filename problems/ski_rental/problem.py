@@ -27,6 +27,7 @@ PROBLEM = Problem(
     policy_head=policy.policy_head,
     baselines=BASELINES,
     certificate=exact.certificate,
+    differentiable_certificate=exact.differentiable_certificate,
     lower_bound=exact.lower_bound,
     families=lambda setting: {"every season": model.every_season(setting)},
     export=policy.export,
