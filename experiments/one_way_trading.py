@@ -45,9 +45,7 @@ def block(name: str, reports: list[dict]) -> str:
     learned = [certified(result(report, "learned")) for report in reports]
     seconds = [report["training_seconds"] for report in reports]
     described = Setting(**{key: value for key, value in setting.items() if key != "problem"})
-    every_horizon = [
-        float(supremum(np, described, np.asarray(_curve(report)))) for report in reports
-    ]
+    every_horizon = [supremum(described, np.asarray(_curve(report))) for report in reports]
     baselines = ", ".join(
         f"{row['algorithm']} {certified(row):.4f}"
         for row in first["results"]

@@ -111,11 +111,11 @@ def test_the_best_curve_on_the_grid_is_bracketed_by_its_lp(theta):
     algorithm is below both, and r* lies between the bound and the best curve."""
     setting = Setting(low=1.0, high=theta, rounds=33, levels=9)
     fractions, bound = exact.optimal_curve(setting)
-    certified = float(exact.supremum(np, setting, fractions))
+    certified = exact.supremum(setting, fractions)
     assert bound <= certified <= bound * (1 + 1e-3)
     others = [make(setting).fractions for make in BASELINES.values()] + _curves(9)
     for curve in others:
-        assert exact.supremum(np, setting, np.asarray(curve)) >= bound * (1 - 1e-9)
+        assert exact.supremum(setting, np.asarray(curve)) >= bound * (1 - 1e-9)
     lower = exact.lower_bound(setting).ratio
     assert lower < optimal_ratio(theta) < certified
 
@@ -167,7 +167,7 @@ def test_a_curve_for_t_rounds_is_certified_below_r_star():
         grid = _best_curve_against(setting, np.concatenate(walks), np.concatenate(tops))
     certified = exact.curve_ratio(setting, grid).ratio
     assert exact.lower_bound(setting).ratio < certified < optimal_ratio(10.0)
-    assert exact.supremum(np, setting, grid) > optimal_ratio(10.0)
+    assert exact.supremum(setting, grid) > optimal_ratio(10.0)
 
 
 def _best_curve_against(setting, rows, tops) -> np.ndarray:

@@ -144,9 +144,7 @@ def test_one_way_trading_ratios_match_closed_forms():
             name: problem.certificate(setting, make(setting)).ratio
             for name, make in problem.baselines.items()
         }
-    every_horizon = {
-        name: float(exact.supremum(np, setting, curve)) for name, curve in curves.items()
-    }
+    every_horizon = {name: exact.supremum(setting, curve) for name, curve in curves.items()}
     bound = problem.lower_bound(setting).ratio
     step = setting.rates[1] / setting.rates[0]
     # over every horizon: reservation ramps from the grid rate below 4 to 4, so a walk up to M

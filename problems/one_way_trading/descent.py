@@ -53,7 +53,7 @@ def descend(game, params, certificate: float, steps: int, learning_rate: float):
         for round_index in range(ROUNDS + 1):
             grid = np.maximum.accumulate(np.clip(_fractions(game, current), 0.0, 1.0))
             bound = exact.rounds_bound(setting, grid)
-            ratio = min(bound.ratio, float(exact.supremum(np, setting, grid)))
+            ratio = min(bound.ratio, exact.supremum(setting, grid))
             if ratio < best:
                 best, best_params = ratio, current
             if round_index == ROUNDS:

@@ -87,27 +87,24 @@ WALK_LEVELS = 1025
 LP_SAMPLES = 8
 
 
-def supremum(xp, setting: Setting, grid):
-    """``sup_p p / R(p)`` of the non-decreasing curve ``grid`` ``[G]`` in ``[0, 1]``, written
-    once for NumPy and for JAX (``xp``: either module; with ``jax.numpy`` it is jit-able and
-    differentiable in ``grid``). At every grid rate, and at ``sqrt(alpha / gamma)`` on each
-    segment where that lies inside."""
-    rates, low = xp.asarray(setting.rates, dtype=grid.dtype), setting.low
+def supremum(setting: Setting, grid: np.ndarray) -> float:
+    """``sup_p p / R(p)`` of the non-decreasing curve ``grid`` ``[G]`` in ``[0, 1]``: at every
+    grid rate, and at ``sqrt(alpha / gamma)`` on each segment where that lies inside."""
+    grid = np.asarray(grid, dtype=np.float64)
+    rates, low = np.asarray(setting.rates, dtype=np.float64), setting.low
     a, b = rates[:-1], rates[1:]
-    slope = xp.diff(grid) / (b - a)
-    rises = xp.cumsum(slope * (b * b - a * a) / 2.0)
-    integral = xp.concatenate([xp.zeros(1, dtype=grid.dtype), rises])
+    slope = np.diff(grid) / (b - a)
+    integral = np.concatenate([[0.0], np.cumsum(slope * (b * b - a * a) / 2.0)])
     revenue = low * grid[0] + integral + low * (1.0 - grid)
     # on segment [a, b]: R(p) = alpha + beta p + gamma p^2, beta = -m slope
     gamma = slope / 2.0
     alpha = revenue[:-1] - slope * a * a / 2.0 + low * slope * a
     turns = (gamma > 0) & (alpha > 0)
-    # 1 where there is no turn, so that neither value nor gradient is ever inf or NaN
-    turn = xp.sqrt(xp.where(turns, alpha / xp.where(turns, gamma, 1.0), 1.0))
+    turn = np.sqrt(np.where(turns, alpha / np.where(turns, gamma, 1.0), 1.0))
     inside = turns & (turn > a) & (turn < b)
-    at = xp.where(inside, turn, a)  # a harmless point where the turn is not inside
+    at = np.where(inside, turn, a)  # a harmless point where the turn is not inside
     turning = at / (alpha - low * slope * at + gamma * at * at)
-    return xp.maximum(xp.max(rates / revenue), xp.max(xp.where(inside, turning, 0.0)))
+    return float(max(np.max(rates / revenue), np.max(np.where(inside, turning, 0.0))))
 
 
 def curve_ratio(setting: Setting, fractions: np.ndarray) -> Certificate | None:
@@ -120,7 +117,7 @@ def curve_ratio(setting: Setting, fractions: np.ndarray) -> Certificate | None:
     if np.any(np.diff(grid) < -MONOTONE_TOLERANCE):
         return None
     grid = np.maximum.accumulate(grid)
-    ratio = min(float(supremum(np, setting, grid)), rounds_bound(setting, grid).ratio)
+    ratio = min(supremum(setting, grid), rounds_bound(setting, grid).ratio)
     return Certificate(ratio, False, _worst_walk(setting, grid))
 
 
