@@ -150,6 +150,23 @@ def test_the_bound_for_t_rounds_is_attained_by_its_own_walk(levels, rounds):
         np.testing.assert_allclose(tops / (rows @ grid + setting.low), bound.point_ratios)
 
 
+def test_divide_and_conquer_finds_every_column_s_minimum():
+    """:func:`exact.earlier_minima` against the whole matrix: random offsets, rising rates and
+    non-decreasing slopes (with ties), every column's minimum over earlier rows and the first
+    row that attains it."""
+    rng = np.random.default_rng(7)
+    for count in (1, 2, 3, 17, 300):
+        rates = np.sort(rng.uniform(1.0, 10.0, count))
+        slopes = np.sort(rng.choice([0.0, 0.25, 0.5, 1.0], count) * rng.uniform(0.5, 1, count))
+        offsets = rng.uniform(0.0, 5.0, count)
+        minima, rows = exact.earlier_minima(offsets, slopes, rates)
+        whole = offsets[:, None] - rates[None, :] * slopes[:, None]
+        whole[np.tril_indices(count)] = np.inf  # row i < column j only
+        np.testing.assert_array_equal(minima, whole.min(axis=0))
+        columns = np.arange(1, count)
+        np.testing.assert_array_equal(rows[columns], whole.argmin(axis=0)[columns])
+
+
 def test_a_curve_for_t_rounds_is_certified_below_r_star():
     """A walk of ``T`` records earns more than the integral, so the best curve for ``T``
     rounds beats r*, which no curve beats over every horizon: the LP over the bound's own
