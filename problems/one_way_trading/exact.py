@@ -139,6 +139,8 @@ class FineRates(NamedTuple):
 
     @staticmethod
     def of(setting: Setting) -> FineRates:
+        """The setting's fine rates: :data:`ROUND_POINTS` a segment, fewer within
+        :data:`ROUNDS_WORK`, at least one (the grid rates)."""
         grid = np.asarray(setting.rates, dtype=np.float64)
         segments = len(grid) - 1
         points = max(1, min(ROUND_POINTS, ROUNDS_WORK // (setting.rounds * segments)))
@@ -150,14 +152,6 @@ class FineRates(NamedTuple):
     def curve(self, grid: np.ndarray) -> np.ndarray:
         """The curve ``grid`` ``[G]`` at the fine rates ``[N]``."""
         return (1.0 - self.weight) * grid[self.segment] + self.weight * grid[self.segment + 1]
-
-    def onto_grid(self, coefficients: np.ndarray) -> np.ndarray:
-        """``c [K, N]`` such that ``c @ curve(g) = result @ g`` for every grid curve ``g``."""
-        levels = int(self.segment.max()) + 2
-        result = np.zeros((coefficients.shape[0], levels))
-        np.add.at(result.T, self.segment, (coefficients * (1.0 - self.weight)).T)
-        np.add.at(result.T, self.segment + 1, (coefficients * self.weight).T)
-        return result
 
 
 class RoundsBound(NamedTuple):
