@@ -109,16 +109,28 @@ def supremum(setting: Setting, grid: np.ndarray) -> float:
 
 def curve_ratio(setting: Setting, fractions: np.ndarray) -> Certificate | None:
     """An upper bound on the competitive ratio of the curve ``fractions`` ``[G]`` (linear
-    between grid rates) over every input of ``T`` real rates in ``[m, M]``: the lower of
-    :func:`supremum` (every horizon) and :func:`rounds_bound` (``T`` rounds), ``exact``
-    False; with the hardest walk up through the tokens (:func:`_worst_walk`), an input that
-    comes near it. ``None`` if the curve falls somewhere."""
+    between grid rates) over every input of ``T`` real rates in ``[m, M]``
+    (:func:`certified`), ``exact`` False; with the hardest walk up through the tokens
+    (:func:`_worst_walk`), an input that comes near it. ``None`` if the curve falls
+    somewhere."""
+    found = certified(setting, fractions)
+    if found is None:
+        return None
+    grid, ratio, _ = found
+    return Certificate(ratio, False, _worst_walk(setting, grid))
+
+
+def certified(setting: Setting, fractions: np.ndarray):
+    """``(grid, ratio, bound)`` of the curve ``fractions`` ``[G]``: the curve held in
+    ``[0, 1]`` and never falling (float64), the lower of :func:`supremum` (every horizon) and
+    :func:`rounds_bound` (``T`` rounds), and that bound for ``T`` rounds (whose walks
+    certificate descent moves); ``None`` if the curve falls somewhere."""
     grid = np.clip(np.asarray(fractions, dtype=np.float64), 0.0, 1.0)
     if np.any(np.diff(grid) < -MONOTONE_TOLERANCE):
         return None
     grid = np.maximum.accumulate(grid)
-    ratio = min(supremum(setting, grid), rounds_bound(setting, grid).ratio)
-    return Certificate(ratio, False, _worst_walk(setting, grid))
+    bound = rounds_bound(setting, grid)
+    return grid, min(supremum(setting, grid), bound.ratio), bound
 
 
 #: Sub-rates per grid segment on which :func:`rounds_bound` places records, fewer where
