@@ -137,14 +137,9 @@ def test_one_way_trading_ratios_match_closed_forms():
     problem = registry.get("one-way-trading")
     setting = problem.setting(low=1.0, high=16.0, rounds=81, levels=81)  # sqrt(mM) = 4 on grid
     with jax.enable_x64(True):
-        curves = {
-            name: np.asarray(make(setting).fractions) for name, make in problem.baselines.items()
-        }
-        certified = {
-            name: problem.certificate(setting, make(setting)).ratio
-            for name, make in problem.baselines.items()
-        }
-    every_horizon = {name: exact.supremum(setting, curve) for name, curve in curves.items()}
+        policies = {name: make(setting) for name, make in problem.baselines.items()}
+        certified = {name: problem.certificate(setting, p).ratio for name, p in policies.items()}
+    every_horizon = {name: exact.supremum(setting, p.fractions) for name, p in policies.items()}
     bound = problem.lower_bound(setting).ratio
     step = setting.rates[1] / setting.rates[0]
     # over every horizon: reservation ramps from the grid rate below 4 to 4, so a walk up to M
