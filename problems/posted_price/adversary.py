@@ -286,8 +286,9 @@ def best_response(
 ) -> BestResponse:
     """Train a fresh adversary from scratch for ``steps`` REINFORCE steps against the frozen
     algorithm given by its price ``table`` (:func:`~posted_price.typed_payoffs.algorithm_table`;
-    K >= 2 needs state conditioning and divisible buyers: OPT in ``jit``, a primal-feasible
-    lower bound); keep the worst instance of everything written."""
+    K >= 2 needs state conditioning and divisible buyers: OPT in ``jit``,
+    :func:`~posted_price.optimum.device_optimum`); keep the worst instance of everything
+    written."""
     # the algorithm is frozen: its per-type sale table is computed once, not once per step
     sale = model.type_sale_table(table, dtype) if isinstance(model, StateAdversary) else None
 

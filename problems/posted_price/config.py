@@ -117,7 +117,7 @@ def check_run(config: RunConfig) -> list[str]:
     if config.oracle.descent_epochs > config.game.epochs:
         problems.append("oracle.descent_epochs must be <= game.epochs")
     if several and not config.setting.divisible:
-        problems.append("several resources need divisible buyers (OPT from the JAX dual LP)")
+        problems.append("several resources need divisible buyers (OPT in JAX is an LP's)")
     if config.game.loop == "oracle" and several and config.oracle.restarts:
         if conditioning != "state":
             problems.append(

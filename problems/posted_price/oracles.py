@@ -5,7 +5,8 @@ Every oracle takes the algorithm as its table over every state
 ``[T, S, K, A]`` on the product grid for K >= 2) and returns :class:`Found`: instances as buyer
 type sequences (:mod:`posted_price.buyer_types`) with their ratios ``OPT / E[ALG]``, each the
 ratio of a fixed input (oblivious; ``E[ALG]`` exact by backward induction; OPT exact for K = 1
-and a primal-feasible lower bound for K >= 2, so a ratio is never inflated). Two oracles,
+and K = 2, and a primal-feasible lower bound for K >= 3, so a ratio is never inflated). Two
+oracles,
 each with independent restarts vmapped in one jitted call:
 
 - :func:`adversary_oracle`: fresh adversary networks trained from scratch with REINFORCE

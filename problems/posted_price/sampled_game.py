@@ -20,11 +20,12 @@ for independent draws; with the shared quantile the other resources' prices depe
 drawn atom, so it is an approximation (the K >= 2 results were trained with it).
 
 **Payoffs** (the adversary's REINFORCE signal, the softmin weights of the pool, the metrics)
-are means of ``payoff_runs`` sampled runs. **OPT** of each written batch comes from the JAX
-dual LP (:func:`~posted_price.optimum.device_optimum`, divisible buyers), so the whole step is
-one jitted program with no host round trip. That value is primal-feasible, so a ratio built
-on it is never inflated, but on the near-tied instances an adversary writes the dual method
-can stall short of OPT (``tests/test_optimum.py`` measures how often and how far). The replay
+are means of ``payoff_runs`` sampled runs. **OPT** of each written batch comes from JAX
+(:func:`~posted_price.optimum.device_optimum`, divisible buyers), so the whole step is one
+jitted program with no host round trip: exact for K = 2; for K >= 3 the dual method's
+primal-feasible value, so a ratio built on it is never inflated, but on the near-tied
+instances an adversary writes it can stall short of OPT (``tests/test_optimum.py`` measures
+how often and how far). The replay
 stores each instance's OPT, so an instance is solved once however often the algorithm trains
 against it.
 """
@@ -131,14 +132,14 @@ _pool_payoffs = jax.jit(pool_payoffs, static_argnums=0)
 @functools.partial(jax.jit, static_argnums=0)
 def sampled_game_step(game, state: GameState) -> tuple[GameState, StepMetrics]:
     """One step of the K >= 2 game, one jitted program: ``n_adv`` adversary updates, each
-    batch's OPT from the JAX dual LP, then ``n_alg`` algorithm updates
-    (:func:`_algorithm_updates`)."""
+    batch's OPT in JAX (:func:`~posted_price.optimum.device_optimum`), then ``n_alg``
+    algorithm updates (:func:`_algorithm_updates`)."""
     state, written, optimum, payoff, key = _adversary_updates(game, state)
     return _algorithm_updates(game, state, written, optimum, payoff, key)
 
 
 def _adversary_updates(game, state: GameState):
-    """``n_adv`` adversary updates, each batch's OPT from the JAX dual LP; the state after
+    """``n_adv`` adversary updates, each batch's OPT in JAX; the state after
     them, the last batch, its OPT and payoffs, and the algorithm's key."""
     setting, batch = game.setting, game.adversary_config.batch
     updates_made = game.loop_config.adversary_steps

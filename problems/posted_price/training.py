@@ -159,7 +159,8 @@ UPDATE = Update(pool=pool_update, tokens=token_ascent, draws=update_draws)
 def token_optimum(game, types) -> np.ndarray:
     """OPT of the instances written as ``types`` ``[N, T]`` (host array). For K = 1 one
     jitted programme, the batch padded to a power of two (at least 32) so that the epochs'
-    varying counts share a handful of compilations; K >= 2 by the JAX dual LP."""
+    varying counts share a handful of compilations; K >= 2 by HiGHS on the host
+    (:func:`~posted_price.optimum.offline_optimum`)."""
     types = np.asarray(types)
     if game.setting.resources != 1:
         instances = game.adversary.instances(jnp.asarray(types), jnp.float32)

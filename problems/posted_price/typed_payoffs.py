@@ -6,8 +6,9 @@ type buys in each state is tabled once per algorithm (:func:`type_sale_table`,
 backward induction: over the K = 1 utilisation grid
 (:func:`~posted_price.model.continuation`) or, for K >= 2, the product grid
 (:func:`~posted_price.product_grid.grid_welfare`). OPT comes from
-:func:`~posted_price.optimum.device_optimum` inside ``jit`` (exact for K = 1, a primal-feasible
-lower bound for divisible K >= 2, so a ratio is never inflated).
+:func:`~posted_price.optimum.device_optimum` inside ``jit`` (exact for K = 1 and, up to
+rounding, for divisible K = 2; for K >= 3 a primal-feasible lower bound, so a ratio is never
+inflated).
 """
 
 from __future__ import annotations
