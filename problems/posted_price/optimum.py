@@ -274,8 +274,8 @@ def two_resource_lp_optimum(
     of those ``T + 2`` lines, ``(T + 2)(T + 1) / 2`` candidates costing ``T`` each; every
     candidate (moved into the quadrant where rounding left it just outside) is a dual-feasible
     point, so ``f`` there is never below OPT but by rounding (``tests/test_optimum.py`` checks
-    it against HiGHS). Parallel lines (buyers with proportional demands) do not intersect and
-    are skipped. Instances are scored in chunks of at most :data:`_VERTEX_CHUNK` elements."""
+    it against HiGHS). Parallel lines (buyers with proportional demand vectors) do not
+    intersect and are skipped."""
     dtype = values.dtype
     d = demands / jnp.asarray(capacities, dtype)[None]  # capacity 1 per resource
     lines = jnp.concatenate([d, jnp.eye(2, dtype=dtype)])  # d_t.y = b_t, then y_k = 0
@@ -306,7 +306,8 @@ _VERTEX_ROUNDS = 128
 def device_optimum(setting: Setting, instances: Instance) -> jax.Array:
     """OPT ``[B]`` in JAX for the training oracles (jit-able for every K): exact for K = 1
     (:func:`offline_optimum`) and for divisible K = 2 up to :data:`_VERTEX_ROUNDS` rounds
-    (:func:`two_resource_lp_optimum`, exact up to rounding); for the other divisible settings
+    (:func:`two_resource_lp_optimum`, exact up to rounding, in chunks of at most
+    :data:`_VERTEX_CHUNK` elements); for the other divisible settings
     the primal-feasible value of :func:`dual_lp_optimum`: a lower bound, so a ratio built on it
     is never inflated; within 1e-4 relative on random instances, but on the near-tied grid
     instances the oracles write a few per cent of instances fall short by up to several per

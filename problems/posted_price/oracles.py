@@ -6,8 +6,7 @@ Every oracle takes the algorithm as its table over every state
 type sequences (:mod:`posted_price.buyer_types`) with their ratios ``OPT / E[ALG]``, each the
 ratio of a fixed input (oblivious; ``E[ALG]`` exact by backward induction; OPT exact for K = 1
 and K = 2, and a primal-feasible lower bound for K >= 3, so a ratio is never inflated). Two
-oracles,
-each with independent restarts vmapped in one jitted call:
+oracles, each with independent restarts vmapped in one jitted call:
 
 - :func:`adversary_oracle`: fresh adversary networks trained from scratch with REINFORCE
   (:func:`~posted_price.adversary.best_response`), ``restarts`` seeds at once; every step's worst

@@ -25,9 +25,8 @@ are means of ``payoff_runs`` sampled runs. **OPT** of each written batch comes f
 jitted program with no host round trip: exact for K = 2; for K >= 3 the dual method's
 primal-feasible value, so a ratio built on it is never inflated, but on the near-tied
 instances an adversary writes it can stall short of OPT (``tests/test_optimum.py`` measures
-how often and how far). The replay
-stores each instance's OPT, so an instance is solved once however often the algorithm trains
-against it.
+how often and how far). The replay stores each instance's OPT, so an instance is solved once
+however often the algorithm trains against it.
 """
 
 from __future__ import annotations
