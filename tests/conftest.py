@@ -19,7 +19,8 @@ The suite's time is mostly compilation of tiny programs, so three settings make 
 
 Subprocesses inherit all three through the environment. ``make test`` runs the files on every
 core (pytest-xdist, ``-n auto --dist loadfile``: a file's module fixtures stay in one worker);
-the workers share the cache folder.
+each worker caches in a folder of its own inside the session's: JAX writes a cache entry in
+place, so a worker reading an entry another is still writing would find it truncated.
 """
 
 import os
@@ -56,6 +57,12 @@ _OWN_CACHE = "JAX_COMPILATION_CACHE_DIR" not in os.environ
 if _OWN_CACHE:  # subprocesses inherit the variables and share the folder
     os.environ["JAX_COMPILATION_CACHE_DIR"] = tempfile.mkdtemp(prefix="advonline-tests-jax-")
     os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
+    os.environ["ADVONLINE_TESTS_CACHE"] = os.environ["JAX_COMPILATION_CACHE_DIR"]
+_WORKER = os.environ.get("PYTEST_XDIST_WORKER")
+if _WORKER and os.environ.get("ADVONLINE_TESTS_CACHE") == os.environ["JAX_COMPILATION_CACHE_DIR"]:
+    _FOLDER = os.path.join(os.environ["ADVONLINE_TESTS_CACHE"], _WORKER)
+    os.makedirs(_FOLDER, exist_ok=True)
+    os.environ["JAX_COMPILATION_CACHE_DIR"] = _FOLDER  # the worker's subprocesses share it
 jax.config.update("jax_compilation_cache_dir", os.environ["JAX_COMPILATION_CACHE_DIR"])
 jax.config.update(
     "jax_persistent_cache_min_compile_time_secs",
