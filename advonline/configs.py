@@ -214,6 +214,8 @@ class OracleConfig:
     # down its own certificate, each against the exact worst adversary strategy) instead of
     # against the archive
     descent_learning_rate: float = 0.002
+    descent_steps: int = 0  # gradient steps of each descent epoch (0: epoch_steps), for a
+    # certificate whose steps cost much more than training's; the epoch counts epoch_steps
     rescore_best: bool = True  # without a certificate: before a probed network (or mixture)
     # is compared with the kept one, the kept one's measured worst case is raised to its worst
     # ratio on the current archive, so both are measured on everything found so far (the
@@ -246,8 +248,8 @@ class OracleConfig:
             problems.append("oracle.worst_case_weight must lie in [0, 1]")
         if self.closing_rounds < 0:
             problems.append("oracle.closing_rounds must be >= 0")
-        if self.descent_epochs < 0:
-            problems.append("oracle.descent_epochs must be >= 0")
+        if self.descent_epochs < 0 or self.descent_steps < 0:
+            problems.append("oracle.descent_epochs and oracle.descent_steps must be >= 0")
         if not 0 < self.descent_learning_rate < float("inf"):
             problems.append("oracle.descent_learning_rate must be a finite number > 0")
         if not 0 <= self.closing_tolerance < float("inf"):
@@ -264,7 +266,7 @@ def not_applicable(problem) -> dict[str, str]:
     descends = own is not None and own.descend is not None
     if problem.differentiable_certificate is None and not descends:
         why = "the problem's certificate has no gradient to descend"
-        keys.update(descent_epochs=why, descent_learning_rate=why)
+        keys.update(descent_epochs=why, descent_learning_rate=why, descent_steps=why)
     return keys
 
 

@@ -576,14 +576,16 @@ def train_epoch(
 ) -> OracleState:
     """Step 5: ``oracle.epoch_steps`` updates against the archive's mixture, on the archive's
     filled slots (:func:`training_batch`), with the softmin's ``temperature``. In the last
-    ``oracle.descent_epochs`` of the run's ``epochs`` they are instead steps of certificate
-    descent from the best certified network
+    ``oracle.descent_epochs`` of the run's ``epochs`` they are instead
+    ``oracle.descent_steps`` (or as many) steps of certificate descent from the best certified
+    network
     (:meth:`~advonline.game.Game.descend`): the network trains against the
     exact worst case itself, and the next measurement certifies the best network it reached."""
     steps = oracle.epoch_steps
     if oracle.descent_epochs and descends(oracle, state, epochs):
+        descent = oracle.descent_steps or steps
         params = game.descend(
-            state.best_algorithm, float(state.best_score), steps, oracle.descent_learning_rate
+            state.best_algorithm, float(state.best_score), descent, oracle.descent_learning_rate
         )
         return state.replace(algorithm=params, step=state.step + steps)
     mesh = getattr(game, "mesh", None)  # the devices the game shards its batches over

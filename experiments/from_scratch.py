@@ -106,6 +106,7 @@ TARGETS = {
     "k1-u100-classic": ("classic", 1.02, 600),
     "k1-u10-d025-oracle": ("ratio", 0.45, 600),
     "k2-u10-oracle": ("ratio", 0.70, 300),
+    "k2-u10-certified": ("ratio", 0.70, 1500),
     "k2-u10-oracle-probed": ("ratio", 0.85, 1200),
     "k3-u10-oracle": ("ratio", 0.85, 1200),
 }
@@ -124,6 +125,7 @@ BRACKET_TARGETS = {
     "k1-u100-oracle": (1.05, 1.08),
     "k1-u10-d025-oracle": (1.25, None),
     "k2-u10-oracle": (1.25, None),
+    "k2-u10-certified": (1.25, None),
 }
 #: certificate descent's settings (its own table: every policy class, every figure a
 #: certificate; the deterministic rows are exact CRs)

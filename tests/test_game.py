@@ -194,8 +194,9 @@ def test_every_shipped_config_is_valid():
                 "adversary": {"conditioning": "state"},
                 "oracle": {"descent_epochs": 1},
             },
-            "descent_epochs needs one resource",
+            "descent_epochs with several resources needs algorithm.grid_certificate",
         ),
+        ({"game": {"loop": "oracle"}, "oracle": {"descent_steps": -1}}, "must be >= 0"),
         (
             {"problem": {"name": "adwords"}, "oracle": {"descent_epochs": 1}},
             "certificate has no gradient to descend",

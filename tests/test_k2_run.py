@@ -6,6 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import jax
 import matplotlib.image
 import numpy as np
 import pytest
@@ -136,3 +137,112 @@ def test_a_table_export_of_several_resources_is_refused_in_one_line(two_resource
     assert main([*argv, "--no-measure"]) == 2
     error = capsys.readouterr().err.strip().splitlines()
     assert len(error) == 1 and "one resource" in error[0] and not target.exists()
+
+
+CERTIFIED_K2 = """
+[setting]
+resources = 2
+capacities = [1.0, 1.0]
+low = 1.0
+high = 4.0
+rounds = 5
+max_demand = 0.5
+demand_levels = 1
+
+[algorithm]
+price_atoms = 3
+hidden = 8
+layers = 1
+learning_rate = 0.02
+shared_resources = true
+grid_certificate = true
+
+[adversary]
+density_levels = 4
+
+[game]
+loop = "oracle"
+epochs = 3
+seed = 1
+
+[oracle]
+epoch_steps = 3
+archive_size = 32
+snapshots = 3
+new_per_epoch = 6
+restarts = 0
+chains = 4
+candidates = 4
+search_steps = 3
+probe_every = 0
+certificate_instances = 8
+descent_epochs = 1
+descent_steps = 4
+descent_learning_rate = 0.02
+"""
+
+
+@pytest.fixture
+def optimised():
+    """XLA's optimisation passes on (the suite turns most off): compiled without them,
+    reverse mode through the grid induction gives NaN entries, so descent would not move."""
+    before = jax.config.read("jax_disable_most_optimizations")
+    jax.config.update("jax_disable_most_optimizations", False)
+    yield
+    jax.config.update("jax_disable_most_optimizations", before)
+
+
+def test_a_two_resource_run_trains_against_its_grid_certificate(tmp_path, optimised):
+    """With ``algorithm.grid_certificate`` every epoch certifies the network over the product
+    grid and draws from the strategy behind the bound: the draws are attained ratios, never
+    above it, and join the archive; the last epoch's training descends the certificate and
+    certifies below every epoch before it; the guarantee is the lowest certificate so far, and
+    the delivered network is certified at exactly that."""
+    from advonline import checkpoint, configs
+    from advonline.archive import ORIGINS, instance_slots
+    from advonline.problems.posted_price.grid_certify import certify_grid
+    from advonline.train import train
+
+    path = tmp_path / "certified.toml"
+    path.write_text(CERTIFIED_K2)
+    train(configs.load(path), tmp_path / "run")
+    with open(tmp_path / "run" / "metrics.csv") as handle:
+        header, *rows = [line.split(",") for line in handle.read().splitlines()]
+    column = {name: [row[header.index(name)] for row in rows] for name in header}
+    bounds = [float(value) if value else np.inf for value in column["upper_bound"]]
+    drawn = [float(value) for value in column["certificate_ratio"]]
+    guarantee = [float(value) for value in column["guarantee"]]
+    assert np.isfinite(bounds[0]) and all(
+        1 < d <= b * (1 + 1e-4) for d, b in zip(drawn, bounds, strict=True)
+    )
+    assert guarantee == pytest.approx(np.minimum.accumulate(bounds), rel=1e-6)
+    assert bounds[-1] < min(bounds[:-1])
+    state, config, _ = checkpoint.load(tmp_path / "run")
+    origins = np.asarray(state.archive.origin)[instance_slots(state.archive)]
+    assert ORIGINS.index("certificate") in set(origins.tolist())
+    game = config.build_game()
+    delivered = certify_grid(config.setting, game.policy(state.best_algorithm)).ratio
+    assert delivered == pytest.approx(guarantee[-1], rel=1e-5)
+
+
+@pytest.mark.parametrize(
+    ("changes", "said"),
+    [
+        ({"resources = 2\ncapacities = [1.0, 1.0]\n": ""}, "for several resources"),
+        (
+            {"rounds = 5\nmax_demand = 0.5": "rounds = 60\nmax_demand = 0.05"}
+            | {"price_atoms = 3": "price_atoms = 256"},
+            "over the limit",
+        ),
+    ],
+)
+def test_a_grid_certificate_that_cannot_be_made_is_one_line(tmp_path, capsys, changes, said):
+    text = CERTIFIED_K2
+    for old, new in changes.items():
+        text = text.replace(old, new)
+    path = tmp_path / "refused.toml"
+    path.write_text(text)
+    assert main(["train", str(path), "--out", str(tmp_path / "run")]) == 2
+    error = capsys.readouterr().err.strip().splitlines()
+    assert len(error) == 1 and "grid_certificate" in error[0] and said in error[0], error
+    assert not (tmp_path / "run").exists()

@@ -28,6 +28,9 @@ class HeadConfig:
     rollout_rounds: int = 4  # K >= 2: rounds of each run where every action is valued
     payoff_runs: int = 8  # K >= 2: sampled runs behind each payoff E[ALG] / OPT
     shared_resources: bool = False  # one network prices every resource alike (equal capacities)
+    grid_certificate: bool = False  # K >= 2: certify the network over the product grid in
+    # training (one resource always does), so that its worst runs join the archive and the
+    # run delivers the network with the lowest certificate; costly: few price atoms
 
     def check(self) -> list[str]:
         problems = positive(
@@ -112,8 +115,12 @@ def check_run(config: RunConfig) -> list[str]:
             "search alone: set oracle.restarts = 0 (fresh adversary networks of several "
             'resources need adversary.conditioning = "state", which the oracle loop alone takes)'
         )
-    if config.oracle.descent_epochs and several:
-        problems.append("oracle.descent_epochs needs one resource (the DP certificate)")
+    if head.grid_certificate:
+        problems.extend(_grid_certificate_problems(config, head))
+    if config.oracle.descent_epochs and several and not head.grid_certificate:
+        problems.append(
+            "oracle.descent_epochs with several resources needs algorithm.grid_certificate"
+        )
     if config.oracle.descent_epochs > config.game.epochs:
         problems.append("oracle.descent_epochs must be <= game.epochs")
     if several and not config.setting.divisible:
@@ -124,3 +131,20 @@ def check_run(config: RunConfig) -> list[str]:
                 'game.loop = "oracle" with several resources needs adversary.conditioning = "state"'
             )
     return problems
+
+
+def _grid_certificate_problems(config: RunConfig, head: HeadConfig) -> list[str]:
+    """What keeps ``algorithm.grid_certificate`` from certifying the run's networks: one
+    resource (its DP certifies every run already), or a sweep over the work limit."""
+    from advonline.problems.posted_price.grid_certify import DEFAULT_WORK_LIMIT, grid_work
+
+    setting = config.setting
+    if setting.resources == 1:
+        return ["algorithm.grid_certificate is for several resources (one is always certified)"]
+    work = grid_work(setting, setting.resources * head.price_atoms)
+    if work > DEFAULT_WORK_LIMIT:
+        return [
+            f"algorithm.grid_certificate: a network's certificate needs {work:.1e} updates a "
+            f"sweep, over the limit {DEFAULT_WORK_LIMIT:.0e}: fewer price_atoms"
+        ]
+    return []

@@ -65,6 +65,9 @@ _WARM_STARTS = (0.97, 0.8)
 _BELOW_LAST = 0.99
 #: :func:`descend_params` takes a ratio as settled once Dinkelbach raises it by at most this.
 _SETTLED = 1e-7
+#: Where a K >= 2 descent step's certificate starts, relative to the last: below the new
+#: root, which a step moves by a few per cent at most.
+_GRID_BELOW_LAST = 0.9
 
 
 @dataclasses.dataclass(frozen=True)
@@ -282,6 +285,47 @@ def descend_params(
                 break
             _, slope = strategy_gradient(setting, table_of, params, strategy, table.prices)
             params, state = adam_step(params, state, slope)
+    return Descended(best_params, best, tuple(history))
+
+
+def grid_descend_params(
+    setting: Setting,
+    table_of: Callable,
+    params,
+    certificate: float,
+    steps: int,
+    learning_rate: float,
+) -> Descended:
+    """``steps`` Adam steps (cosine-decayed ``learning_rate``) of a K >= 2 policy's
+    parameters ``params`` down their certificate over the product grid, from
+    ``certificate``, theirs; ``table_of(params)`` is the float64 grid table (hashable).
+
+    Each step descends the certificate's gradient at the last certified ratio
+    (:func:`~posted_price.grid_certify.grid_certificate_gradient`), then certifies the new
+    parameters with Dinkelbach's iteration started :data:`_GRID_BELOW_LAST` below that ratio,
+    so that it rises to the new root. (Started above the root, the iteration stops at once at
+    its start, a valid but looser bound, and the next gradient vanishes: the next step starts
+    further below.) Returns the parameters of the lowest certificate, ``params`` when no step
+    went below ``certificate``. Float64; the loop runs outside ``jit``; each sweep, gradient
+    and Adam step is one jitted programme."""
+    from advonline.problems.posted_price import grid_certify  # it imports certify, as we do
+
+    initialise, adam_step = _adam(learning_rate, steps)
+    with jax.enable_x64(True):
+        params = jax.tree.map(lambda leaf: jnp.asarray(leaf, jnp.float64), params)
+        state = initialise(params)
+        best, best_params, ratio, history = certificate, params, certificate, []
+        for _ in range(steps):
+            slope = grid_certify.grid_certificate_gradient(setting, table_of, params, ratio)
+            params, state = adam_step(params, state, slope)
+            table = _table(table_of, params)
+            found = grid_certify.certify_table(setting, table, start=ratio * _GRID_BELOW_LAST)
+            if found.ratio is None:
+                break
+            ratio = found.ratio
+            history.append(ratio)
+            if ratio < best:
+                best, best_params = ratio, params
     return Descended(best_params, best, tuple(history))
 
 

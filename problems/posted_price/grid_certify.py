@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import functools
 import math
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -50,14 +51,16 @@ import numpy as np
 from advonline.mixture import SnapshotMixture
 from advonline.problems.posted_price.buyer_types import demand_grid_units, demand_vectors
 from advonline.problems.posted_price.certify import (
-    DEFAULT_WORK_LIMIT as K1_WORK_LIMIT,
-)
-from advonline.problems.posted_price.certify import (
+    _STRATEGY_MARGIN,
     NOTHING_FOR_ALG,
     Certificate,
+    WorstRuns,
     _first_near,
     certify_dp,
     dinkelbach,
+)
+from advonline.problems.posted_price.certify import (
+    DEFAULT_WORK_LIMIT as K1_WORK_LIMIT,
 )
 from advonline.problems.posted_price.model import Setting
 from advonline.problems.posted_price.product_grid import (
@@ -102,6 +105,20 @@ def certify_grid(
         return _mixture_certificate(setting, policy, work_limit)
     with jax.enable_x64(True):
         table = grid_price_table(setting, policy, jnp.float64)  # [T, S, K, A]
+    deterministic = getattr(policy, "deterministic", False)
+    return certify_table(setting, table, deterministic, work_limit, start)
+
+
+def certify_table(
+    setting: Setting,
+    table,
+    deterministic: bool = False,
+    work_limit: float = DEFAULT_WORK_LIMIT,
+    start: float = 1.0,
+) -> Certificate:
+    """:func:`certify_grid` of the policy whose float64 grid table is ``table``
+    (``[T, S, K, A]``, :func:`~posted_price.product_grid.grid_price_table`)."""
+    with jax.enable_x64(True):
         intervals = quantile_intervals(table)  # widths [T, S, I], prices [T, S, I, K]
         if (work := grid_work(setting, intervals.widths.shape[-1])) > work_limit:
             note = (
@@ -112,7 +129,7 @@ def certify_grid(
             return Certificate(None, None, note)
 
         def sweep(ratio: float):
-            values = _grid_induction(
+            *values, _ = _grid_induction(
                 setting, intervals.widths, intervals.prices, jnp.float64(ratio)
             )
             return (*values, None)
@@ -124,7 +141,7 @@ def certify_grid(
             return Certificate(ratio, "grid-programme", NOTHING_FOR_ALG)
     kind = (
         "exact on the setting's instances"
-        if getattr(policy, "deterministic", False)
+        if deterministic
         else "upper bound on the oblivious CR (adversary adapts to the state, not to the "
         "price draw; OPT commits on arrival)"
     )
@@ -207,10 +224,11 @@ def _sale_classes(setting: Setting, widths: jax.Array, bundle: jax.Array):
     )
 
 
-@functools.partial(jax.jit, static_argnums=0)
-def _grid_induction(setting: Setting, widths, prices, ratio):
+@functools.partial(jax.jit, static_argnums=(0, 4))
+def _grid_induction(setting: Setting, widths, prices, ratio, record: bool = False):
     """The backward induction for ratio r: ``(F(r), E[OPT], E[ALG])`` of a maximising
-    strategy, from the empty state. Tables over (ALG state, OPT state) ``[S, S]``."""
+    strategy, from the empty state. Tables over (ALG state, OPT state) ``[S, S]``. With
+    ``record``, also that strategy (:class:`GridStrategy`), else None."""
     with jax.enable_x64(True):
         dtype = jnp.float64
         demands = demand_vectors(setting, dtype)  # [J, K]
@@ -223,6 +241,8 @@ def _grid_induction(setting: Setting, widths, prices, ratio):
             widths_t, prices_t = inputs  # [S, I], [S, I, K]
             values = [tables[0]]
             picked = [tables[1:]]
+            nobody = jnp.zeros_like(tables[0])
+            chosen = [(nobody, nobody > 0, nobody)]  # never read: nobody buys
             per_demand = {}
             for index, (j, m, g) in enumerate(blocks):
                 if j not in per_demand:
@@ -246,6 +266,15 @@ def _grid_induction(setting: Setting, widths, prices, ratio):
                 top = jnp.max(affine, axis=1)
                 best = _first_near(affine, top)
                 chance = jnp.take_along_axis(sale, best, 1)
+                if record:  # the buyer each (ALG, OPT) state gets from this block
+                    supremum = (slope >= 0) & (highest < setting.high)  # not attained
+                    chosen.append(
+                        (
+                            jnp.take_along_axis(density, best, 1),
+                            jnp.take_along_axis(supremum, best, 1),
+                            chance,
+                        )
+                    )
                 gains = (
                     jnp.take_along_axis(opt_gain, best, 1),
                     chance * jnp.take_along_axis(alg_gain, best, 1),
@@ -260,9 +289,110 @@ def _grid_induction(setting: Setting, widths, prices, ratio):
             block = jnp.argmax(jnp.stack(values), axis=0)  # [S, S]
             select = lambda stacked: jnp.take_along_axis(stacked, block[None], 0)[0]  # noqa: E731
             carried = tuple(select(jnp.stack(column)) for column in zip(*picked, strict=True))
-            return (select(jnp.stack(values)), *carried), None
+            strategy = None
+            if record:
+                strategy = GridStrategy(
+                    block.astype(jnp.int32),
+                    *(select(jnp.stack(column)) for column in zip(*chosen, strict=True)),
+                )
+            return (select(jnp.stack(values)), *carried), strategy
 
         states = state_count(setting)
         zero = jnp.zeros((states, states), dtype)
-        (gap, opt, alg), _ = jax.lax.scan(back, (zero, zero, zero), (widths, prices), reverse=True)
-        return gap[0, 0], opt[0, 0], alg[0, 0]
+        # rematerialised under differentiation: a round's [S, C, S] candidates are computed
+        # again in the backward pass rather than kept for every round
+        (gap, opt, alg), strategy = jax.lax.scan(
+            jax.checkpoint(back), (zero, zero, zero), (widths, prices), reverse=True
+        )
+        return gap[0, 0], opt[0, 0], alg[0, 0], strategy
+
+
+def grid_certificate_gradient(setting: Setting, table_of, params, ratio: float):
+    """The gradient of a K >= 2 policy's certificate over the product grid with respect to
+    ``params``, where ``table_of(params)`` is its float64 grid table (``[T, S, K, A]``) and
+    ``ratio`` the certificate :func:`certify_grid` gave for it; and that ratio's ``E[ALG]``.
+
+    As for one resource (:func:`~posted_price.certify.certificate_gradient`): the
+    certificate is the root of ``F(r) = max_S E_S[OPT] - r E_S[ALG]``, so its derivative is
+    ``dF/dparams / E_S*[ALG]`` at the maximising strategy S*, taken a relative ``1e-6`` below
+    the root. Reverse mode through the induction, each round recomputed in the backward pass.
+    Inside x64; ``table_of`` is a static argument (hashable, one compilation per function)."""
+    with jax.enable_x64(True):
+        return _grid_gradient(setting, table_of, params, ratio * (1 - _STRATEGY_MARGIN))
+
+
+@functools.partial(jax.jit, static_argnums=(0, 1))
+def _grid_gradient(setting: Setting, table_of, params, ratio):
+    """``dF(ratio)/dparams / E[ALG]`` (:func:`grid_certificate_gradient`)."""
+
+    def gap(params):
+        intervals = quantile_intervals(table_of(params))
+        value, _, alg, _ = _grid_induction(setting, intervals.widths, intervals.prices, ratio)
+        return value, alg
+
+    (_, alg), slope = jax.value_and_grad(gap, has_aux=True)(params)
+    # a NaN entry does not move. Compiled without XLA's optimisation passes, reverse mode
+    # through the induction gives NaN entries (op by op, and optimised, the same finite
+    # ones); optimised, a NaN is rare
+    return jax.tree.map(lambda leaf: jnp.where(jnp.isnan(leaf), 0.0, leaf / alg), slope)
+
+
+class GridStrategy(NamedTuple):
+    """The adversary's buyer in every round and (ALG state, OPT state), each ``[T, S, S]``: a
+    maximiser of the programme for one ratio (:func:`_grid_induction` with ``record``)."""
+
+    block: jax.Array  # int32: 0 nobody comes, else 1 + the index of its block (_blocks)
+    density: jax.Array  # the buyer's value per unit of demand
+    strictly_below: jax.Array  # bool: the density is the supremum just below it
+    chance: jax.Array  # the chance ALG sells to that buyer
+
+
+def grid_worst_runs(
+    setting: Setting, policy, ratio: float, key: jax.Array, count: int
+) -> WorstRuns:
+    """``count`` instances written by the adversary strategy that attains the programme's
+    value for a ratio a relative ``1e-6`` below ``ratio`` against a K >= 2 policy (with
+    ``ratio`` the certificate: the strategy that attains the bound), as
+    :func:`~posted_price.certify.worst_runs` does for one resource: each draw follows the
+    strategy along one realisation of the posted prices, so it is one fixed instance (an
+    attained lower bound on the oblivious CR, like any instance). ``levels`` holds each
+    buyer's demand vector (:func:`~posted_price.buyer_types.demand_vectors`) plus one, 0 for
+    nobody. One sweep that records the strategy, then the draws: two jitted programmes, in
+    float64."""
+    with jax.enable_x64(True):
+        intervals = quantile_intervals(grid_price_table(setting, policy, jnp.float64))
+        below = jnp.float64(ratio * (1 - _STRATEGY_MARGIN))
+        *_, strategy = _grid_induction(setting, intervals.widths, intervals.prices, below, True)
+        drawn = _grid_draw(setting, strategy, key, count)
+    return WorstRuns(*(np.asarray(column).T for column in drawn))
+
+
+@functools.partial(jax.jit, static_argnums=(0, 3))
+def _grid_draw(setting: Setting, strategy: GridStrategy, key: jax.Array, count: int):
+    """Forward through ``strategy``: each round every draw takes the buyer of its (ALG, OPT)
+    state, ALG sells to it with its chance and OPT takes its block's units. Returns
+    ``(densities, strictly_below, levels)``, each ``[T, N]``."""
+    demands = demand_vectors(setting, jnp.float64)
+    alg_following = grid_transitions(setting, demands).following  # [J, S]
+    opt_following = jnp.asarray(_opt_moves(setting)[0])  # [B, S]
+    demand_of = jnp.asarray([j for j, _, _ in _blocks(setting)], jnp.int32)  # [B]
+
+    def round_(carry, inputs):
+        alg, opt = carry
+        block, density, strictly_below, chance, round_key = inputs
+        chosen = block[alg, opt]
+        comes = chosen > 0
+        index = jnp.maximum(chosen - 1, 0)
+        demand = demand_of[index]
+        sells = comes & (jax.random.uniform(round_key, (count,)) < chance[alg, opt])
+        moved = (
+            jnp.where(sells, alg_following[demand, alg], alg),
+            jnp.where(comes, opt_following[index, opt], opt),
+        )
+        level = jnp.where(comes, demand + 1, 0)
+        return moved, (density[alg, opt], strictly_below[alg, opt], level)
+
+    start = jnp.zeros(count, jnp.int32)
+    keys = jax.random.split(key, setting.rounds)
+    _, drawn = jax.lax.scan(round_, (start, start), (*strategy, keys))
+    return drawn

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import math
 from collections.abc import Callable
 
 import jax
@@ -42,7 +43,7 @@ from advonline.archive import on_padded_rows
 from advonline.export import ExportError
 from advonline.mixture import SnapshotMixture
 from advonline.problem import Documents, Oracles, TrainingCertificate, Update, Views, Writer
-from advonline.problems.posted_price import figures, policy_writer
+from advonline.problems.posted_price import figures, grid_certify, policy_writer
 from advonline.problems.posted_price.adversary import (
     AdversaryModel,
     build_adversary,
@@ -56,7 +57,7 @@ from advonline.problems.posted_price.config import (
     read_head,
     writer_config,
 )
-from advonline.problems.posted_price.descent import descend_params
+from advonline.problems.posted_price.descent import descend_params, grid_descend_params
 from advonline.problems.posted_price.learned import price_atoms
 from advonline.problems.posted_price.model import (
     Buyer,
@@ -103,13 +104,14 @@ def writer_model(game) -> AdversaryModel:
 @dataclasses.dataclass(frozen=True)
 class NetworkTable:
     """The game's pricing network as a function of its parameters: its float64 price table
-    ``[T, G + 1, A]`` (K = 1). Hashable, so the certificate's sweeps and gradients compile
-    once per game."""
+    (:func:`~posted_price.typed_payoffs.algorithm_table`: ``[T, G + 1, A]`` for K = 1,
+    ``[T, S, K, A]`` over the product grid for K >= 2). Hashable, so the certificate's sweeps
+    and gradients compile once per game."""
 
     game: object
 
     def __call__(self, params: dict):
-        return price_table(self.game.setting, self.game.policy(params), jnp.float64)
+        return algorithm_table(self.game.setting, self.game.policy(params), jnp.float64)
 
 
 # The update (advonline.problem.Update).
@@ -228,40 +230,50 @@ def state_distributions(game, params: dict) -> jax.Array:
 
 
 def certifies(game) -> bool:
-    """Whether a network's CR has an exact upper bound in training (the DP certificate,
-    K = 1)."""
-    return game.setting.resources == 1
+    """Whether a network's CR has an exact upper bound in training: the DP certificate
+    (K = 1), or the certificate over the product grid where ``algorithm.grid_certificate``
+    asks for it (K >= 2)."""
+    return game.setting.resources == 1 or head(game).grid_certificate
 
 
 def certify(game, params: dict, start: float = 1.0, key: jax.Array | None = None):
-    """The DP certificate's upper bound on the network's CR, iterated from ``start`` (an
+    """The certificate's upper bound on the network's CR, iterated from ``start`` (an
     attained lower bound), None where there is none; and, given ``key``, the run's
     ``certificate_draws`` instances ``[N, T]`` (host token array) drawn from the adversary
-    strategy that attains it (:func:`~posted_price.certify.certify_and_draw`; None without
-    them). Float64, outside ``jit``."""
+    strategy that attains it (None without them). K = 1:
+    :func:`~posted_price.certify.certify_and_draw`; K >= 2: the product grid's
+    (:mod:`~posted_price.grid_certify`), whose draws take one more sweep. Float64, outside
+    ``jit``."""
     count = 0 if key is None else game.certificate_draws
-    found, runs = certify_and_draw(game.setting, game.policy(params), key, count, start=start)
+    policy = game.policy(params)
+    if game.setting.resources == 1:
+        found, runs = certify_and_draw(game.setting, policy, key, count, start=start)
+    else:
+        found = grid_certify.certify_grid(game.setting, policy, start=start)
+        runs = None
+        if count and found.ratio is not None and math.isfinite(found.ratio):
+            runs = grid_certify.grid_worst_runs(game.setting, policy, found.ratio, key, count)
     return found.ratio, None if runs is None else game.adversary.buyer_types.tokens(*runs)
 
 
 def draws_below(game, params: dict, ratio: float, key: jax.Array) -> np.ndarray:
     """The run's ``certificate_draws`` instances ``[N, T]`` (host token array) drawn from the
     adversary strategy that attains the DP's value just below ``ratio`` (an attained ratio)
-    against the network (:func:`~posted_price.certify.worst_runs`): where no certificate is
-    computed, instances the strategy makes at least that hard. One DP sweep, outside
-    ``jit``."""
-    runs = worst_runs(game.setting, game.policy(params), ratio, key, game.certificate_draws)
+    against the network (:func:`~posted_price.certify.worst_runs`; K >= 2:
+    :func:`~posted_price.grid_certify.grid_worst_runs`): where no certificate is computed,
+    instances the strategy makes at least that hard. One DP sweep, outside ``jit``."""
+    draw = worst_runs if game.setting.resources == 1 else grid_certify.grid_worst_runs
+    runs = draw(game.setting, game.policy(params), ratio, key, game.certificate_draws)
     return game.adversary.buyer_types.tokens(*runs)
 
 
 def descend(game, params: dict, certificate: float, steps: int, learning_rate: float):
     """The network ``params``, whose certificate is ``certificate``, after ``steps`` steps
-    of certificate descent (:func:`~posted_price.descent.descend_params`, K = 1): the
-    best certified parameters it reached, in the network's own precision. Float64,
-    outside ``jit``."""
-    found = descend_params(
-        game.setting, NetworkTable(game), params, certificate, steps, learning_rate
-    )
+    of certificate descent (:func:`~posted_price.descent.descend_params`, K = 1;
+    :func:`~posted_price.descent.grid_descend_params`, K >= 2): the best certified
+    parameters it reached, in the network's own precision. Float64, outside ``jit``."""
+    descend = descend_params if game.setting.resources == 1 else grid_descend_params
+    found = descend(game.setting, NetworkTable(game), params, certificate, steps, learning_rate)
     return jax.tree.map(lambda new, old: jnp.asarray(new, old.dtype), found.params, params)
 
 
