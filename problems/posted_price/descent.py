@@ -40,7 +40,7 @@ import jax.numpy as jnp
 import optax
 
 from advonline.game import DESCENT_FINAL_RATE
-from advonline.problems.posted_price import policy_writer
+from advonline.problems.posted_price import grid_certify, policy_writer
 from advonline.problems.posted_price.certify import (
     DEFAULT_WORK_LIMIT,
     Certificate,
@@ -308,8 +308,6 @@ def grid_descend_params(
     further below.) Returns the parameters of the lowest certificate, ``params`` when no step
     went below ``certificate``. Float64; the loop runs outside ``jit``; each sweep, gradient
     and Adam step is one jitted programme."""
-    from advonline.problems.posted_price import grid_certify  # it imports certify, as we do
-
     initialise, adam_step = _adam(learning_rate, steps)
     with jax.enable_x64(True):
         params = jax.tree.map(lambda leaf: jnp.asarray(leaf, jnp.float64), params)

@@ -310,7 +310,7 @@ def _grid_induction(setting: Setting, widths, prices, ratio, record: bool = Fals
 def grid_certificate_gradient(setting: Setting, table_of, params, ratio: float):
     """The gradient of a K >= 2 policy's certificate over the product grid with respect to
     ``params``, where ``table_of(params)`` is its float64 grid table (``[T, S, K, A]``) and
-    ``ratio`` the certificate :func:`certify_grid` gave for it; and that ratio's ``E[ALG]``.
+    ``ratio`` the certificate :func:`certify_grid` gave for it.
 
     As for one resource (:func:`~posted_price.certify.certificate_gradient`): the
     certificate is the root of ``F(r) = max_S E_S[OPT] - r E_S[ALG]``, so its derivative is
