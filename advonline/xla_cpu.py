@@ -33,6 +33,8 @@ FLAG = "--xla_cpu_use_fusion_emitters=false"
 #: jaxlib versions (prefixes) the flag was measured on.
 MEASURED_JAXLIB = ("0.10.",)
 OPT_OUT = "ADVONLINE_XLA_CPU"
+#: ``XLA_FLAGS`` as this process found it, where :func:`prefer_older_emitters` changed it.
+_GIVEN: dict[str, str | None] = {}
 
 
 def flags_with_older_emitters(environ: Mapping[str, str], jaxlib_version: str) -> str | None:
@@ -55,4 +57,19 @@ def prefer_older_emitters() -> None:
         return
     flags = flags_with_older_emitters(os.environ, version)
     if flags is not None:
+        _GIVEN.setdefault("XLA_FLAGS", os.environ.get("XLA_FLAGS"))
         os.environ["XLA_FLAGS"] = flags
+
+
+def environment_as_given() -> dict[str, str]:
+    """This process's environment with ``XLA_FLAGS`` as the process found it: for a child
+    that is to choose for itself (another version of advonline, or one told
+    ``ADVONLINE_XLA_CPU=default``), not inherit this process's choice."""
+    environ = dict(os.environ)
+    if "XLA_FLAGS" in _GIVEN:
+        given = _GIVEN["XLA_FLAGS"]
+        if given is None:
+            environ.pop("XLA_FLAGS", None)
+        else:
+            environ["XLA_FLAGS"] = given
+    return environ

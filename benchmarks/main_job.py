@@ -2,7 +2,7 @@
 halves give.
 
 Run: python benchmarks/main_job.py [--config CONFIG] [--seeds 0] [--together 0-4] [--concurrent N]
-         [--against-python PYTHON]
+         [--against-python PYTHON] [--default-emitters-too]
 
 Each seed runs ``advonline run CONFIG`` in a fresh process with an empty compilation cache
 (what a user's first ``make run`` does after the install). The script prints, per seed, the
@@ -15,7 +15,9 @@ compared on the same machine in one invocation, figures side by side. Then the m
 ``--together 0-4`` also times ``advonline run CONFIG --seeds 0-4`` (those seeds trained, in
 turn or ``--concurrent N`` at once, and measured in turn in one process, the baselines
 measured once) from an empty cache, and prints its wall time beside the single runs': the
-cost of several seeds against one.
+cost of several seeds against one. ``--default-emitters-too`` also runs this code with
+``ADVONLINE_XLA_CPU=default`` (XLA's newer CPU fusion emitters, advonline/xla_cpu.py), a row
+of its own.
 """
 
 from __future__ import annotations
@@ -24,43 +26,50 @@ import argparse
 import json
 import statistics
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
 
 from time_to_certificate import cache_environment, code_versions, seeded_config
 
+from advonline import xla_cpu
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def run_timed(config: Path, seed: int, python: str, folder: Path) -> dict:
-    """One cold ``advonline run`` of ``config`` with ``seed`` (the advonline of ``python``):
-    its wall seconds and its report."""
+def run_timed(config: Path, seed: int, python: str, folder: Path, extra: dict) -> dict:
+    """One cold ``advonline run`` of ``config`` with ``seed`` (the advonline of ``python``,
+    ``extra`` added to its environment): its wall seconds and its report."""
     seeded = seeded_config(config, seed, folder)
     out = folder / f"{config.stem}-seed{seed}"
-    wall = _cold_run(python, [str(seeded), "--out", str(out)], folder, f"cache-{seed}")
+    arguments = [str(seeded), "--out", str(out)]
+    wall = _cold_run(python, arguments, folder, f"cache-{seed}", extra)
     return {"wall": wall, "report": json.loads((out / "evaluation.json").read_text())}
 
 
-def run_together(config: Path, seeds: str, at_once: int, python: str, folder: Path) -> dict:
+def run_together(
+    config: Path, seeds: str, at_once: int, python: str, folder: Path, extra: dict
+) -> dict:
     """One cold ``advonline run CONFIG --seeds SEEDS --concurrent AT_ONCE`` (one process):
     its wall seconds and its ``summary.json``."""
     out = folder / f"{config.stem}-seeds"
     arguments = [str(config.resolve()), "--seeds", seeds, "--out", str(out)]
     arguments += ["--concurrent", str(at_once)]
-    wall = _cold_run(python, arguments, folder, "cache-together")
+    wall = _cold_run(python, arguments, folder, "cache-together", extra)
     return {"wall": wall, "summary": json.loads((out / "summary.json").read_text())}
 
 
-def _cold_run(python: str, arguments: list[str], folder: Path, cache: str) -> float:
-    """The wall seconds of ``advonline run ARGUMENTS --quiet`` (the advonline of ``python``)
-    in ``folder``, with an empty compilation cache ``folder / cache``."""
+def _cold_run(python: str, arguments: list[str], folder: Path, cache: str, extra: dict) -> float:
+    """The wall seconds of ``advonline run ARGUMENTS --quiet`` (the advonline of ``python``,
+    ``extra`` added to its environment) in ``folder``, with an empty compilation cache
+    ``folder / cache``."""
     command = [python, "-m", "advonline", "run", *arguments, "--quiet"]
     started = time.perf_counter()
     finished = subprocess.run(  # from the scratch folder: `-m` imports from the cwd first
         command,
         cwd=folder,
-        env=cache_environment(folder / cache),
+        env={**cache_environment(folder / cache), **extra},
         capture_output=True,
         text=True,
     )
@@ -113,17 +122,25 @@ def main() -> None:
         "--concurrent", type=int, default=1, metavar="N", help="--together trains N seeds at once"
     )
     parser.add_argument("--against-python", default=None)
+    parser.add_argument(
+        "--default-emitters-too",
+        action="store_true",
+        help="also run this code with XLA's default CPU fusion emitters",
+    )
     args = parser.parse_args()
     detail = f"config {args.config.name}; compilation cache cold"
     pythons = code_versions(args.against_python, detail)
+    runs_of = {code: (python, {}) for code, python in pythons.items()}
+    if args.default_emitters_too:
+        runs_of["default emitters"] = (sys.executable, {xla_cpu.OPT_OUT: "default"})
     results: dict[str, list[dict]] = {}
     together: dict[str, dict] = {}
     with tempfile.TemporaryDirectory() as scratch:
-        for number, (code, python) in enumerate(pythons.items()):
+        for number, (code, (python, extra)) in enumerate(runs_of.items()):
             folder = Path(scratch) / f"code-{number}"
-            results[code] = [run_timed(args.config, s, python, folder) for s in args.seeds]
+            results[code] = [run_timed(args.config, s, python, folder, extra) for s in args.seeds]
             if args.together:
-                runs = (args.config, args.together, args.concurrent, python, folder)
+                runs = (args.config, args.together, args.concurrent, python, folder, extra)
                 together[code] = run_together(*runs)
     algorithms = [r["algorithm"] for r in next(iter(results.values()))[0]["report"]["results"]]
     header = ["code", "seed", "s in all", "s training", "s measuring", "s other"]

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import csv
-import os
 import re
 import statistics
 import subprocess
@@ -34,7 +33,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from advonline import environment, profile
+from advonline import environment, profile, xla_cpu
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -62,7 +61,7 @@ def cache_environment(cache: Path) -> dict:
     cache is ``cache``'s sibling: both as empty as ``cache`` is (a run measures its own
     baselines, as a first run does)."""
     environ = {
-        **os.environ,
+        **xla_cpu.environment_as_given(),  # each run's advonline sets its own XLA flags
         "ADVONLINE_COMPILATION_CACHE": str(cache),
         "ADVONLINE_MEASUREMENT_CACHE": f"{cache}-measurements",
     }

@@ -58,3 +58,20 @@ def test_importing_the_package_sets_the_flag_for_the_locked_jaxlib():
     else:
         assert FLAG not in seen
     assert _flags_seen_by_a_fresh_process(**{OPT_OUT: "default"}) == ""
+
+
+def test_a_child_can_be_given_the_environment_as_this_process_found_it(monkeypatch):
+    from advonline import xla_cpu
+
+    monkeypatch.setattr(xla_cpu, "_GIVEN", {})
+    monkeypatch.setenv("XLA_FLAGS", "--xla_force_host_platform_device_count=2")
+    monkeypatch.delenv(OPT_OUT, raising=False)
+    monkeypatch.setattr(xla_cpu.importlib.metadata, "version", lambda name: MEASURED)
+    xla_cpu.prefer_older_emitters()
+    assert os.environ["XLA_FLAGS"].endswith(FLAG)
+    given = xla_cpu.environment_as_given()
+    assert given["XLA_FLAGS"] == "--xla_force_host_platform_device_count=2"
+    monkeypatch.delenv("XLA_FLAGS")
+    monkeypatch.setattr(xla_cpu, "_GIVEN", {})
+    xla_cpu.prefer_older_emitters()
+    assert "XLA_FLAGS" not in xla_cpu.environment_as_given()
