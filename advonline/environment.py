@@ -26,8 +26,9 @@ def _version(package: str) -> str | None:
 
 
 def describe() -> dict:
-    """JSON-ready: advonline's, Python's and each of :data:`PACKAGES`' versions, and the
-    devices JAX computes on (platform, kind, count)."""
+    """JSON-ready: advonline's, Python's and each of :data:`PACKAGES`' versions, the devices
+    JAX computes on (platform, kind, count), and ``XLA_FLAGS`` (how XLA generated the code:
+    advonline/xla_cpu.py; a flag can change a figure's rounding)."""
     devices = jax.devices()
     return {
         "advonline": __version__,
@@ -39,6 +40,7 @@ def describe() -> dict:
             "count": len(devices),
         },
         "machine": platform.machine(),
+        "xla_flags": os.environ.get("XLA_FLAGS", ""),
     }
 
 

@@ -75,3 +75,9 @@ def test_a_child_can_be_given_the_environment_as_this_process_found_it(monkeypat
     monkeypatch.setattr(xla_cpu, "_GIVEN", {})
     xla_cpu.prefer_older_emitters()
     assert "XLA_FLAGS" not in xla_cpu.environment_as_given()
+
+
+def test_a_report_records_the_xla_flags_it_ran_with():
+    from advonline import environment
+
+    assert environment.describe()["xla_flags"] == os.environ.get("XLA_FLAGS", "")
