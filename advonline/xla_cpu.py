@@ -20,13 +20,15 @@ so that the command line, the experiments, the benchmarks and the tests compile 
 adds nothing where ``ADVONLINE_XLA_CPU=default``, where ``XLA_FLAGS`` already sets the
 flag, or for a jaxlib other than the versions it was measured on (:data:`MEASURED_JAXLIB`):
 the flag is internal to XLA, and an XLA that no longer knows a flag aborts on it. In a
-process whose CPU backend started before the import it changes nothing.
+process whose backends started before the import (a notebook that computed first) it changes
+nothing, so that a report's record of ``XLA_FLAGS`` stays what XLA compiled with.
 """
 
 from __future__ import annotations
 
 import importlib.metadata
 import os
+import sys
 from collections.abc import Mapping
 
 FLAG = "--xla_cpu_use_fusion_emitters=false"
@@ -56,9 +58,17 @@ def prefer_older_emitters() -> None:
     except importlib.metadata.PackageNotFoundError:
         return
     flags = flags_with_older_emitters(os.environ, version)
-    if flags is not None:
+    if flags is not None and not _backends_started():
         _GIVEN.setdefault("XLA_FLAGS", os.environ.get("XLA_FLAGS"))
         os.environ["XLA_FLAGS"] = flags
+
+
+def _backends_started() -> bool:
+    """Whether JAX has started its backends in this process (XLA has read ``XLA_FLAGS``).
+    JAX says so only through a private function; where it is missing, assume not."""
+    bridge = sys.modules.get("jax._src.xla_bridge")  # not imported: nothing started
+    started = getattr(bridge, "backends_are_initialized", None)
+    return bool(started is not None and started())
 
 
 def environment_as_given() -> dict[str, str]:

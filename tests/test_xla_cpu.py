@@ -35,8 +35,9 @@ def _flags_seen_by_a_fresh_process(**extra: str) -> str:
     """What ``XLA_FLAGS`` a fresh interpreter has after ``import advonline`` (the suite's own
     flags removed from its environment), with a computation run under it."""
     environment = {k: v for k, v in os.environ.items() if k not in ("XLA_FLAGS", OPT_OUT)}
+    first = "jnp.ones(2).block_until_ready(); " if extra.pop("computed_first", None) else ""
     code = (
-        "import os, advonline, jax.numpy as jnp; "
+        f"import os, jax.numpy as jnp; {first}import advonline; "
         "assert float(jnp.arange(4.0).sum()) == 6.0; print(os.environ.get('XLA_FLAGS', ''))"
     )
     finished = subprocess.run(
@@ -58,6 +59,8 @@ def test_importing_the_package_sets_the_flag_for_the_locked_jaxlib():
     else:
         assert FLAG not in seen
     assert _flags_seen_by_a_fresh_process(**{OPT_OUT: "default"}) == ""
+    # a process that computed before the import keeps its flags: XLA has read them already
+    assert _flags_seen_by_a_fresh_process(computed_first="1") == ""
 
 
 def test_a_child_can_be_given_the_environment_as_this_process_found_it(monkeypatch):
@@ -67,6 +70,7 @@ def test_a_child_can_be_given_the_environment_as_this_process_found_it(monkeypat
     monkeypatch.setenv("XLA_FLAGS", "--xla_force_host_platform_device_count=2")
     monkeypatch.delenv(OPT_OUT, raising=False)
     monkeypatch.setattr(xla_cpu.importlib.metadata, "version", lambda name: MEASURED)
+    monkeypatch.setattr(xla_cpu, "_backends_started", lambda: False)  # as in a fresh process
     xla_cpu.prefer_older_emitters()
     assert os.environ["XLA_FLAGS"].endswith(FLAG)
     given = xla_cpu.environment_as_given()
