@@ -4,10 +4,11 @@ On a CPU, XLA compiles each fused loop with its newer "fusion emitters" by defau
 programs that most of measuring spends its time in are a different shape from what those
 emitters are tuned for: the backward induction that scores a batch of inputs inside the
 evaluator's local search (posted pricing's ``typed_payoffs``: a ``lax.scan`` over rounds of
-gathers and elementwise updates) runs about 4x faster with the older emitters
-(``--xla_cpu_use_fusion_emitters=false``: 97 -> 25 ms for 1,024 inputs of 200 rounds on 2 CPU
-cores), and a sweep of the two-resource certificate about 1.4x. The main job's measuring
-falls by about a third; its training is unchanged (docs/results.md, "the default job").
+gathers and elementwise updates) runs twice as fast for one resource with the older emitters
+(``--xla_cpu_use_fusion_emitters=false``; ``benchmarks/search_speed.py``), and a sweep of the
+two-resource certificate 1.4x. Two resources' scores are a third slower, but a two-resource
+measurement is still faster in all. The main job's measuring falls by about a third; its
+training is unchanged (docs/results.md, "the default job").
 
 The flag changes how XLA generates machine code, not what a program computes: figures agree
 with the newer emitters' up to float rounding (4e-16 on those scores). Rounding can still
