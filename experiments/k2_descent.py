@@ -10,9 +10,10 @@ certified; the same routine as the config's descent epochs, one long descent ins
 several short ones that restart the optimiser). Every figure is a certificate: an upper bound
 on the network's competitive ratio against an adversary that sees what has been sold (for
 the randomised network, not the price draw). The table gives, per seed, the certificate
-before and after, every step's certificate, and the bracket [lower bound, certificate]
-against the setting's certified lower bound (``lower_bounds.json`` beside the runs, written
-by ``lower_bounds.py``, else the value given with ``--lower-bound``).
+before and after and the bracket [lower bound, certificate] against the setting's certified
+lower bound (``lower_bounds.json`` beside the runs, written by ``from_scratch.py``, else the
+value given with ``--lower-bound``); the CSV and each seed's JSON add every step's
+certificate.
 
 The descended network of each seed is written as a policy file,
 ``OUT/k2_descent/<config>-seed<n>-policy.json`` (``advonline evaluate --policy FILE`` measures
