@@ -5,22 +5,22 @@ For each seed of a from-scratch two-resource config trained with ``algorithm.gri
 (its runs in ``OUT/from_scratch/<config>-seed<n>``, written by ``from_scratch.py``), the
 delivered network is certified over the product grid (``grid_certify.certify_grid``, float64,
 from scratch), then descends that certificate for ``--steps`` more Adam steps
-(``descent.grid_descend_params``: the rate cosine-decayed from ``--learning-rate``, every step
-certified; the same routine as the config's descent epochs, one long descent instead of
+(``training.descent``: the rate cosine-decayed from ``--learning-rate``, every step certified;
+the same routine as the config's descent epochs, one long descent instead of
 several short ones that restart the optimiser). Every figure is a certificate: an upper bound
 on the network's competitive ratio against an adversary that sees what has been sold (for
 the randomised network, not the price draw). The table gives, per seed, the certificate
 before and after and the bracket [lower bound, certificate] against the setting's certified
-lower bound (``lower_bounds.json`` beside the runs, written by ``from_scratch.py``, else the
-value given with ``--lower-bound``); the CSV and each seed's JSON add every step's
-certificate.
+lower bound (``lower_bounds.setting_bound``, as ``from_scratch.py``'s bracket: the family
+stored in ``OUT/lower_bounds.json`` certified again, else searched now); the CSV and each
+seed's JSON add every step's certificate.
 
 The descended network of each seed is written as a policy file,
 ``OUT/k2_descent/<config>-seed<n>-policy.json`` (``advonline evaluate --policy FILE`` measures
 it with the evaluator; ``--measure`` does that here, adding about 3 minutes a seed).
 
 Run: python experiments/k2_descent.py [--out results] [--seeds 3] [--config k2-u10-certified]
-         [--steps 16] [--learning-rate 0.001] [--measure] [--lower-bound 3.2438]
+         [--steps 16] [--learning-rate 0.001] [--measure]
 Writes OUT/k2_descent.{md,csv} and OUT/k2_descent/<config>-seed<n>.json (the history).
 On 2 CPU cores: about a minute for the first certificate, then 40-60 s a step (the gradient
 through the whole induction and a certificate), about 18 min a seed for 16 steps.
@@ -35,26 +35,13 @@ import time
 from pathlib import Path
 
 import jax
-import jax.numpy as jnp
-from common import fmt, spread, write_csv
+import lower_bounds
+from common import fmt, load_config, spread, write_csv
 
 from advonline import export, pipeline
 from advonline.evaluation import Budget, measure
 from advonline.problems.posted_price import grid_certify
-from advonline.problems.posted_price.descent import grid_descend_params
-from advonline.problems.posted_price.training import NetworkTable
-
-
-def lower_bound(out: Path, config_name: str, given: float | None) -> float | None:
-    """The setting's certified lower bound: ``given``, else ``lower_bounds.json``'s entry for
-    the config (written by ``lower_bounds.py`` beside the runs), else None."""
-    if given is not None:
-        return given
-    path = out / "lower_bounds.json"
-    if not path.exists():
-        return None
-    found = json.loads(path.read_text()).get(config_name)
-    return None if found is None else float(found["lower_bound"])
+from advonline.problems.posted_price.training import descent
 
 
 def descend_seed(run_folder: Path, steps: int, learning_rate: float) -> dict:
@@ -68,15 +55,14 @@ def descend_seed(run_folder: Path, steps: int, learning_rate: float) -> dict:
         before = grid_certify.certify_grid(setting, game.policy(params)).ratio
     certified_s = time.perf_counter() - start
     start = time.perf_counter()
-    found = grid_descend_params(setting, NetworkTable(game), params, before, steps, learning_rate)
-    descended = jax.tree.map(lambda new, old: jnp.asarray(new, old.dtype), found.params, params)
+    found = descent(game, params, before, steps, learning_rate)
     return {
         "run": run,
         "game": game,
         "before": before,
         "descended": found.certificate,
         "history": list(found.history),
-        "params": descended,
+        "params": found.params,
         "certify_s": certified_s,
         "descent_s": time.perf_counter() - start,
     }
@@ -107,12 +93,11 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=16)
     parser.add_argument("--learning-rate", type=float, default=0.001)
     parser.add_argument("--measure", action="store_true")
-    parser.add_argument("--lower-bound", type=float, default=None)
     args = parser.parse_args()
     out = Path(args.out)
     folder = out / "k2_descent"
     folder.mkdir(parents=True, exist_ok=True)
-    bound = lower_bound(out, args.config, args.lower_bound)
+    bound = lower_bounds.setting_bound(args.config, load_config(args.config).setting, out)
     rows = []
     for seed in range(args.seeds):
         run_folder = out / "from_scratch" / f"{args.config}-seed{seed}"
@@ -126,7 +111,7 @@ def main() -> None:
             "certificate before": result["before"],
             "certificate after": result["after"],
             "certificate descended (float64)": result["descended"],
-            "bracket": None if bound is None else result["after"] / bound,
+            "bracket": result["after"] / bound,
             "steps": args.steps,
             "learning rate": args.learning_rate,
             "certify s": round(result["certify_s"]),
@@ -150,7 +135,7 @@ def main() -> None:
     print(table(rows, bound))
 
 
-def table(rows: list[dict], bound: float | None) -> str:
+def table(rows: list[dict], bound: float) -> str:
     """The per-seed table and the summary line, median [min, max] over seeds."""
     columns = ["seed", "certificate before", "certificate after", "bracket", "descent s"]
     if any("measured CR" in row for row in rows):
@@ -162,9 +147,8 @@ def table(rows: list[dict], bound: float | None) -> str:
     lines.append("")
     lines.append(
         f"certificate after descent ({rows[0]['steps']} steps from {rows[0]['learning rate']}): "
-        f"{spread(after)}; lowest {min(after):.4f}"
-        + ("" if bound is None else f", bracket [{bound:.4f}, {min(after):.4f}] = ")
-        + ("" if bound is None else f"{min(after) / bound:.2f}x")
+        f"{spread(after)}; lowest {min(after):.4f}, "
+        f"bracket [{bound:.4f}, {min(after):.4f}] = {min(after) / bound:.2f}x"
     )
     before = statistics.median(row["certificate before"] for row in rows)
     lines.append(f"median certificate before: {before:.4f}")

@@ -267,14 +267,22 @@ def draws_below(game, params: dict, ratio: float, key: jax.Array) -> np.ndarray:
     return game.adversary.buyer_types.tokens(*runs)
 
 
+def descent(game, params: dict, certificate: float, steps: int, learning_rate: float):
+    """``steps`` steps of certificate descent from the network ``params``, whose certificate
+    is ``certificate`` (:func:`~posted_price.descent.descend_params`, K = 1;
+    :func:`~posted_price.descent.grid_descend_params`, K >= 2): its
+    :class:`~posted_price.descent.Descended`, the best certified parameters cast back to the
+    network's own precision. Float64, outside ``jit``."""
+    run = descend_params if game.setting.resources == 1 else grid_descend_params
+    found = run(game.setting, NetworkTable(game), params, certificate, steps, learning_rate)
+    cast = jax.tree.map(lambda new, old: jnp.asarray(new, old.dtype), found.params, params)
+    return found._replace(params=cast)
+
+
 def descend(game, params: dict, certificate: float, steps: int, learning_rate: float):
-    """The network ``params``, whose certificate is ``certificate``, after ``steps`` steps
-    of certificate descent (:func:`~posted_price.descent.descend_params`, K = 1;
-    :func:`~posted_price.descent.grid_descend_params`, K >= 2): the best certified
-    parameters it reached, in the network's own precision. Float64, outside ``jit``."""
-    descend = descend_params if game.setting.resources == 1 else grid_descend_params
-    found = descend(game.setting, NetworkTable(game), params, certificate, steps, learning_rate)
-    return jax.tree.map(lambda new, old: jnp.asarray(new, old.dtype), found.params, params)
+    """The parameters :func:`descent` reaches: the best certified network, in its own
+    precision."""
+    return descent(game, params, certificate, steps, learning_rate).params
 
 
 TRAINING_CERTIFICATE = TrainingCertificate(
