@@ -9,7 +9,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 LOCK := requirements.lock
 
-.PHONY: run quickstart test test-parallel lint bench lock
+.PHONY: run quickstart test test-end-to-end test-parallel lint bench lock
 
 $(BIN)/advonline: pyproject.toml $(LOCK)
 	$(PYTHON) -m venv $(VENV)
@@ -34,10 +34,15 @@ quickstart: $(BIN)/advonline
 		--algorithm threshold $(QUICK_BUDGET)
 
 # The test suite on every core, one file per worker at a time (long runs are marked `slow` and
-# excluded; `pytest -m slow` runs them). The tests that launch several processes or devices
-# are marked `parallel` and run on their own with `make test-parallel` (CI runs both).
+# excluded; `pytest -m slow` runs them). Two tiers run on their own, and CI runs both after
+# this one: the whole runs of the tool (train, measure, export, resume) and the searches at the
+# evaluator's full budget, marked `end_to_end` (`make test-end-to-end`), and the tests that
+# launch several processes or devices, marked `parallel` (`make test-parallel`).
 test: $(BIN)/advonline
 	$(BIN)/python -m pytest -q -n auto --dist loadfile
+
+test-end-to-end: $(BIN)/advonline
+	$(BIN)/python -m pytest -q -n auto --dist loadfile -m 'end_to_end and not slow'
 
 test-parallel: $(BIN)/advonline
 	$(BIN)/python -m pytest -q -m parallel

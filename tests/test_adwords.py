@@ -383,6 +383,7 @@ search_steps = 16
 """
 
 
+@pytest.mark.end_to_end
 def test_run_trains_measures_and_exports(tmp_path, capsys):
     config = tmp_path / "adwords.toml"
     config.write_text(TINY)
@@ -458,6 +459,7 @@ search_steps = 32
 """
 
 
+@pytest.mark.end_to_end
 @pytest.mark.parametrize("seed", [0, 1])
 def test_a_trained_rule_beats_greedy_and_comes_near_the_lower_bound(tmp_path, capsys, seed):
     """Trained from scratch on a tiny setting, the learned rule's worst found (the

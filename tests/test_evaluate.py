@@ -51,6 +51,7 @@ def test_every_baseline_gets_every_source(name, setting):
     assert found.sources["adversary"].ratio <= exact * (1 + 1e-9)
 
 
+@pytest.mark.end_to_end
 @pytest.mark.parametrize("high", [5.0, 10.0, 100.0])
 def test_threshold_small_demand_within_one_percent_of_optimum(high):
     setting = Setting(high=high, rounds=2000, max_demand=0.001)
@@ -60,6 +61,7 @@ def test_threshold_small_demand_within_one_percent_of_optimum(high):
     assert found.sources["families"].ratio == pytest.approx(1 + math.log(high), rel=0.01)
 
 
+@pytest.mark.end_to_end
 def test_greedy_and_fixed_known_ratios():
     setting = Setting(high=10.0, rounds=2000, max_demand=0.001)
     greedy = measure(setting, "greedy", make_baseline("greedy", setting), Budget())

@@ -358,6 +358,7 @@ def test_a_setting_given_by_flags_is_refused_naming_the_keys(tmp_path, capsys):
     )
 
 
+@pytest.mark.end_to_end
 def test_resuming_with_another_config_is_one_line_before_any_output(tmp_path, capsys):
     from tests.test_train import TINY_TOML
 

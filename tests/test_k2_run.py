@@ -72,6 +72,7 @@ def two_resource_run(tmp_path_factory) -> Path:
     return folder
 
 
+@pytest.mark.end_to_end
 def test_a_two_resource_run_is_measured_exported_and_drawn(two_resource_run):
     folder = two_resource_run
     rows = (folder / "metrics.csv").read_text().splitlines()
@@ -101,6 +102,7 @@ def test_a_two_resource_run_is_measured_exported_and_drawn(two_resource_run):
     assert (folder / "figures" / "learned-vs-baselines.png").is_file()
 
 
+@pytest.mark.end_to_end
 def test_a_two_resource_policy_file_loads_without_jax_and_measures_as_the_run(
     two_resource_run, capsys
 ):
@@ -130,6 +132,7 @@ def test_a_two_resource_policy_file_loads_without_jax_and_measures_as_the_run(
     )
 
 
+@pytest.mark.end_to_end
 def test_a_table_export_of_several_resources_is_refused_in_one_line(two_resource_run, capsys):
     folder = two_resource_run
     target = folder.parent / "table.json"
@@ -192,6 +195,7 @@ def optimised():
     jax.config.update("jax_disable_most_optimizations", before)
 
 
+@pytest.mark.end_to_end
 def test_a_two_resource_run_trains_against_its_grid_certificate(tmp_path, optimised):
     """With ``algorithm.grid_certificate`` every epoch certifies the network over the product
     grid and draws from the strategy behind the bound: the draws are attained ratios, never

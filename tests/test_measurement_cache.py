@@ -28,6 +28,7 @@ def _figures(report: dict) -> list:
     return [{k: v for k, v in r.items() if k != "seconds"} for r in report["results"]]
 
 
+@pytest.mark.end_to_end
 def test_a_baseline_is_measured_once_and_taken_from_the_cache_after(tmp_path, capsys, monkeypatch):
     monkeypatch.setenv(measurement_cache.VARIABLE, str(tmp_path / "kept"))
     first = _report(capsys, ARGV)

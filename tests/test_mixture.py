@@ -188,6 +188,7 @@ def _document(game, mixture) -> dict:
     return policy_writer.mixture_document(game.setting, mixture, {"algorithm": "learned"})
 
 
+@pytest.mark.end_to_end
 def test_a_mixture_file_reads_back_to_the_same_mixture_and_measure(three_members):
     game, mixture, _ = three_members
     document = json.loads(json.dumps(_document(game, mixture)))
@@ -324,6 +325,7 @@ def _small_run(steps: int, seed: int, **oracle) -> configs.RunConfig:
     return configs.from_tables(data)
 
 
+@pytest.mark.end_to_end
 def test_a_run_probes_its_mixture_closes_its_gap_and_never_lets_the_guarantee_rise(
     tmp_path, monkeypatch
 ):

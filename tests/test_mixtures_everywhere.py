@@ -110,6 +110,7 @@ def test_a_mixture_measures_as_its_members_drawn_once_per_input(text):
     assert problem.certificate_of(setting, mixed) is None  # no certificate of a mixture here
 
 
+@pytest.mark.end_to_end
 def test_a_problem_without_a_certificate_probes_its_mixture_of_snapshots():
     """With ``oracle.mixtures`` an AdWords run probes the equilibrium mixture once it has two
     snapshots. The probe's search scores its finds by the mixture's exact ratio (recomputed
@@ -155,6 +156,7 @@ def test_a_problem_without_a_certificate_probes_its_mixture_of_snapshots():
     assert figure >= again.max() * (1 - 1e-5)
 
 
+@pytest.mark.end_to_end
 def test_a_delivered_mixture_exports_reads_back_and_measures_the_same():
     """A run that keeps a mixture delivers it as ``learned``; its policy file (each member
     the problem's own file, with its weight) reads back as the same mixture, which the

@@ -71,7 +71,10 @@ def test_no_input_goes_above_the_certificate(levels, rounds):
         assert _ratios(setting, curve, real).max() <= certificate * (1 + 1e-12)
 
 
-@pytest.mark.parametrize("levels", [2, 4, 9])
+# two levels in the default run; four and nine with the whole runs (pyproject's markers)
+@pytest.mark.parametrize(
+    "levels", [2, *(pytest.param(levels, marks=pytest.mark.end_to_end) for levels in (4, 9))]
+)
 def test_fine_rising_walks_approach_the_certificate(levels):
     """Walks of 3,000 records to 3,000 best rates: none above the certificate, the worst within
     0.1% of it (a certificate missing a segment's interior maximum, or the first record's
@@ -203,6 +206,7 @@ def _best_curve_against(setting, rows, tops) -> np.ndarray:
     return np.maximum.accumulate(np.clip(solved.x[:levels], 0.0, 1.0))
 
 
+@pytest.mark.end_to_end
 def test_descent_epochs_lower_the_certificate_and_deliver_the_best(tmp_path):
     """With ``oracle.descent_epochs`` the last epochs descend the certificate for ``T``
     rounds from the best certified curve: the run's guarantee falls below every epoch

@@ -83,6 +83,7 @@ def straight_run(tmp_path_factory):
     return folder, config_path
 
 
+@pytest.mark.end_to_end
 def test_resuming_a_finished_run_changes_nothing(straight_run, tmp_path, capsys):
     folder, config_path = straight_run
     copy = tmp_path / "finished"
@@ -169,6 +170,7 @@ def test_the_delivered_network_is_the_one_with_the_best_guarantee(straight_run):
     assert int(np.asarray(archive.snapshot_filled).sum()) == 3  # bounded
 
 
+@pytest.mark.end_to_end
 def test_a_measured_run_counts_its_own_archive_and_stores_its_verdict(straight_run):
     """``run`` and ``evaluate --checkpoint`` measure the delivered policy on its own archive
     too: the learned CR is at least the worst archived ratio, and the report keeps it."""

@@ -27,7 +27,7 @@ from tests.test_problem_simultaneous import SIMULTANEOUS
 from tests.test_train import TINY_TOML
 
 # each test launches processes that compete with the suite's workers for the cores, so they run
-# on their own: `make test-parallel` (CI runs it after `make test`)
+# on their own: `make test-parallel` (CI runs it after `make test` and `make test-end-to-end`)
 pytestmark = pytest.mark.parallel
 
 

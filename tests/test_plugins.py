@@ -43,6 +43,7 @@ def site(tmp_path, monkeypatch):
     return folder
 
 
+@pytest.mark.end_to_end
 def test_an_installed_problem_runs_from_the_plain_command_line(tmp_path, site):
     """A package that declares rent or buy (tests/rent_or_buy.py) under the entry point, and
     nothing else: ``advonline run`` in a fresh process trains it, measures it beside its

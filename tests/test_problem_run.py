@@ -42,6 +42,7 @@ certificate_instances = 1
 """
 
 
+@pytest.mark.end_to_end
 def test_run_trains_measures_exports_and_plots(tmp_path, capsys):
     config = tmp_path / "owt.toml"
     config.write_text(TINY)
@@ -134,6 +135,7 @@ def test_check_algorithm_and_devices_flags(tmp_path, capsys):
     assert set(by_algorithm(report)) == {"learned", "reservation"}
 
 
+@pytest.mark.end_to_end
 def test_every_command_takes_a_run_of_the_interface(tmp_path, capsys):
     """evaluate, export, plot and archive on one-way trading: the run's policy file measured
     again on its own setting gives the run's figure; export writes the delivered curve
@@ -263,6 +265,7 @@ def interrupt_in_epoch(epoch: int):
     return saving
 
 
+@pytest.mark.end_to_end
 def test_a_run_cut_short_resumes_to_the_uninterrupted_result(tmp_path, capsys, monkeypatch):
     """Every epoch ends with a checkpoint: a run stopped right after its second one and
     resumed with ``run --resume`` ends with the same metrics and figures as a run in one go.
@@ -351,6 +354,7 @@ probe_every = 0
 SHORT_RENT_OR_BUY = RENT_OR_BUY.replace("epochs = 8", "epochs = 2")
 
 
+@pytest.mark.end_to_end
 def test_a_problem_from_outside_the_package_runs(tmp_path, monkeypatch, capsys):
     """A researcher's own problem (tests/rent_or_buy.py), registered by module name, trains,
     measures beside its baselines, exports and plots with no change to advonline. Its learned
@@ -410,6 +414,7 @@ def test_bad_budget_flags_get_one_line_before_any_work(tmp_path, capsys):
     assert not out.exists()
 
 
+@pytest.mark.end_to_end
 def test_a_problem_with_only_the_required_pieces_runs_and_says_what_it_lacks(
     tmp_path, monkeypatch, capsys
 ):

@@ -46,6 +46,7 @@ candidates = 1
 BUDGET = ["--search-steps", "8", "--random-instances", "8", "--quiet", "--algorithm", "threshold"]
 
 
+@pytest.mark.end_to_end
 def test_the_simultaneous_loop_trains_an_interface_problem_and_resumes(tmp_path, capsys):
     config = tmp_path / "owt.toml"
     config.write_text(SIMULTANEOUS)

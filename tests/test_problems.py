@@ -66,7 +66,14 @@ def test_every_built_in_problem_supplies_its_cases():
         assert cases.earned is not None and cases.optimum is not None, name
 
 
-@pytest.mark.parametrize(("name", "index"), PARAMS)
+@pytest.mark.parametrize(
+    ("name", "index"),
+    # each problem's first case in the default run, the rest with the whole runs (pyproject)
+    [
+        p if p.values[1] == 0 else pytest.param(*p.values, id=p.id, marks=pytest.mark.end_to_end)
+        for p in PARAMS
+    ],
+)
 def test_every_check_of_advonline_check_passes(name, index):
     """The checks ``advonline check`` runs (advonline/checks.py): the setting reads back,
     the encoding stays in its vocabulary, payoffs are in [0, 1], the simulator and OPT match

@@ -21,6 +21,9 @@ from advonline.problems.posted_price.model import price_table
 from advonline.problems.posted_price.policy_file import PolicyFileError, load
 from tests.test_train import TINY_TOML
 
+# whole runs of the tool and searches at the evaluator's full budget (pyproject's markers)
+pytestmark = pytest.mark.end_to_end
+
 FIGURES = ("ratio", "exploitability", "price-curve")
 SHARED_FIGURES = ("learned-vs-baselines", "convergence")
 SMALL_BUDGET = ["--adversary-steps", "3", "--random-instances", "8", "--family-members", "5"]

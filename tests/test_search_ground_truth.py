@@ -19,6 +19,9 @@ from advonline.evaluation import Budget, measure
 from advonline.pipeline import open_run
 from advonline.sources import input_ratios
 
+# whole runs of the tool and searches at the evaluator's full budget (pyproject's markers)
+pytestmark = pytest.mark.end_to_end
+
 ADWORDS = registry.get("adwords")
 
 #: A rule trained for a few seconds on the fractional setting below: smooth shares, so its

@@ -28,6 +28,7 @@ def test_seed_lists_read_and_bad_ones_refused():
             parse_seeds(bad)
 
 
+@pytest.mark.end_to_end
 def test_several_seeds_run_in_one_process_and_are_summarised(tmp_path, capsys):
     out = tmp_path / "runs"
     first = ["run", CONFIG, "--seeds", "0-1", "--concurrent", "2", "--out", str(out), "--quiet"]
@@ -74,6 +75,7 @@ def test_a_bad_seed_list_gets_one_line_and_no_folder(tmp_path, capsys, seeds):
     assert not out.exists()
 
 
+@pytest.mark.end_to_end
 def test_train_seeds_summarises_the_last_epochs_and_run_resume_measures_them(tmp_path, capsys):
     out = tmp_path / "trained"
     assert cli.main(["train", CONFIG, "--seeds", "0-1", "--out", str(out), "--quiet"]) == 0
@@ -109,6 +111,7 @@ def _metrics(folder) -> list[dict]:
         return list(csv.DictReader(handle))
 
 
+@pytest.mark.end_to_end
 def test_seeds_trained_at_once_give_the_figures_they_give_in_turn(tmp_path, capsys):
     config = tmp_path / "tiny-oracle.toml"
     config.write_text(TINY_ORACLE_TOML.format(epochs=3))

@@ -56,6 +56,7 @@ def test_the_jax_certificate_equals_the_host_one_and_has_a_gradient(setting):
             assert np.all(np.isfinite(np.asarray(slope))) and np.any(np.asarray(slope) != 0)
 
 
+@pytest.mark.end_to_end
 def test_descent_epochs_lower_the_certificate_through_the_core_s_descent(tmp_path):
     """Ski rental descends its JAX certificate with the core's Adam steps: the guarantee
     falls below every epoch against the archive, and the delivered rule is certified at it."""
