@@ -11,10 +11,11 @@ from policies import random_grid_table
 
 from advonline.baselines.posted_price import make_baseline
 from advonline.mixture import SnapshotMixture
+from advonline.problems.posted_price import descent
 from advonline.problems.posted_price.buyer_types import demand_vectors
 from advonline.problems.posted_price.certify import certify_dp
 from advonline.problems.posted_price.grid_certify import certify_grid, grid_worst_runs
-from advonline.problems.posted_price.model import PriceDistribution, Setting
+from advonline.problems.posted_price.model import PriceDistribution, Setting, SettingError
 from advonline.problems.posted_price.optimum import batch_optimum
 from advonline.problems.posted_price.product_grid import (
     GridTablePolicy,
@@ -255,3 +256,39 @@ def test_a_grid_too_large_is_skipped_and_says_why():
     setting = Setting(2, 1.0, 10.0, 60, 0.1, 2, True, (1.0, 1.0))
     certificate = certify_grid(setting, make_baseline("threshold", setting), work_limit=1e6)
     assert certificate.ratio is None and "over the limit" in certificate.note
+
+
+def test_a_lifted_table_posts_each_resource_s_row_and_certifies_above_one_resource():
+    """A one-resource table lifted to two resources posts, in every grid state, each
+    resource's row at that resource's own units sold; its two-resource certificate is at least
+    the table's one-resource certificate (buyers who ask for one resource alone are among the
+    two-resource inputs), and the grid table is the one the lifted policy posts."""
+    setting = Setting(2, 1.0, 4.0, 3, 0.5, 1, True, (1.0, 1.0))
+    config = descent.DescentConfig(atoms=3, round_seen=True)
+    lifted_of = descent.LiftedTableOf(setting, config)
+    one = descent.one_resource(setting)
+    with jax.enable_x64(True):
+        params = descent.initial_params(one, config, jax.random.key(5)) * 10
+        # rounds apart from the shared row
+        params = params.at[1:].set(jax.random.normal(jax.random.key(6), params[1:].shape))
+        table = descent.price_table(one, config, params)  # [T, G + 1, A]
+        lifted = lifted_of(params)  # [T, S, K, A]
+        units = grid_units(setting)
+        for state, sold in enumerate(units):
+            for resource in range(2):
+                np.testing.assert_array_equal(
+                    lifted.probs[:, state, resource], table.probs[:, sold[resource]]
+                )
+                np.testing.assert_array_equal(
+                    lifted.prices[:, state, resource], table.prices[:, sold[resource]]
+                )
+        alone = certify_dp(one, descent.table_policy(one, config, table)).ratio
+        both = certify_grid(setting, GridTablePolicy(lifted, setting)).ratio
+        posted = grid_price_table(setting, GridTablePolicy(lifted, setting), jnp.float64)
+    np.testing.assert_allclose(posted.probs, lifted.probs, rtol=0, atol=1e-15)
+    assert both >= alone * (1 - 1e-9)
+
+
+def test_a_lifted_table_needs_equal_capacities():
+    with pytest.raises(SettingError, match="same capacity"):
+        descent.LiftedTableOf(TINY[2], descent.DescentConfig())

@@ -40,7 +40,7 @@ import jax.numpy as jnp
 import optax
 
 from advonline.game import DESCENT_FINAL_RATE
-from advonline.problems.posted_price import grid_certify, policy_writer
+from advonline.problems.posted_price import grid_certify, policy_writer, product_grid
 from advonline.problems.posted_price.certify import (
     DEFAULT_WORK_LIMIT,
     Certificate,
@@ -137,6 +137,33 @@ class TableOf:
 
     def __call__(self, params: jax.Array) -> PriceDistribution:
         return price_table(self.setting, self.config, params)
+
+
+def one_resource(setting: Setting) -> Setting:
+    """One resource of ``setting`` alone: the same rounds, prices and demand levels, its first
+    capacity (:class:`LiftedTableOf` trains a table here for every resource of ``setting``)."""
+    return dataclasses.replace(setting, resources=1, capacities=setting.capacities[:1])
+
+
+@dataclasses.dataclass(frozen=True)
+class LiftedTableOf:
+    """A one-resource table of ``config``'s class, trained on :func:`one_resource` of
+    ``setting``, posted on every resource of ``setting`` at its own units sold with one shared
+    quantile (:func:`~posted_price.product_grid.lift_table`), as a function of the table's
+    parameters: the grid table ``[T, S, K, A]`` whose certificate
+    :func:`grid_descend_params` descends. Hashable, like :class:`TableOf`. Every resource
+    must have the same capacity, so that one table fits them all."""
+
+    setting: Setting
+    config: DescentConfig
+
+    def __post_init__(self) -> None:
+        if len(set(self.setting.capacities)) != 1:
+            raise SettingError("a lifted table needs every resource to have the same capacity")
+
+    def __call__(self, params: jax.Array) -> PriceDistribution:
+        table = price_table(one_resource(self.setting), self.config, params)
+        return product_grid.lift_table(self.setting, table)
 
 
 def _price_curve(setting: Setting, params: jax.Array) -> jax.Array:

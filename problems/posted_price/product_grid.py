@@ -79,6 +79,15 @@ def grid_price_table(setting: Setting, policy: Policy, dtype=None) -> PriceDistr
     return PriceDistribution(prices=prices, probs=probs)
 
 
+def lift_table(setting: Setting, table: PriceDistribution) -> PriceDistribution:
+    """A one-resource table ``[T, G + 1, A]`` posted on every resource of ``setting`` at once:
+    in grid state s resource k posts row ``[t, units_k(s)]``, its own units sold, so the grid
+    table is ``[T, S, K, A]`` (:func:`grid_price_table`'s shape). One shared quantile draws
+    every resource's price, and a bundle's price is the sum over the resources it asks for."""
+    units = jnp.asarray(grid_units(setting))  # [S, K]
+    return PriceDistribution(prices=table.prices[:, units], probs=table.probs[:, units])
+
+
 class QuantileIntervals(NamedTuple):
     """The shared quantile's range cut where any resource's atom changes."""
 
