@@ -35,9 +35,10 @@ quickstart: $(BIN)/advonline
 
 # The test suite on every core, one file per worker at a time (long runs are marked `slow` and
 # excluded; `pytest -m slow` runs them). Two tiers run on their own, and CI runs both after
-# this one: the whole runs of the tool (train, measure, export, resume) and the searches at the
-# evaluator's full budget, marked `end_to_end` (`make test-end-to-end`), and the tests that
-# launch several processes or devices, marked `parallel` (`make test-parallel`).
+# this one: the whole runs of the tool (train, measure, export, resume), the searches at the
+# evaluator's full budget and the further cases of tests whose first case runs here, marked
+# `end_to_end` (`make test-end-to-end`), and the tests that launch several processes or
+# devices, marked `parallel` (`make test-parallel`).
 test: $(BIN)/advonline
 	$(BIN)/python -m pytest -q -n auto --dist loadfile
 
