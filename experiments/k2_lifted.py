@@ -38,8 +38,10 @@ import jax.numpy as jnp
 import lower_bounds
 from common import fmt, load_config, spread, write_csv
 
+from advonline.configs import ConfigError
 from advonline.evaluation import Budget, measure
 from advonline.problems.posted_price import descent, grid_certify
+from advonline.problems.posted_price.model import SettingError
 from advonline.problems.posted_price.problem import PROBLEM as POSTED
 from advonline.problems.posted_price.product_grid import GridTablePolicy
 
@@ -114,7 +116,16 @@ def main() -> None:
     out = Path(args.out)
     folder = out / "k2_lifted"
     folder.mkdir(parents=True, exist_ok=True)
-    setting = load_config(args.config).setting
+    try:
+        setting = load_config(args.config).setting
+    except ConfigError as error:
+        parser.error(str(error))
+    if setting.resources < 2:
+        parser.error(f"{args.config} has one resource: nothing to lift the table to")
+    try:
+        descent.LiftedTableOf(setting, descent.DescentConfig(atoms=args.atoms))
+    except SettingError as error:
+        parser.error(str(error))
     bound = lower_bounds.setting_bound(args.config, setting, out)
     rows = []
     for seed in range(args.seeds):
