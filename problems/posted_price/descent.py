@@ -93,6 +93,7 @@ class Descent:
     """What a descent delivers: the table with the lowest certificate, and how it got there."""
 
     policy: TablePolicy
+    params: jax.Array  # the parameters that post ``policy``'s table (float64)
     certificate: Certificate  # of ``policy``, computed afresh from a start of 1
     history: tuple[float, ...]  # the certificate of each step's table
     reached_at: tuple[float, ...]  # seconds from the start to each step's certificate
@@ -215,6 +216,7 @@ def descend(
         delivered = table_policy(setting, config, table_of(best_params))
     return Descent(
         policy=delivered,
+        params=best_params,
         certificate=certify_dp(setting, delivered, work_limit),
         history=tuple(history),
         reached_at=tuple(reached_at),
