@@ -10,9 +10,10 @@ resources' prices (``descent.LiftedTableOf``), and certified over the product gr
 (``grid_certify.certify_table``, float64): an upper bound on its competitive ratio against an
 adversary that sees what has been sold, not the price draw. ``--steps N`` then descends that
 two-resource certificate through the one-resource table's parameters for N Adam steps
-(``descent.grid_descend_params``, the rate cosine-decayed from ``--learning-rate``; every step
-certified). ``--measure`` measures the delivered policy with the evaluator's default budget
-(``evaluation.measure``), whose worst find the certificate must bound.
+(``descent.grid_descend_params``, the rate cosine-decayed from ``--learning-rate``; each
+gradient in float32, a direction only, and every step certified in float64). ``--measure``
+measures the delivered policy with the evaluator's default budget (``evaluation.measure``),
+whose worst find the certificate must bound.
 
 The bracket is [lower bound, lowest certificate], with the setting's certified lower bound on
 every online algorithm (``lower_bounds.setting_bound``, as ``k2_descent.py`` takes it).
@@ -21,8 +22,8 @@ Run: python experiments/k2_lifted.py [--out results] [--seeds 3] [--config k2-u1
          [--atoms 32] [--steps 0] [--learning-rate 0.05] [--measure]
 Writes OUT/k2_lifted.{md,csv} and OUT/k2_lifted/<config>-seed<n>.json.
 On 2 CPU cores, per seed: about 35 s for the one-resource table, 3 minutes for its
-two-resource certificate, 4-5 more to measure it; about 3 minutes a descent step through the
-induction with 16 prices.
+two-resource certificate, 4-5 more to measure it; with 16 prices, about 50 s a descent step
+(a float32 gradient through the induction, then a float64 certificate).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ import time
 from pathlib import Path
 
 import jax
+import jax.numpy as jnp
 import lower_bounds
 from common import fmt, load_config, spread, write_csv
 
@@ -67,7 +69,14 @@ def lift_seed(table_of: descent.LiftedTableOf, seed: int, steps: int, learning_r
         found = descent.Descended(trained.params, lifted.ratio, ())
         if steps:  # the lowest certificate: the lifted one when no step goes below it
             found = descent.grid_descend_params(
-                setting, table_of, trained.params, lifted.ratio, steps, learning_rate
+                setting,
+                table_of,
+                trained.params,
+                lifted.ratio,
+                steps,
+                learning_rate,
+                jnp.float32,
+                lambda line: print(f"seed {seed} {line}", flush=True),
             )
         descent_s = time.perf_counter() - start
         table = table_of(found.params)

@@ -30,6 +30,7 @@ import tempfile
 
 import jax
 import jaxlib
+import pytest
 
 # measured with jaxlib 0.10 on 2 CPU cores (with `-n 2`): the first two took the whole suite
 # from 348 s to 261 s; the third takes a tenth off XLA's compile time (the two-resource run
@@ -74,3 +75,15 @@ jax.config.update(
 def pytest_sessionfinish(session, exitstatus):
     if _OWN_CACHE:
         shutil.rmtree(os.environ["JAX_COMPILATION_CACHE_DIR"], ignore_errors=True)
+
+
+@pytest.fixture
+def optimised_compilation():
+    """XLA's optimisation passes on, as a run has them (the suite turns most off, for compile
+    time). Compiled without them, the backward pass of a certificate's induction (the DP for
+    one resource, the grid programme for several) returns NaN entries for randomised
+    tables, where eager evaluation and the optimised program agree; descent would not move."""
+    before = jax.config.read("jax_disable_most_optimizations")
+    jax.config.update("jax_disable_most_optimizations", False)
+    yield
+    jax.config.update("jax_disable_most_optimizations", before)

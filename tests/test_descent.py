@@ -28,16 +28,8 @@ from advonline.problems.posted_price.model import Setting, SettingError
 from advonline.problems.posted_price.policy_file import parse
 from advonline.problems.posted_price.tabulated import from_file
 
-
-@pytest.fixture(autouse=True)
-def optimised_compilation():
-    """These tests compile with XLA's optimisations on, as a run does. With most passes off
-    (the suite's default, for compile time) the compiled backward pass of the DP returns NaN
-    for randomised tables, where eager evaluation and the optimised program agree."""
-    before = jax.config.read("jax_disable_most_optimizations")
-    jax.config.update("jax_disable_most_optimizations", False)
-    yield
-    jax.config.update("jax_disable_most_optimizations", before)
+# compiled as a run compiles (conftest.optimised_compilation)
+pytestmark = pytest.mark.usefixtures("optimised_compilation")
 
 
 SETTING = Setting(resources=1, low=1.0, high=4.0, rounds=8, max_demand=0.25, divisible=True)

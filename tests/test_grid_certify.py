@@ -289,6 +289,28 @@ def test_a_lifted_table_posts_each_resource_s_row_and_certifies_above_one_resour
     assert both >= alone * (1 - 1e-9)
 
 
+def test_grid_descent_with_float32_gradients_delivers_its_lowest_certificate(
+    optimised_compilation,
+):
+    """Descending a lifted table's two-resource certificate with the gradient in float32 (a
+    direction only): the delivered certificate is the lowest of the start and every step's,
+    below the start, and certifying the delivered table afresh, in float64, gives it again."""
+    setting = TINY[0]
+    config = descent.DescentConfig(atoms=3, round_seen=True)
+    shape = (1 + setting.rounds, setting.grid_size + 1, config.atoms)
+    lifted_of = descent.LiftedTableOf(setting, config)
+    with jax.enable_x64(True):
+        params = jax.random.normal(jax.random.key(8), shape, jnp.float64)
+        start = certify_grid(setting, GridTablePolicy(lifted_of(params), setting)).ratio
+        found = descent.grid_descend_params(
+            setting, lifted_of, params, start, 4, 0.3, gradient_dtype=jnp.float32
+        )
+        again = certify_grid(setting, GridTablePolicy(lifted_of(found.params), setting))
+    assert found.certificate == min(start, *found.history)
+    assert found.certificate < start  # four steps at 0.3 from random logits
+    assert again.ratio == pytest.approx(found.certificate, rel=1e-9)
+
+
 def test_a_lifted_table_needs_equal_capacities():
     with pytest.raises(SettingError, match="same capacity"):
         descent.LiftedTableOf(TINY[2], descent.DescentConfig())

@@ -6,7 +6,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import jax
 import matplotlib.image
 import numpy as np
 import pytest
@@ -185,18 +184,8 @@ descent_learning_rate = 0.02
 """
 
 
-@pytest.fixture
-def optimised():
-    """XLA's optimisation passes on (the suite turns most off): compiled without them,
-    reverse mode through the grid induction gives NaN entries, so descent would not move."""
-    before = jax.config.read("jax_disable_most_optimizations")
-    jax.config.update("jax_disable_most_optimizations", False)
-    yield
-    jax.config.update("jax_disable_most_optimizations", before)
-
-
 @pytest.mark.end_to_end
-def test_a_two_resource_run_trains_against_its_grid_certificate(tmp_path, optimised):
+def test_a_two_resource_run_trains_against_its_grid_certificate(tmp_path, optimised_compilation):
     """With ``algorithm.grid_certificate`` every epoch certifies the network over the product
     grid and draws from the strategy behind the bound: the draws are attained ratios, never
     above it, and join the archive; the last epoch's training descends the certificate and

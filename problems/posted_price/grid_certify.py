@@ -227,10 +227,11 @@ def _sale_classes(setting: Setting, widths: jax.Array, bundle: jax.Array):
 @functools.partial(jax.jit, static_argnums=(0, 4))
 def _grid_induction(setting: Setting, widths, prices, ratio, record: bool = False):
     """The backward induction for ratio r: ``(F(r), E[OPT], E[ALG])`` of a maximising
-    strategy, from the empty state. Tables over (ALG state, OPT state) ``[S, S]``. With
-    ``record``, also that strategy (:class:`GridStrategy`), else None."""
+    strategy, from the empty state, in the precision of ``widths`` (float64 for a
+    certificate). Tables over (ALG state, OPT state) ``[S, S]``. With ``record``, also that
+    strategy (:class:`GridStrategy`), else None."""
     with jax.enable_x64(True):
-        dtype = jnp.float64
+        dtype = widths.dtype
         demands = demand_vectors(setting, dtype)  # [J, K]
         size = demands.sum(-1)  # [J] |d|
         moves = grid_transitions(setting, demands)  # fraction, following [J, S]
@@ -307,18 +308,24 @@ def _grid_induction(setting: Setting, widths, prices, ratio, record: bool = Fals
         return gap[0, 0], opt[0, 0], alg[0, 0], strategy
 
 
-def grid_certificate_gradient(setting: Setting, table_of, params, ratio: float):
+def grid_certificate_gradient(setting: Setting, table_of, params, ratio: float, dtype=jnp.float64):
     """The gradient of a K >= 2 policy's certificate over the product grid with respect to
-    ``params``, where ``table_of(params)`` is its float64 grid table (``[T, S, K, A]``) and
-    ``ratio`` the certificate :func:`certify_grid` gave for it.
+    ``params``, where ``table_of(params)`` is its grid table (``[T, S, K, A]``) and ``ratio``
+    the certificate :func:`certify_grid` gave for it.
 
     As for one resource (:func:`~posted_price.certify.certificate_gradient`): the
     certificate is the root of ``F(r) = max_S E_S[OPT] - r E_S[ALG]``, so its derivative is
     ``dF/dparams / E_S*[ALG]`` at the maximising strategy S*, taken a relative ``1e-6`` below
     the root. Reverse mode through the induction, each round recomputed in the backward pass.
-    Inside x64; ``table_of`` is a static argument (hashable, one compilation per function)."""
+    ``dtype``: the induction's precision. The gradient is a direction to descend, not a
+    bound, so float32 serves, in about half float64's time on a CPU; every certificate stays
+    float64. Returns float64 inside x64; ``table_of`` is a static argument (hashable, one
+    compilation per function and precision)."""
     with jax.enable_x64(True):
-        return _grid_gradient(setting, table_of, params, ratio * (1 - _STRATEGY_MARGIN))
+        params = jax.tree.map(lambda leaf: jnp.asarray(leaf, dtype), params)
+        below = jnp.asarray(ratio * (1 - _STRATEGY_MARGIN), dtype)
+        slope = _grid_gradient(setting, table_of, params, below)
+        return jax.tree.map(lambda leaf: jnp.asarray(leaf, jnp.float64), slope)
 
 
 @functools.partial(jax.jit, static_argnums=(0, 1))
