@@ -22,8 +22,8 @@ Run: python experiments/k2_lifted.py [--out results] [--seeds 3] [--config k2-u1
          [--atoms 32] [--steps 0] [--learning-rate 0.05] [--measure]
 Writes OUT/k2_lifted.{md,csv} and OUT/k2_lifted/<config>-seed<n>.json.
 On 2 CPU cores, per seed: about 35 s for the one-resource table, 3 minutes for its
-two-resource certificate, 4-5 more to measure it; with 16 prices, about 50 s a descent step
-(a float32 gradient through the induction, then a float64 certificate).
+two-resource certificate, 2-5 more to measure it; with 16 prices, about a minute a descent
+step (a float32 gradient through the induction, then a float64 certificate).
 """
 
 from __future__ import annotations
