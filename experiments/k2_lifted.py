@@ -13,13 +13,17 @@ two-resource certificate through the one-resource table's parameters for N Adam 
 (``descent.grid_descend_params``, the rate cosine-decayed from ``--learning-rate``; each
 gradient in float32, a direction only, and every step certified in float64). ``--measure``
 measures the delivered policy with the evaluator's default budget (``evaluation.measure``),
-whose worst find the certificate must bound.
+whose worst find the certificate must bound. ``--seconds S`` stops each seed's descent once S
+seconds have passed (the rate's schedule still spans ``--steps``; the tables give the steps
+taken), and ``--concurrent N`` runs N seeds at once in threads that share the programmes
+compiled once and the device (``advonline.seeds.concurrently``, as ``advonline train --seeds``).
 
 The bracket is [lower bound, lowest certificate], with the setting's certified lower bound on
 every online algorithm (``lower_bounds.setting_bound``, as ``k2_descent.py`` takes it).
 
 Run: python experiments/k2_lifted.py [--out results] [--seeds 3] [--config k2-u10-certified]
-         [--atoms 32] [--steps 0] [--learning-rate 0.05] [--measure]
+         [--atoms 32] [--steps 0] [--learning-rate 0.05] [--measure] [--seconds S]
+         [--concurrent 1]
 Writes OUT/k2_lifted.{md,csv} and OUT/k2_lifted/<config>-seed<n>.json.
 On 2 CPU cores, per seed: about 35 s for the one-resource table, 3 minutes for its
 two-resource certificate, 2-5 more to measure it; with 16 prices, about a minute a descent
@@ -39,20 +43,29 @@ import jax.numpy as jnp
 import lower_bounds
 from common import fmt, load_config, spread, write_csv
 
+from advonline import environment
 from advonline.configs import ConfigError
 from advonline.evaluation import Budget, measure
 from advonline.problems.posted_price import descent, grid_certify
 from advonline.problems.posted_price.model import SettingError
 from advonline.problems.posted_price.problem import PROBLEM as POSTED
 from advonline.problems.posted_price.product_grid import GridTablePolicy
+from advonline.seeds import concurrently
 
 #: The one-resource tables' training, as ``certificate_descent.py``'s randomised rows.
 TABLE_STEPS, TABLE_RATE = 240, 0.1
 
 
-def lift_seed(table_of: descent.LiftedTableOf, seed: int, steps: int, learning_rate: float):
+def lift_seed(
+    table_of: descent.LiftedTableOf,
+    seed: int,
+    steps: int,
+    learning_rate: float,
+    seconds: float | None = None,
+):
     """Train the one-resource table of ``seed``, certify it lifted by ``table_of``, descend
-    that certificate ``steps`` steps; the figures and the delivered grid table."""
+    that certificate ``steps`` steps (or for ``seconds``); the figures and the delivered grid
+    table."""
     setting = table_of.setting
     start = time.perf_counter()
     trained = descent.descend(descent.one_resource(setting), table_of.config, jax.random.key(seed))
@@ -76,7 +89,10 @@ def lift_seed(table_of: descent.LiftedTableOf, seed: int, steps: int, learning_r
                 steps,
                 learning_rate,
                 jnp.float32,
-                lambda line: print(f"seed {seed} {line}", flush=True),
+                lambda line: print(
+                    f"seed {seed} {time.perf_counter() - start:.0f} s {line}", flush=True
+                ),
+                seconds,
             )
         descent_s = time.perf_counter() - start
         table = table_of(found.params)
@@ -84,6 +100,7 @@ def lift_seed(table_of: descent.LiftedTableOf, seed: int, steps: int, learning_r
         "one-resource certificate": trained.certificate.ratio,
         "lifted certificate": lifted.ratio,
         "certificate after descent": found.certificate,
+        "steps taken": len(found.history),
         "history": " ".join(f"{r:.4f}" for r in found.history),
         "table s": round(table_s),
         "certify s": round(certify_s),
@@ -101,9 +118,13 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=0)
     parser.add_argument("--learning-rate", type=float, default=0.05)
     parser.add_argument("--measure", action="store_true")
+    parser.add_argument("--seconds", type=float, default=None)
+    parser.add_argument("--concurrent", type=int, default=1)
     args = parser.parse_args()
     if args.seeds < 1 or args.atoms < 2 or args.steps < 0 or not args.learning_rate > 0:
         parser.error("--seeds >= 1, --atoms >= 2, --steps >= 0 and --learning-rate > 0")
+    if args.concurrent < 1 or (args.seconds is not None and not args.seconds > 0):
+        parser.error("--concurrent >= 1 and --seconds > 0")
     out = Path(args.out)
     folder = out / "k2_lifted"
     folder.mkdir(parents=True, exist_ok=True)
@@ -125,9 +146,9 @@ def main() -> None:
     except SettingError as error:
         parser.error(str(error))
     bound = lower_bounds.setting_bound(args.config, setting, out)
-    rows = []
-    for seed in range(args.seeds):
-        result = lift_seed(table_of, seed, args.steps, args.learning_rate)
+
+    def one(seed: int) -> dict:
+        result = lift_seed(table_of, seed, args.steps, args.learning_rate, args.seconds)
         policy = result.pop("policy")
         row = {"config": args.config, "seed": seed, "atoms": args.atoms, **result}
         row["steps"], row["learning rate"] = args.steps, args.learning_rate
@@ -137,14 +158,16 @@ def main() -> None:
             measured = measure(POSTED, setting, "lifted", policy, Budget())
             row["measured CR"] = measured.competitive_ratio
             row["measure s"] = round(time.perf_counter() - start)
-        rows.append(row)
         (folder / f"{args.config}-seed{seed}.json").write_text(json.dumps(row, indent=1))
         print(
             f"{args.config} seed {seed}: one resource {fmt(row['one-resource certificate'])}, "
-            f"lifted {fmt(row['lifted certificate'])}, after {args.steps} steps "
+            f"lifted {fmt(row['lifted certificate'])}, after {row['steps taken']} steps "
             f"{fmt(row['certificate after descent'])}",
             flush=True,
         )
+        return row
+
+    rows = concurrently(one, range(args.seeds), args.concurrent)
     write_csv(rows, out / "k2_lifted.csv")
     (out / "k2_lifted.md").write_text(table(rows, bound, setting))
     print(table(rows, bound, setting))
@@ -154,11 +177,11 @@ def table(rows: list[dict], bound: float, setting) -> str:
     """The per-seed table and the summary lines, median [min, max] over seeds."""
     columns = ["seed", "one-resource certificate", "lifted certificate"]
     if rows[0]["steps"]:
-        columns.append("certificate after descent")
+        columns += ["steps taken", "certificate after descent"]
     if any("measured CR" in row for row in rows):
         columns.append("measured CR")
     columns += ["bracket", "table s", "certify s"]
-    lines = [f"setting: {json.dumps(setting.describe())}", ""]
+    lines = [f"setting: {json.dumps(setting.describe())}", environment.device_line(), ""]
     lines += ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
     for row in rows:
         lines.append("| " + " | ".join(fmt(row.get(c)) for c in columns) + " |")

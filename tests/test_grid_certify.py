@@ -294,7 +294,9 @@ def test_grid_descent_with_float32_gradients_delivers_its_lowest_certificate(
 ):
     """Descending a lifted table's two-resource certificate with the gradient in float32 (a
     direction only): the delivered certificate is the lowest of the start and every step's,
-    below the start, and certifying the delivered table afresh, in float64, gives it again."""
+    below the start, and certifying the delivered table afresh, in float64, gives it again.
+    A wall-time cap that has passed after the first step stops the descent there, with the
+    first step's certificate."""
     setting = TINY[0]
     config = descent.DescentConfig(atoms=3, round_seen=True)
     shape = (1 + setting.rounds, setting.grid_size + 1, config.atoms)
@@ -306,6 +308,10 @@ def test_grid_descent_with_float32_gradients_delivers_its_lowest_certificate(
             setting, lifted_of, params, start, 4, 0.3, gradient_dtype=jnp.float32
         )
         again = certify_grid(setting, GridTablePolicy(lifted_of(found.params), setting))
+        capped = descent.grid_descend_params(
+            setting, lifted_of, params, start, 4, 0.3, gradient_dtype=jnp.float32, seconds=1e-9
+        )
+    assert capped.history == found.history[:1]
     assert found.certificate == min(start, *found.history)
     assert found.certificate < start  # four steps at 0.3 from random logits
     assert again.ratio == pytest.approx(found.certificate, rel=1e-9)

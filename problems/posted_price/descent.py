@@ -326,6 +326,7 @@ def grid_descend_params(
     learning_rate: float,
     gradient_dtype=jnp.float64,
     say: Callable[[str], None] | None = None,
+    seconds: float | None = None,
 ) -> Descended:
     """``steps`` Adam steps (cosine-decayed ``learning_rate``) of a K >= 2 policy's
     parameters ``params`` down their certificate over the product grid, from
@@ -338,9 +339,12 @@ def grid_descend_params(
     so that it rises to the new root. (Started above the root, the iteration stops at once at
     its start, a valid but looser bound, and the next gradient vanishes: the next step starts
     further below.) Returns the parameters of the lowest certificate, ``params`` when no step
-    went below ``certificate``. ``say`` gets a line a step. Float64; the loop runs outside
-    ``jit``; each sweep, gradient and Adam step is one jitted programme."""
+    went below ``certificate``. ``say`` gets a line a step. ``seconds`` caps the descent's
+    wall time: no step starts after it (the schedule still spans ``steps``; the history says
+    how many ran). Float64; the loop runs outside ``jit``; each sweep, gradient and Adam step
+    is one jitted programme."""
     initialise, adam_step = _adam(learning_rate, steps)
+    started = time.perf_counter()
     with jax.enable_x64(True):
         params = jax.tree.map(lambda leaf: jnp.asarray(leaf, jnp.float64), params)
         state = initialise(params)
@@ -360,6 +364,8 @@ def grid_descend_params(
                 best, best_params = ratio, params
             if say:
                 say(f"step {step + 1}: certificate {ratio:.4f}, best {best:.4f}")
+            if seconds is not None and time.perf_counter() - started >= seconds:
+                break
     return Descended(best_params, best, tuple(history))
 
 
