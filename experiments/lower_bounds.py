@@ -25,7 +25,10 @@ it knows whether the flood comes.
 
 Two resources (``k2-u10-oracle``, divisible): the same search over master sequences of
 bundles and single-resource buyers (``problems/posted_price/bundle_bound.py``), each chain from
-a rising ramp of bundles; the bound is certified by an exact best response over the product
+a rising ramp of bundles, and the one-resource search on the widened range [L, K U]
+(``bundle_bound.widened``: buyers of one resource with densities up to U and bundles of
+every resource at a K-th of the higher densities play the one-resource game on that range;
+docs/method.md §5). Every family is certified by an exact best response over the product
 grid. Beside it, ``threshold``'s certificate over the product grid (exact).
 
 The configs that share a setting share its row (``k1-u10-oracle`` and ``k1-u10-classic``: the
@@ -52,7 +55,11 @@ from common import fmt, load_config, write_csv
 
 from advonline.baselines.posted_price import make_baseline
 from advonline.problems.posted_price import figures
-from advonline.problems.posted_price.bundle_bound import bundle_lower_bound, search_bundle_bound
+from advonline.problems.posted_price.bundle_bound import (
+    bundle_lower_bound,
+    search_bundle_bound,
+    search_widened_bound,
+)
 from advonline.problems.posted_price.grid_certify import certify_policy
 from advonline.problems.posted_price.lower_bound import (
     LowerBound,
@@ -91,10 +98,15 @@ STEPS, CHAINS, CANDIDATES = 1500, 2, 4
 
 
 def search(setting, steps=STEPS, chains=CHAINS, candidates=CANDIDATES, seed=0) -> list[LowerBound]:
-    """Every chain's certified family for ``setting`` (each a valid bound)."""
+    """Every chain's certified family for ``setting`` (each a valid bound); for several
+    resources, the chains over bundles and single-resource buyers, then those of the
+    widened one-resource game."""
     key = jax.random.key(seed)
-    searcher = search_lower_bound if setting.resources == 1 else search_bundle_bound
-    return searcher(setting, key, steps=steps, chains=chains, candidates=candidates)
+    budget = {"steps": steps, "chains": chains, "candidates": candidates}
+    if setting.resources == 1:
+        return search_lower_bound(setting, key, **budget)
+    bundles = search_bundle_bound(setting, key, **budget)
+    return bundles + search_widened_bound(setting, key, **budget)
 
 
 def ramp_bound(setting: Setting) -> LowerBound:

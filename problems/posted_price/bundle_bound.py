@@ -23,6 +23,8 @@ units sold of each resource, ``(G + 1)^K`` states, computes both in float64
 
 from __future__ import annotations
 
+import dataclasses
+
 import jax
 import numpy as np
 from scipy.optimize import linprog
@@ -41,6 +43,55 @@ def search_bundle_bound(
     return search_lower_bound(
         setting, key, steps, chains=chains, candidates=candidates, family=_typed_bound
     )
+
+
+def widened(setting: Setting) -> Setting | None:
+    """One resource of ``setting`` alone, its densities widened to ``[L, K U]``: the
+    one-resource game that buyers of resource 0 alone and bundles of every resource play in
+    ``setting`` (:func:`embedded`); None where it is not that game (unequal capacities, or
+    ``K L > U``, which leaves densities in ``(U, K L)`` that neither kind of buyer has)."""
+    resources = setting.resources
+    if len(set(setting.capacities)) > 1 or resources * setting.low > setting.high:
+        return None
+    return dataclasses.replace(
+        setting, resources=1, high=resources * setting.high, capacities=setting.capacities[:1]
+    )
+
+
+def embedded(setting: Setting, units: np.ndarray, densities: np.ndarray):
+    """A master sequence of :func:`widened`'s game, ``units [T]`` and ``densities [T]`` in
+    ``[L, K U]``, as one of ``setting``: a density up to U is a buyer of resource 0 alone, and
+    a higher one ``d`` a bundle of the same units on every resource at density ``d / K``. A
+    bundle's value is its density times its size on every resource, so each unit of resource
+    0 is worth ``d`` either way; the other resources, equal in capacity, are sold only with
+    resource 0 in bundles and never bind before it. Every online algorithm and OPT thus earn
+    the same on every prefix in both games, and the two bounds are equal. Returns ``units
+    [T, K]`` and the densities."""
+    units = np.asarray(units, dtype=np.int64)
+    densities = np.asarray(densities, dtype=np.float64)
+    bundle = densities > setting.high
+    spread = np.zeros((len(units), setting.resources), np.int64)
+    spread[:, 0] = units
+    spread[:, 1:] = np.where(bundle, units, 0)[:, None]
+    return spread, np.where(bundle, densities / setting.resources, densities)
+
+
+def search_widened_bound(
+    setting: Setting, key: jax.Array, steps: int = 400, chains: int = 1, candidates: int = 1
+) -> list[LowerBound]:
+    """The one-resource search (:func:`~posted_price.lower_bound.search_lower_bound`) on
+    :func:`widened`'s game, each chain's family then certified in ``setting`` itself
+    (:func:`embedded`, :func:`bundle_lower_bound`: an exact best response over the product
+    grid); no family where :func:`widened` is None."""
+    wide = widened(setting)
+    if wide is None:
+        return []
+    found = search_lower_bound(wide, key, steps, chains=chains, candidates=candidates)
+    families = []
+    for bound in found:
+        units = np.round(np.asarray(bound.demands) * wide.grid_size).astype(np.int64)
+        families.append(bundle_lower_bound(setting, *embedded(setting, units, bound.densities)))
+    return families
 
 
 def _typed_bound(setting: Setting, vocabulary: BuyerTypes, types: np.ndarray) -> LowerBound:
