@@ -105,8 +105,9 @@ def search(setting, steps=STEPS, chains=CHAINS, candidates=CANDIDATES, seed=0) -
     budget = {"steps": steps, "chains": chains, "candidates": candidates}
     if setting.resources == 1:
         return search_lower_bound(setting, key, **budget)
-    bundles = search_bundle_bound(setting, key, **budget)
-    return bundles + search_widened_bound(setting, key, **budget)
+    bundle_key, widened_key = jax.random.split(key)
+    bundles = search_bundle_bound(setting, bundle_key, **budget)
+    return bundles + search_widened_bound(setting, widened_key, **budget)
 
 
 def ramp_bound(setting: Setting) -> LowerBound:
