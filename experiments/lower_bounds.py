@@ -37,7 +37,7 @@ classic configs hide the round from the network, which the bound does not depend
 Run: python experiments/lower_bounds.py [--out results] [--steps 1500] [--restarts 2]
          [--candidates 4] [--seed 0]
 Writes OUT/lower_bounds.{md,csv,json} and prints the table. About 16 min on 2 CPU cores for
-one resource, and 10 more for two.
+one resource, and 3 more for two.
 """
 
 from __future__ import annotations
