@@ -17,14 +17,20 @@ whose worst find the certificate must bound. ``--seconds S`` stops each seed's d
 seconds have passed (the rate's schedule still spans ``--steps``; the tables give the steps
 taken), and ``--concurrent N`` runs N seeds at once in threads that share the programmes
 compiled once and the device (``advonline.seeds.concurrently``, as ``advonline train --seeds``).
+Each seed's delivered parameters are written beside its figures (``.npz``, float64), and
+``--resume`` starts each seed from the parameters an earlier run wrote there instead of a
+newly trained table (its one-resource and lifted certificates computed again), so a descent
+can go on where the last one stopped, with a fresh schedule; the file is replaced only by
+parameters certified as low or lower. Without ``--resume`` a folder that holds such files is
+refused, so that no delivered table is overwritten.
 
 The bracket is [lower bound, lowest certificate], with the setting's certified lower bound on
 every online algorithm (``lower_bounds.setting_bound``, as ``k2_descent.py`` takes it).
 
 Run: python experiments/k2_lifted.py [--out results] [--seeds 3] [--config k2-u10-certified]
          [--atoms 32] [--steps 0] [--learning-rate 0.05] [--measure] [--seconds S]
-         [--concurrent 1]
-Writes OUT/k2_lifted.{md,csv} and OUT/k2_lifted/<config>-seed<n>.json.
+         [--concurrent 1] [--resume]
+Writes OUT/k2_lifted.{md,csv} and OUT/k2_lifted/<config>-seed<n>.{json,npz}.
 On 2 CPU cores, per seed: about 35 s for the one-resource table, 3 minutes for its
 two-resource certificate, 2-5 more to measure it; with 16 prices, about a minute a descent
 step (a float32 gradient through the induction, then a float64 certificate).
@@ -41,12 +47,14 @@ from pathlib import Path
 import jax
 import jax.numpy as jnp
 import lower_bounds
+import numpy as np
 from common import fmt, load_config, spread, write_csv
 
 from advonline import environment
 from advonline.configs import ConfigError
 from advonline.evaluation import Budget, measure
 from advonline.problems.posted_price import descent, grid_certify
+from advonline.problems.posted_price.certify import certify_dp
 from advonline.problems.posted_price.model import SettingError
 from advonline.problems.posted_price.problem import PROBLEM as POSTED
 from advonline.problems.posted_price.product_grid import GridTablePolicy
@@ -62,29 +70,37 @@ def lift_seed(
     steps: int,
     learning_rate: float,
     seconds: float | None = None,
+    saved: np.ndarray | None = None,
 ):
-    """Train the one-resource table of ``seed``, certify it lifted by ``table_of``, descend
-    that certificate ``steps`` steps (or for ``seconds``); the figures and the delivered grid
-    table."""
+    """Train the one-resource table of ``seed`` (or take the ``saved`` parameters, certified
+    again on one resource), certify it lifted by ``table_of``, descend that certificate
+    ``steps`` steps (or for ``seconds``); the figures, the delivered grid table and its
+    parameters."""
     setting = table_of.setting
+    one = descent.one_resource(setting)
     start = time.perf_counter()
-    trained = descent.descend(descent.one_resource(setting), table_of.config, jax.random.key(seed))
+    if saved is None:
+        trained = descent.descend(one, table_of.config, jax.random.key(seed))
+        params, alone = trained.params, trained.certificate.ratio
+    else:
+        with jax.enable_x64(True):
+            params = jnp.asarray(saved, jnp.float64)
+            table = descent.price_table(one, table_of.config, params)
+            alone = certify_dp(one, descent.table_policy(one, table_of.config, table)).ratio
     table_s = time.perf_counter() - start
     with jax.enable_x64(True):
         start = time.perf_counter()
-        lifted = grid_certify.certify_table(
-            setting, table_of(trained.params), start=0.9 * trained.certificate.ratio
-        )
+        lifted = grid_certify.certify_table(setting, table_of(params), start=0.9 * alone)
         certify_s = time.perf_counter() - start
         if lifted.ratio is None:
             raise SystemExit(f"no two-resource certificate: {lifted.note}")
         start = time.perf_counter()
-        found = descent.Descended(trained.params, lifted.ratio, ())
+        found = descent.Descended(params, lifted.ratio, ())
         if steps:  # the lowest certificate: the lifted one when no step goes below it
             found = descent.grid_descend_params(
                 setting,
                 table_of,
-                trained.params,
+                params,
                 lifted.ratio,
                 steps,
                 learning_rate,
@@ -97,7 +113,8 @@ def lift_seed(
         descent_s = time.perf_counter() - start
         table = table_of(found.params)
     return {
-        "one-resource certificate": trained.certificate.ratio,
+        "resumed": saved is not None,
+        "one-resource certificate": alone,
         "lifted certificate": lifted.ratio,
         "certificate after descent": found.certificate,
         "steps taken": len(found.history),
@@ -106,7 +123,34 @@ def lift_seed(
         "certify s": round(certify_s),
         "descent s": round(descent_s),
         "policy": GridTablePolicy(table, setting),
+        "params": np.asarray(found.params, np.float64),
     }
+
+
+def saved_params(path: Path, shape: tuple[int, ...]) -> np.ndarray | None:
+    """The parameters an earlier run wrote to ``path`` (None if there is no such file);
+    ValueError, in one line, if they are not a finite table of ``shape``."""
+    if not path.exists():
+        return None
+    try:
+        with np.load(path) as stored:
+            params = np.asarray(stored["params"], np.float64)
+    except (OSError, ValueError, KeyError) as error:
+        raise ValueError(f"{path}: not parameters this script wrote") from error
+    if params.shape != shape:
+        raise ValueError(f"{path}: parameters of shape {params.shape}, not {shape}: other --atoms?")
+    if not np.all(np.isfinite(params)):
+        raise ValueError(f"{path}: parameters that are not all finite")
+    return params
+
+
+def write_params(path: Path, params: np.ndarray) -> None:
+    """``params`` to ``path`` through a file beside it, so that a stopped run leaves the
+    earlier file whole."""
+    partial = path.with_suffix(".partial")
+    with open(partial, "wb") as handle:
+        np.savez(handle, params=params)
+    partial.replace(path)
 
 
 def main() -> None:
@@ -120,6 +164,7 @@ def main() -> None:
     parser.add_argument("--measure", action="store_true")
     parser.add_argument("--seconds", type=float, default=None)
     parser.add_argument("--concurrent", type=int, default=1)
+    parser.add_argument("--resume", action="store_true")
     args = parser.parse_args()
     if args.seeds < 1 or args.atoms < 2 or args.steps < 0 or not args.learning_rate > 0:
         parser.error("--seeds >= 1, --atoms >= 2, --steps >= 0 and --learning-rate > 0")
@@ -145,11 +190,26 @@ def main() -> None:
         table_of = descent.LiftedTableOf(setting, config)
     except SettingError as error:
         parser.error(str(error))
+    shape = descent.initial_params(descent.one_resource(setting), config, jax.random.key(0)).shape
+    stems = [folder / f"{args.config}-seed{seed}" for seed in range(args.seeds)]
+    kept = [stem.with_suffix(".npz") for stem in stems if stem.with_suffix(".npz").exists()]
+    if kept and not args.resume:
+        parser.error(f"{kept[0]} holds a delivered table: --resume, or another --out")
+    try:  # every saved file read before any seed starts: a bad one stops the run at once
+        saved = [
+            saved_params(stem.with_suffix(".npz"), shape) if args.resume else None for stem in stems
+        ]
+    except ValueError as error:
+        parser.error(str(error))
     bound = lower_bounds.setting_bound(args.config, setting, out)
 
     def one(seed: int) -> dict:
-        result = lift_seed(table_of, seed, args.steps, args.learning_rate, args.seconds)
+        stem = stems[seed]
+        result = lift_seed(
+            table_of, seed, args.steps, args.learning_rate, args.seconds, saved[seed]
+        )
         policy = result.pop("policy")
+        write_params(stem.with_suffix(".npz"), result.pop("params"))
         row = {"config": args.config, "seed": seed, "atoms": args.atoms, **result}
         row["steps"], row["learning rate"] = args.steps, args.learning_rate
         row["bracket"] = row["certificate after descent"] / bound
@@ -158,7 +218,7 @@ def main() -> None:
             measured = measure(POSTED, setting, "lifted", policy, Budget())
             row["measured CR"] = measured.competitive_ratio
             row["measure s"] = round(time.perf_counter() - start)
-        (folder / f"{args.config}-seed{seed}.json").write_text(json.dumps(row, indent=1))
+        stem.with_suffix(".json").write_text(json.dumps(row, indent=1))
         print(
             f"{args.config} seed {seed}: one resource {fmt(row['one-resource certificate'])}, "
             f"lifted {fmt(row['lifted certificate'])}, after {row['steps taken']} steps "
@@ -175,7 +235,8 @@ def main() -> None:
 
 def table(rows: list[dict], bound: float, setting) -> str:
     """The per-seed table and the summary lines, median [min, max] over seeds."""
-    columns = ["seed", "one-resource certificate", "lifted certificate"]
+    columns = ["seed", *(["resumed"] if any(row["resumed"] for row in rows) else [])]
+    columns += ["one-resource certificate", "lifted certificate"]
     if rows[0]["steps"]:
         columns += ["steps taken", "certificate after descent"]
     if any("measured CR" in row for row in rows):
