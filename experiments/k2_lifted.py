@@ -22,14 +22,17 @@ Each seed's delivered parameters are written beside its figures (``.npz``, float
 newly trained table (its one-resource and lifted certificates computed again), so a descent
 can go on where the last one stopped, with a fresh schedule; the file is replaced only by
 parameters certified as low or lower. Without ``--resume`` a folder that holds such files is
-refused, so that no delivered table is overwritten.
+refused, so that no delivered table is overwritten. ``--coupled`` descends a coupled table
+(``descent.CoupledTableOf``) instead: the lifted table plus a row of logits for each other
+resource's units sold, zero at the start, so that a resource's prices may follow what has
+been sold of the others.
 
 The bracket is [lower bound, lowest certificate], with the setting's certified lower bound on
 every online algorithm (``lower_bounds.setting_bound``, as ``k2_descent.py`` takes it).
 
 Run: python experiments/k2_lifted.py [--out results] [--seeds 3] [--config k2-u10-certified]
          [--atoms 32] [--steps 0] [--learning-rate 0.05] [--measure] [--seconds S]
-         [--concurrent 1] [--resume]
+         [--concurrent 1] [--resume] [--coupled]
 Writes OUT/k2_lifted.{md,csv} and OUT/k2_lifted/<config>-seed<n>.{json,npz}.
 On 2 CPU cores, per seed: about 35 s for the one-resource table, 3 minutes for its
 two-resource certificate, 2-5 more to measure it; with 16 prices, about a minute a descent
@@ -65,30 +68,35 @@ TABLE_STEPS, TABLE_RATE = 240, 0.1
 
 
 def lift_seed(
-    table_of: descent.LiftedTableOf,
+    table_of: descent.LiftedTableOf | descent.CoupledTableOf,
     seed: int,
     steps: int,
     learning_rate: float,
     seconds: float | None = None,
-    saved: np.ndarray | None = None,
+    saved: dict[str, np.ndarray] | None = None,
 ):
     """Train the one-resource table of ``seed`` (or take the ``saved`` parameters, certified
-    again on one resource), certify it lifted by ``table_of``, descend that certificate
-    ``steps`` steps (or for ``seconds``); the figures, the delivered grid table and its
-    parameters."""
-    setting = table_of.setting
+    again on one resource), certify it lifted by ``table_of`` (a coupled table starts with
+    its cross terms zero, unless saved), descend that certificate ``steps`` steps (or for
+    ``seconds``); the figures, the delivered grid table and its parameters."""
+    setting, config = table_of.setting, table_of.config
+    coupled = isinstance(table_of, descent.CoupledTableOf)
     one = descent.one_resource(setting)
     start = time.perf_counter()
     if saved is None:
-        trained = descent.descend(one, table_of.config, jax.random.key(seed))
+        trained = descent.descend(one, config, jax.random.key(seed))
         params, alone = trained.params, trained.certificate.ratio
     else:
         with jax.enable_x64(True):
-            params = jnp.asarray(saved, jnp.float64)
-            table = descent.price_table(one, table_of.config, params)
-            alone = certify_dp(one, descent.table_policy(one, table_of.config, table)).ratio
+            params = jnp.asarray(saved["params"], jnp.float64)
+            table = descent.price_table(one, config, params)
+            alone = certify_dp(one, descent.table_policy(one, config, table)).ratio
     table_s = time.perf_counter() - start
     with jax.enable_x64(True):
+        if coupled:
+            params = descent.coupled_params(setting, params)
+            if saved is not None and "cross" in saved:
+                params = (params[0], jnp.asarray(saved["cross"], jnp.float64))
         start = time.perf_counter()
         lifted = grid_certify.certify_table(setting, table_of(params), start=0.9 * alone)
         certify_s = time.perf_counter() - start
@@ -112,6 +120,7 @@ def lift_seed(
             )
         descent_s = time.perf_counter() - start
         table = table_of(found.params)
+    delivered = found.params if coupled else (found.params,)
     return {
         "resumed": saved is not None,
         "one-resource certificate": alone,
@@ -123,33 +132,42 @@ def lift_seed(
         "certify s": round(certify_s),
         "descent s": round(descent_s),
         "policy": GridTablePolicy(table, setting),
-        "params": np.asarray(found.params, np.float64),
+        "params": dict(zip(("params", "cross"), map(np.asarray, delivered), strict=False)),
     }
 
 
-def saved_params(path: Path, shape: tuple[int, ...]) -> np.ndarray | None:
-    """The parameters an earlier run wrote to ``path`` (None if there is no such file);
-    ValueError, in one line, if they are not a finite table of ``shape``."""
+def saved_params(path: Path, shapes: dict[str, tuple[int, ...]]) -> dict | None:
+    """The parameters an earlier run wrote to ``path`` (None if there is no such file), each
+    array of ``shapes`` it holds (``cross`` only where ``shapes`` names it: a coupled run's
+    file needs ``--coupled``); ValueError, in one line, if they are not finite arrays of those
+    shapes."""
     if not path.exists():
         return None
     try:
         with np.load(path) as stored:
-            params = np.asarray(stored["params"], np.float64)
+            arrays = {name: np.asarray(stored[name], np.float64) for name in stored.files}
     except (OSError, ValueError, KeyError) as error:
         raise ValueError(f"{path}: not parameters this script wrote") from error
-    if params.shape != shape:
-        raise ValueError(f"{path}: parameters of shape {params.shape}, not {shape}: other --atoms?")
-    if not np.all(np.isfinite(params)):
-        raise ValueError(f"{path}: parameters that are not all finite")
-    return params
+    if "params" not in arrays or set(arrays) - {"params", "cross"}:
+        raise ValueError(f"{path}: not parameters this script wrote")
+    if set(arrays) - set(shapes):
+        raise ValueError(f"{path}: a coupled table's parameters: resume with --coupled")
+    for name, array in arrays.items():
+        if array.shape != shapes[name]:
+            raise ValueError(
+                f"{path}: {name} of shape {array.shape}, not {shapes[name]}: other --atoms?"
+            )
+        if not np.all(np.isfinite(array)):
+            raise ValueError(f"{path}: parameters that are not all finite")
+    return arrays
 
 
-def write_params(path: Path, params: np.ndarray) -> None:
-    """``params`` to ``path`` through a file beside it, so that a stopped run leaves the
+def write_params(path: Path, arrays: dict[str, np.ndarray]) -> None:
+    """``arrays`` to ``path`` through a file beside it, so that a stopped run leaves the
     earlier file whole."""
     partial = path.with_suffix(".partial")
     with open(partial, "wb") as handle:
-        np.savez(handle, params=params)
+        np.savez(handle, **arrays)
     partial.replace(path)
 
 
@@ -165,6 +183,7 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=None)
     parser.add_argument("--concurrent", type=int, default=1)
     parser.add_argument("--resume", action="store_true")
+    parser.add_argument("--coupled", action="store_true")
     args = parser.parse_args()
     if args.seeds < 1 or args.atoms < 2 or args.steps < 0 or not args.learning_rate > 0:
         parser.error("--seeds >= 1, --atoms >= 2, --steps >= 0 and --learning-rate > 0")
@@ -187,18 +206,22 @@ def main() -> None:
         learning_rate=TABLE_RATE,
     )
     try:
-        table_of = descent.LiftedTableOf(setting, config)
+        table_of = (descent.CoupledTableOf if args.coupled else descent.LiftedTableOf)(
+            setting, config
+        )
     except SettingError as error:
         parser.error(str(error))
-    shape = descent.initial_params(descent.one_resource(setting), config, jax.random.key(0)).shape
+    single = descent.one_resource(setting)
+    shapes = {"params": descent.initial_params(single, config, jax.random.key(0)).shape}
+    if args.coupled:
+        shapes["cross"] = (setting.grid_size + 1, args.atoms)
     stems = [folder / f"{args.config}-seed{seed}" for seed in range(args.seeds)]
     kept = [stem.with_suffix(".npz") for stem in stems if stem.with_suffix(".npz").exists()]
     if kept and not args.resume:
         parser.error(f"{kept[0]} holds a delivered table: --resume, or another --out")
     try:  # every saved file read before any seed starts: a bad one stops the run at once
-        saved = [
-            saved_params(stem.with_suffix(".npz"), shape) if args.resume else None for stem in stems
-        ]
+        saved = [saved_params(stem.with_suffix(".npz"), shapes) for stem in stems]
+        saved = saved if args.resume else [None] * len(stems)
     except ValueError as error:
         parser.error(str(error))
     bound = lower_bounds.setting_bound(args.config, setting, out)
@@ -211,11 +234,13 @@ def main() -> None:
         policy = result.pop("policy")
         write_params(stem.with_suffix(".npz"), result.pop("params"))
         row = {"config": args.config, "seed": seed, "atoms": args.atoms, **result}
+        row["coupled"] = args.coupled
         row["steps"], row["learning rate"] = args.steps, args.learning_rate
         row["bracket"] = row["certificate after descent"] / bound
         if args.measure:
             start = time.perf_counter()
-            measured = measure(POSTED, setting, "lifted", policy, Budget())
+            name = "coupled" if args.coupled else "lifted"
+            measured = measure(POSTED, setting, name, policy, Budget())
             row["measured CR"] = measured.competitive_ratio
             row["measure s"] = round(time.perf_counter() - start)
         stem.with_suffix(".json").write_text(json.dumps(row, indent=1))
@@ -249,7 +274,8 @@ def table(rows: list[dict], bound: float, setting) -> str:
     lowest = [r["certificate after descent"] for r in rows]
     lines += [
         "",
-        f"two-resource certificate, {rows[0]['atoms']} atoms: {spread(lowest)}; lowest "
+        f"two-resource certificate, {rows[0]['atoms']} atoms"
+        f"{', coupled' if rows[0]['coupled'] else ''}: {spread(lowest)}; lowest "
         f"{min(lowest):.4f}, bracket [{bound:.4f}, {min(lowest):.4f}] = "
         f"{min(lowest) / bound:.2f}x",
         "one-resource certificate: "

@@ -289,31 +289,67 @@ def test_a_lifted_table_posts_each_resource_s_row_and_certifies_above_one_resour
     assert both >= alone * (1 - 1e-9)
 
 
+def test_a_coupled_table_is_the_lifted_one_shifted_by_the_others_sales():
+    """With its cross terms zero a coupled table is the lifted table; otherwise each
+    resource's logits in a state move by the cross term at the other resource's units sold,
+    and by nothing else."""
+    setting = Setting(2, 1.0, 4.0, 3, 0.5, 1, True, (1.0, 1.0))
+    config = descent.DescentConfig(atoms=3, round_seen=True)
+    one = descent.one_resource(setting)
+    coupled_of = descent.CoupledTableOf(setting, config)
+    with jax.enable_x64(True):
+        params = descent.initial_params(one, config, jax.random.key(5)) * 10
+        params = params.at[1:].set(jax.random.normal(jax.random.key(6), params[1:].shape))
+        lifted = descent.LiftedTableOf(setting, config)(params)
+        same = coupled_of(descent.coupled_params(setting, params))
+        cross = jax.random.normal(jax.random.key(7), (setting.grid_size + 1, config.atoms))
+        shifted = coupled_of((params, cross))
+    np.testing.assert_allclose(same.probs, lifted.probs, rtol=0, atol=1e-15)
+    np.testing.assert_array_equal(same.prices, lifted.prices)
+    units = grid_units(setting)
+    for state, sold in enumerate(units):
+        for resource in range(2):
+            moved = np.log(shifted.probs[:, state, resource]) - np.log(
+                lifted.probs[:, state, resource]
+            )
+            moved -= np.asarray(cross[sold[1 - resource]])
+            np.testing.assert_allclose(moved, moved[:, :1] * np.ones_like(moved), atol=1e-12)
+    with pytest.raises(SettingError, match="randomised"):
+        descent.CoupledTableOf(setting, descent.DescentConfig(policy="deterministic"))
+
+
+@pytest.mark.parametrize(
+    "coupled", [False, pytest.param(True, marks=pytest.mark.end_to_end)], ids=["lifted", "coupled"]
+)
 def test_grid_descent_with_float32_gradients_delivers_its_lowest_certificate(
-    optimised_compilation,
+    optimised_compilation, coupled
 ):
-    """Descending a lifted table's two-resource certificate with the gradient in float32 (a
-    direction only): the delivered certificate is the lowest of the start and every step's,
-    below the start, and certifying the delivered table afresh, in float64, gives it again.
-    A wall-time cap that has passed after the first step stops the descent there, with the
-    first step's certificate."""
+    """Descending a lifted (or coupled) table's two-resource certificate with the gradient in
+    float32 (a direction only): the delivered certificate is the lowest of the start and every
+    step's, below the start, and certifying the delivered table afresh, in float64, gives it
+    again. A wall-time cap that has passed after the first step stops the descent there, with
+    the first step's certificate."""
     setting = TINY[0]
     config = descent.DescentConfig(atoms=3, round_seen=True)
     shape = (1 + setting.rounds, setting.grid_size + 1, config.atoms)
-    lifted_of = descent.LiftedTableOf(setting, config)
+    table_of = descent.LiftedTableOf(setting, config)
+    rate = 0.3
     with jax.enable_x64(True):
         params = jax.random.normal(jax.random.key(8), shape, jnp.float64)
-        start = certify_grid(setting, GridTablePolicy(lifted_of(params), setting)).ratio
+        if coupled:  # at 0.3 a step falls more than the certificate's start below the last
+            table_of, rate = descent.CoupledTableOf(setting, config), 0.1
+            params = descent.coupled_params(setting, params)
+        start = certify_grid(setting, GridTablePolicy(table_of(params), setting)).ratio
         found = descent.grid_descend_params(
-            setting, lifted_of, params, start, 4, 0.3, gradient_dtype=jnp.float32
+            setting, table_of, params, start, 4, rate, gradient_dtype=jnp.float32
         )
-        again = certify_grid(setting, GridTablePolicy(lifted_of(found.params), setting))
+        again = certify_grid(setting, GridTablePolicy(table_of(found.params), setting))
         capped = descent.grid_descend_params(
-            setting, lifted_of, params, start, 4, 0.3, gradient_dtype=jnp.float32, seconds=1e-9
+            setting, table_of, params, start, 4, rate, gradient_dtype=jnp.float32, seconds=1e-9
         )
     assert capped.history == found.history[:1]
     assert found.certificate == min(start, *found.history)
-    assert found.certificate < start  # four steps at 0.3 from random logits
+    assert found.certificate < start  # four steps from random logits
     assert again.ratio == pytest.approx(found.certificate, rel=1e-9)
 
 

@@ -167,6 +167,44 @@ class LiftedTableOf:
         return product_grid.lift_table(self.setting, table)
 
 
+@dataclasses.dataclass(frozen=True)
+class CoupledTableOf:
+    """:class:`LiftedTableOf` with one more row of logits for what has been sold of the other
+    resources: in grid state s resource k draws its price from the softmax of the table's
+    logits at its own units sold plus, for every other resource j, ``cross[units_j(s)]``, with
+    one shared quantile as before. So a resource's prices may follow the others' sales, which
+    a lifted table's cannot; with ``cross`` zero it is the lifted table. Parameters ``(params,
+    cross)``: the one-resource table's and ``[G + 1, A]`` (:func:`coupled_params`).
+    Randomised tables only. Hashable, like :class:`TableOf`."""
+
+    setting: Setting
+    config: DescentConfig
+
+    def __post_init__(self) -> None:
+        LiftedTableOf(self.setting, self.config)  # the same capacities
+        if self.config.policy != "randomised":
+            raise SettingError("a coupled table is a randomised table")
+
+    def __call__(self, params: tuple[jax.Array, jax.Array]) -> PriceDistribution:
+        own, cross = params
+        if self.config.round_seen:  # the shared row plus each round's residual
+            own = own[:1] + own[1:]
+        shape = (self.setting.rounds, self.setting.grid_size + 1, self.config.atoms)
+        units = jnp.asarray(product_grid.grid_units(self.setting))  # [S, K]
+        shift = cross[units]  # [S, K, A]
+        others = jnp.sum(shift, axis=1, keepdims=True) - shift
+        probs = jax.nn.softmax(jnp.broadcast_to(own, shape)[:, units] + others[None], axis=-1)
+        atoms = jnp.asarray(price_atoms(self.setting, self.config.atoms), probs.dtype)
+        return PriceDistribution(prices=jnp.broadcast_to(atoms, probs.shape), probs=probs)
+
+
+def coupled_params(setting: Setting, params: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """A lifted table's parameters as :class:`CoupledTableOf`'s, with ``cross`` zero: the
+    same table."""
+    atoms = params.shape[-1]
+    return params, jnp.zeros((setting.grid_size + 1, atoms), params.dtype)
+
+
 def _price_curve(setting: Setting, params: jax.Array) -> jax.Array:
     """``[R, G + 1]`` non-decreasing prices from ``[R, G + 1]`` parameters (module docstring):
     a zero step is ``ln(U/L) / G``, so zeros give the geometric ramp."""
