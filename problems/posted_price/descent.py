@@ -114,11 +114,16 @@ def initial_params(setting: Setting, config: DescentConfig, key: jax.Array) -> j
         return jnp.concatenate([shared, jnp.zeros((setting.rounds, *shape[1:]))])
 
 
+def _per_round(config: DescentConfig, params: jax.Array) -> jax.Array:
+    """The parameters of each round: with the round seen, the shared row plus each round's
+    residual ``[T, ...]``; hidden, the one row ``[1, ...]`` every round shares."""
+    return params[:1] + params[1:] if config.round_seen else params
+
+
 def price_table(setting: Setting, config: DescentConfig, params: jax.Array) -> PriceDistribution:
     """The table ``[T, G + 1, A]`` the parameters post (A = ``atoms``, or 1 deterministic)."""
     shape = (setting.rounds, setting.grid_size + 1)
-    if config.round_seen:  # the shared row plus each round's residual
-        params = params[:1] + params[1:]
+    params = _per_round(config, params)
     if config.policy == "randomised":
         atoms = jnp.asarray(price_atoms(setting, config.atoms), params.dtype)
         probs = jnp.broadcast_to(jax.nn.softmax(params, axis=-1), (*shape, config.atoms))
@@ -187,8 +192,7 @@ class CoupledTableOf:
 
     def __call__(self, params: tuple[jax.Array, jax.Array]) -> PriceDistribution:
         own, cross = params
-        if self.config.round_seen:  # the shared row plus each round's residual
-            own = own[:1] + own[1:]
+        own = _per_round(self.config, own)
         shape = (self.setting.rounds, self.setting.grid_size + 1, self.config.atoms)
         units = jnp.asarray(product_grid.grid_units(self.setting))  # [S, K]
         shift = cross[units]  # [S, K, A]
