@@ -120,7 +120,8 @@ def lift_seed(
             )
         descent_s = time.perf_counter() - start
         table = table_of(found.params)
-    delivered = found.params if coupled else (found.params,)
+    own, cross = found.params if coupled else (found.params, None)
+    arrays = {"params": np.asarray(own)} | ({} if cross is None else {"cross": np.asarray(cross)})
     return {
         "resumed": saved is not None,
         "one-resource certificate": alone,
@@ -132,7 +133,7 @@ def lift_seed(
         "certify s": round(certify_s),
         "descent s": round(descent_s),
         "policy": GridTablePolicy(table, setting),
-        "params": dict(zip(("params", "cross"), map(np.asarray, delivered), strict=False)),
+        "params": arrays,
     }
 
 
@@ -216,12 +217,12 @@ def main() -> None:
     if args.coupled:
         shapes["cross"] = (setting.grid_size + 1, args.atoms)
     stems = [folder / f"{args.config}-seed{seed}" for seed in range(args.seeds)]
-    kept = [stem.with_suffix(".npz") for stem in stems if stem.with_suffix(".npz").exists()]
+    files = [stem.with_suffix(".npz") for stem in stems]
+    kept = [path for path in files if path.exists()]
     if kept and not args.resume:
         parser.error(f"{kept[0]} holds a delivered table: --resume, or another --out")
     try:  # every saved file read before any seed starts: a bad one stops the run at once
-        saved = [saved_params(stem.with_suffix(".npz"), shapes) for stem in stems]
-        saved = saved if args.resume else [None] * len(stems)
+        saved = [saved_params(path, shapes) for path in files]
     except ValueError as error:
         parser.error(str(error))
     bound = lower_bounds.setting_bound(args.config, setting, out)
@@ -232,7 +233,7 @@ def main() -> None:
             table_of, seed, args.steps, args.learning_rate, args.seconds, saved[seed]
         )
         policy = result.pop("policy")
-        write_params(stem.with_suffix(".npz"), result.pop("params"))
+        write_params(files[seed], result.pop("params"))
         row = {"config": args.config, "seed": seed, "atoms": args.atoms, **result}
         row["coupled"] = args.coupled
         row["steps"], row["learning rate"] = args.steps, args.learning_rate
