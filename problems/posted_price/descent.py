@@ -376,12 +376,12 @@ def grid_descend_params(
 
     Each step descends the certificate's gradient at the last certified ratio
     (:func:`~posted_price.grid_certify.grid_certificate_gradient`, in ``gradient_dtype``:
-    float32 takes about half the time on a CPU), then certifies the new
-    parameters with Dinkelbach's iteration started :data:`_GRID_BELOW_LAST` below that ratio,
-    so that it rises to the new root. (Started above the root, the iteration stops at once at
-    its start, a valid but looser bound, and the next gradient vanishes: the next step starts
-    further below.) Returns the parameters of the lowest certificate, ``params`` when no step
-    went below ``certificate``. ``say`` gets a line a step. ``seconds`` caps the descent's
+    float32 takes about half the time on a CPU), then certifies the new parameters with
+    Dinkelbach's iteration started :data:`_GRID_BELOW_LAST` below that ratio, so that it rises
+    to the new root. (Started above the root, the iteration stops at once at its start, a
+    valid but looser bound; then it runs again from 1, so that every step's figure is the
+    programme's value.) Returns the parameters of the lowest certificate, ``params`` when no
+    step went below ``certificate``. ``say`` gets a line a step. ``seconds`` caps the descent's
     wall time: no step starts after it (the schedule still spans ``steps``; the history says
     how many ran). Float64; the loop runs outside ``jit``; each sweep, gradient and Adam step
     is one jitted programme."""
@@ -397,7 +397,10 @@ def grid_descend_params(
             )
             params, state = adam_step(params, state, slope)
             table = _table(table_of, params)
-            found = grid_certify.certify_table(setting, table, start=ratio * _GRID_BELOW_LAST)
+            start = ratio * _GRID_BELOW_LAST
+            found = grid_certify.certify_table(setting, table, start=start)
+            if found.ratio is not None and found.ratio <= start:  # stopped at once: from 1
+                found = grid_certify.certify_table(setting, table)
             if found.ratio is None:
                 break
             ratio = found.ratio
