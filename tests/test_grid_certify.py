@@ -336,8 +336,8 @@ def test_grid_descent_with_float32_gradients_delivers_its_lowest_certificate(
     rate = 0.3
     with jax.enable_x64(True):
         params = jax.random.normal(jax.random.key(8), shape, jnp.float64)
-        if coupled:  # at 0.3 a step falls more than the certificate's start below the last
-            table_of, rate = descent.CoupledTableOf(setting, config), 0.1
+        if coupled:  # at 0.3 a step falls further than the certificate's start below the last
+            table_of = descent.CoupledTableOf(setting, config)
             params = descent.coupled_params(setting, params)
         start = certify_grid(setting, GridTablePolicy(table_of(params), setting)).ratio
         found = descent.grid_descend_params(
