@@ -22,10 +22,13 @@ Each seed's delivered parameters are written beside its figures (``.npz``, float
 newly trained table (its one-resource and lifted certificates computed again), so a descent
 can go on where the last one stopped, with a fresh schedule; the file is replaced only by
 parameters certified as low or lower. Without ``--resume`` a folder that holds such files is
-refused, so that no delivered table is overwritten. ``--coupled`` descends a coupled table
-(``descent.CoupledTableOf``) instead: the lifted table plus a row of logits for each other
-resource's units sold, zero at the start, so that a resource's prices may follow what has
-been sold of the others.
+refused, so that no delivered table is overwritten. A lifted table is also written as a
+policy file, ``<config>-seed<n>-policy.json`` (replaced with its parameters), that
+``advonline evaluate --policy`` measures and certifies and the NumPy loader reads.
+``--coupled`` descends a coupled table (``descent.CoupledTableOf``) instead: the lifted table
+plus a row of logits for each other resource's units sold, zero at the start, so that a
+resource's prices may follow what has been sold of the others. A coupled table has no policy
+file (a version-1 file's resource posts by its own utilisation alone).
 
 The bracket is [lower bound, lowest certificate], with the setting's certified lower bound on
 every online algorithm (``lower_bounds.setting_bound``, as ``k2_descent.py`` takes it).
@@ -33,7 +36,8 @@ every online algorithm (``lower_bounds.setting_bound``, as ``k2_descent.py`` tak
 Run: python experiments/k2_lifted.py [--out results] [--seeds 3] [--config k2-u10-certified]
          [--atoms 32] [--steps 0] [--learning-rate 0.05] [--measure] [--seconds S]
          [--concurrent 1] [--resume] [--coupled]
-Writes OUT/k2_lifted.{md,csv} and OUT/k2_lifted/<config>-seed<n>.{json,npz}.
+Writes OUT/k2_lifted.{md,csv}, OUT/k2_lifted/<config>-seed<n>.{json,npz} and, for a lifted
+table, OUT/k2_lifted/<config>-seed<n>-policy.json.
 On 2 CPU cores, per seed: about 35 s for the one-resource table, 3 minutes for its
 two-resource certificate, 2-5 more to measure it; with 16 prices, about a minute a descent
 step (a float32 gradient through the induction, then a float64 certificate).
@@ -42,6 +46,8 @@ step (a float32 gradient through the induction, then a float64 certificate).
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import io
 import json
 import statistics
 import time
@@ -53,10 +59,11 @@ import lower_bounds
 import numpy as np
 from common import fmt, load_config, spread, write_csv
 
-from advonline import environment
+from advonline import checksums, environment, export
 from advonline.configs import ConfigError
 from advonline.evaluation import Budget, measure
-from advonline.problems.posted_price import descent, grid_certify
+from advonline.folders import atomic_write
+from advonline.problems.posted_price import descent, grid_certify, policy_writer
 from advonline.problems.posted_price.certify import certify_dp
 from advonline.problems.posted_price.model import SettingError
 from advonline.problems.posted_price.problem import PROBLEM as POSTED
@@ -164,12 +171,32 @@ def saved_params(path: Path, shapes: dict[str, tuple[int, ...]]) -> dict | None:
 
 
 def write_params(path: Path, arrays: dict[str, np.ndarray]) -> None:
-    """``arrays`` to ``path`` through a file beside it, so that a stopped run leaves the
-    earlier file whole."""
-    partial = path.with_suffix(".partial")
-    with open(partial, "wb") as handle:
-        np.savez(handle, **arrays)
-    partial.replace(path)
+    """``arrays`` to ``path`` atomically, so that a stopped run leaves the earlier file whole."""
+    packed = io.BytesIO()
+    np.savez(packed, **arrays)
+    atomic_write(path, packed.getvalue())
+
+
+def policy_document(setting, config: descent.DescentConfig, params, row: dict) -> dict:
+    """A delivered lifted table as a policy file (version 1: the one-resource table posted on
+    every resource at its own utilisation, every digit of its float64 probabilities), which
+    ``advonline evaluate --policy`` measures and certifies as the table it is, and which the
+    NumPy loader reads; its certificate and descent in the provenance."""
+    one = descent.one_resource(setting)
+    with jax.enable_x64(True):
+        own = descent.price_table(one, config, jnp.asarray(params, jnp.float64))
+        per_resource = jax.tree.map(
+            lambda column: np.stack([np.asarray(column)] * setting.resources), own
+        )
+    provenance = {
+        **export.stamp(),
+        "algorithm": "lifted-table",
+        "seed": row["seed"],
+        "descent": dataclasses.asdict(config),
+        "descent_steps": row["steps taken"],
+        "certificate": row["certificate after descent"],
+    }
+    return policy_writer.tables_document(setting, per_resource, False, provenance, digits=None)
 
 
 def main() -> None:
@@ -233,8 +260,13 @@ def main() -> None:
             table_of, seed, args.steps, args.learning_rate, args.seconds, saved[seed]
         )
         policy = result.pop("policy")
-        write_params(files[seed], result.pop("params"))
+        params = result.pop("params")
+        write_params(files[seed], params)
         row = {"config": args.config, "seed": seed, "atoms": args.atoms, **result}
+        if not args.coupled:  # replaced with the parameters: never certified higher
+            document = policy_document(setting, config, params["params"], row)
+            text = json.dumps(checksums.signed(document), separators=(",", ":"))
+            atomic_write(stem.with_name(f"{stem.name}-policy.json"), text.encode())
         row["coupled"] = args.coupled
         row["steps"], row["learning rate"] = args.steps, args.learning_rate
         row["bracket"] = row["certificate after descent"] / bound

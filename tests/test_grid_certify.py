@@ -1,6 +1,7 @@
 """The certificate on the product grid (K >= 2) against brute force, HiGHS and the K = 1 DP."""
 
 import itertools
+import json
 
 import jax
 import jax.numpy as jnp
@@ -11,12 +12,18 @@ from policies import random_grid_table
 
 from advonline.baselines.posted_price import make_baseline
 from advonline.mixture import SnapshotMixture
-from advonline.problems.posted_price import descent
+from advonline.problems.posted_price import descent, policy_file, policy_writer
+from advonline.problems.posted_price import problem as posted_price_problem
 from advonline.problems.posted_price.buyer_types import demand_vectors
 from advonline.problems.posted_price.certify import certify_dp
-from advonline.problems.posted_price.grid_certify import certify_grid, grid_worst_runs
+from advonline.problems.posted_price.grid_certify import (
+    certify_grid,
+    certify_table,
+    grid_worst_runs,
+)
 from advonline.problems.posted_price.model import PriceDistribution, Setting, SettingError
 from advonline.problems.posted_price.optimum import batch_optimum
+from advonline.problems.posted_price.policy_file import PolicyFileError
 from advonline.problems.posted_price.product_grid import (
     GridTablePolicy,
     expected_welfare_grid,
@@ -287,6 +294,39 @@ def test_a_lifted_table_posts_each_resource_s_row_and_certifies_above_one_resour
         posted = grid_price_table(setting, GridTablePolicy(lifted, setting), jnp.float64)
     np.testing.assert_allclose(posted.probs, lifted.probs, rtol=0, atol=1e-15)
     assert both >= alone * (1 - 1e-9)
+
+
+def test_a_lifted_table_s_policy_file_is_the_table_and_certifies_as_it_does():
+    """A lifted table written as a version-1 policy file (one table per resource, each at its
+    own utilisation) reads back, through the command line's restore, as the policy that posts
+    the lifted grid table, with the same certificate; the NumPy loader posts each resource's
+    row at its own utilisation; a file whose resources have different numbers of atoms is
+    refused in one line."""
+    setting = Setting(2, 1.0, 4.0, 3, 0.5, 1, True, (1.0, 1.0))
+    config = descent.DescentConfig(atoms=3, round_seen=True)
+    one = descent.one_resource(setting)
+    with jax.enable_x64(True):
+        params = jax.random.normal(jax.random.key(8), (setting.rounds + 1, 3, config.atoms))
+        lifted = descent.LiftedTableOf(setting, config)(params)
+        own = descent.price_table(one, config, params)  # [T, G + 1, A]
+        certificate = certify_table(setting, lifted).ratio
+    per_resource = jax.tree.map(lambda column: np.stack([column] * 2), own)
+    document = policy_writer.tables_document(setting, per_resource, False, {}, digits=None)
+    document = json.loads(json.dumps(document))
+    restored_setting, restored = posted_price_problem.restore(document)
+    assert restored_setting == setting
+    with jax.enable_x64(True):
+        posted = grid_price_table(setting, restored, jnp.float64)
+    np.testing.assert_array_equal(posted.probs, lifted.probs)
+    np.testing.assert_array_equal(posted.prices, lifted.prices)
+    assert certify_grid(setting, restored).ratio == certificate
+    loaded = policy_file.parse(document)
+    atoms, probs = loaded.distribution(np.array([0.5, 1.0]), round=1)
+    np.testing.assert_array_equal(probs, np.asarray(own.probs)[1, [1, 2]])
+    np.testing.assert_array_equal(atoms, np.stack([np.asarray(own.prices)[0, 0]] * 2))
+    document["resources"][1]["price_atoms"].pop()
+    with pytest.raises(PolicyFileError, match=r"resources\[1\]\.price_atoms must have as many"):
+        policy_file.parse(document)
 
 
 def test_a_coupled_table_is_the_lifted_one_shifted_by_the_others_sales():

@@ -227,7 +227,7 @@ def test_a_mixture_file_reads_back_to_the_same_mixture_and_measure(three_members
         (lambda d: d.update(members=[]), "non-empty list"),
         (lambda d: d["setting"].update(resources=1), "K >= 2"),
         (lambda d: d["members"][1]["network"].update(round_input=False), "same inputs"),
-        (lambda d: d.update(version=1), "version 1 stores one table"),
+        (lambda d: d.update(version=1), "version 1 stores tables"),
     ],
 )
 def test_malformed_mixture_files_are_refused_in_one_line(three_members, change, message):

@@ -55,20 +55,23 @@ Before the first buyer of a sequence, draw member m with probability ``w_m`` (``
 and post that network's prices for the whole sequence. Every member has the same inputs,
 layers and atoms.
 
-**Version 1** (``advonline export --table``, K = 1) stores a table on the utilisation grid::
+**Version 1** stores a table on the utilisation grid for each resource (``advonline export
+--table`` writes one for K = 1; ``experiments/k2_lifted.py`` writes its lifted tables, one
+resource's table posted on every resource)::
 
       "utilisation_grid": [y_0 = 0, ..., y_G = 1],      # increasing
       "round_dependent": true | false,
-      "resources": [                                    # one entry (K = 1)
+      "resources": [                                    # one entry per resource
         {"prices": P}                                   # deterministic: P[t][g] (or P[g])
         {"price_atoms": [a_1, ..., a_A],                # randomised: the prices it may post
          "probabilities": Q}                            # Q[t][g][j] (or Q[g][j]), rows sum to 1
       ]
 
-Entry ``[t][g]`` is what the policy posts in round t when the utilisation is ``y_g``;
-``round_dependent: false`` drops the round axis. Between grid points the loader interpolates
-linearly: prices for a deterministic policy, probabilities (a mixture of the two neighbouring
-distributions) for a randomised one.
+Entry ``[t][g]`` of resource k is what it posts in round t when its own utilisation is
+``y_g``, whatever has been sold of the other resources; ``round_dependent: false`` drops the
+round axis. Every randomised resource has the same number of atoms A. Between grid points the
+loader interpolates linearly: prices for a deterministic policy, probabilities (a mixture of
+the two neighbouring distributions) for a randomised one.
 
 **Drawing prices.** With several resources the K prices of one round are drawn through one
 shared quantile: a single uniform ``q`` picks, on every resource, the first atom whose
@@ -441,7 +444,7 @@ def _validate_network(document: dict, source: str) -> None:
 def _validate_table(document: dict, source: str) -> None:
     """Version 1's grid and tables."""
     if document["kind"] == "mixture":
-        _fail(source, "version 1 stores one table; a mixture of networks is version 2")
+        _fail(source, "version 1 stores tables; a mixture of networks is version 2")
     for field in ("utilisation_grid", "round_dependent", "resources"):
         if field not in document:
             _fail(source, f"missing field {field!r}")
@@ -454,10 +457,9 @@ def _validate_table(document: dict, source: str) -> None:
     resources = document["resources"]
     if not isinstance(resources, list) or len(resources) != setting["resources"]:
         _fail(source, f"resources must list one entry per resource ({setting['resources']})")
-    if len(resources) != 1:
-        _fail(source, "version 1 describes one resource (K = 1); version 2 covers any K")
     leading = [int(setting["rounds"])] if document["round_dependent"] else []
     shape = [*leading, grid.size]
+    atom_counts = set()  # one for every resource: the loader stacks their tables
     for k, entry in enumerate(resources):
         name = f"resources[{k}]"
         if not isinstance(entry, dict):
@@ -477,6 +479,9 @@ def _validate_table(document: dict, source: str) -> None:
         atoms = _array(entry["price_atoms"], source, f"{name}.price_atoms", 1)
         if np.any(atoms < 0):
             _fail(source, f"{name}.price_atoms holds negative prices")
+        atom_counts.add(atoms.size)
+        if len(atom_counts) > 1:
+            _fail(source, f"{name}.price_atoms must have as many atoms as resources[0]'s")
         probs = _array(entry["probabilities"], source, f"{name}.probabilities", len(shape) + 1)
         if list(probs.shape) != [*shape, atoms.size]:
             _fail(

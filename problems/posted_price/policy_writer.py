@@ -7,7 +7,8 @@
   K >= 2) stores every member network with the probability of drawing it.
 - Version 1 (``--table``, K = 1) tabulates the policy on the simulator's own utilisation grid,
   so that the file posts exactly what the checkpoint posts in every state the simulator can
-  reach.
+  reach. For several resources it holds one table per resource, each at its own units sold
+  (the lifted tables of certificate descent).
 """
 
 from __future__ import annotations
@@ -16,9 +17,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from advonline.export import SIGNIFICANT_DIGITS, float32_list, significant
+from advonline.export import SIGNIFICANT_DIGITS, ExportError, float32_list, significant
 from advonline.mixture import SnapshotMixture
-from advonline.problems.posted_price.model import Policy, Setting, price_table
+from advonline.problems.posted_price.model import Policy, PriceDistribution, Setting, price_table
 from advonline.problems.posted_price.networks import AlgorithmNetwork
 from advonline.problems.posted_price.policy_file import FORMAT
 
@@ -87,27 +88,52 @@ def policy_document(
     """
     with jax.enable_x64(True):
         table = price_table(setting, policy, jnp.float64)  # [T, G + 1, A]
-        prices, probs = np.asarray(table.prices), np.asarray(table.probs)
+        table = jax.tree.map(lambda column: np.asarray(column)[None], table)
+    return tables_document(setting, table, policy.deterministic, provenance, round_dependent)
+
+
+def tables_document(
+    setting: Setting,
+    table: PriceDistribution,
+    deterministic: bool,
+    provenance: dict,
+    round_dependent: bool = True,
+    digits: int | None = SIGNIFICANT_DIGITS,
+) -> dict:
+    """The version-1 JSON document of one table per resource, ``[K, T, G + 1, A]`` on
+    ``setting``'s utilisation grid: resource k posts row ``[k, t, g]`` in round t when ``g``
+    of its own grid units are sold (one resource's table posted on every resource, as
+    :func:`~posted_price.product_grid.lift_table` posts it, is K copies of it). Each
+    resource's atoms must be the same in every state. ``round_dependent=False`` stores round
+    0's rows for every round. Probabilities keep ``digits`` significant digits, or with None
+    every digit of their float64 (the file is then the table exactly)."""
+    prices, probs = np.asarray(table.prices), np.asarray(table.probs)
     if not round_dependent:
-        prices, probs = prices[0], probs[0]
+        prices, probs = prices[:, 0], probs[:, 0]
     grid = np.arange(setting.grid_size + 1) / setting.grid_size
-    if policy.deterministic:
-        resource = {"prices": prices[..., 0].tolist()}
-        kind = "deterministic"
-    else:
-        atoms = prices.reshape(-1, prices.shape[-1])[0]
-        resource = {
-            "price_atoms": atoms.tolist(),
-            "probabilities": significant(probs, SIGNIFICANT_DIGITS).tolist(),
-        }
-        kind = "randomised"
+    resources = []
+    for own_prices, own_probs in zip(prices, probs, strict=True):
+        if deterministic:
+            resources.append({"prices": own_prices[..., 0].tolist()})
+            continue
+        atoms = own_prices.reshape(-1, own_prices.shape[-1])[0]
+        if not np.all(own_prices == atoms):
+            raise ExportError("a version-1 table posts the same atoms in every state")
+        resources.append(
+            {
+                "price_atoms": atoms.tolist(),
+                "probabilities": (
+                    own_probs if digits is None else significant(own_probs, digits)
+                ).tolist(),
+            }
+        )
     return {
         "format": FORMAT,
         "version": 1,
-        "kind": kind,
+        "kind": "deterministic" if deterministic else "randomised",
         "setting": setting.describe(),
         "utilisation_grid": grid.tolist(),
         "round_dependent": round_dependent,
-        "resources": [resource],
+        "resources": resources,
         "provenance": provenance,
     }
