@@ -421,8 +421,10 @@ def run_evaluate(args: argparse.Namespace) -> int:
     results = pipeline.measure_policies(
         problem, setting, policies, tuple(names), budget, mesh, progress=bar
     )
+    document = evaluation.report(
+        problem, setting, budget, results, learned, names, progress=bar, **extra
+    )
     bar.close()
-    document = evaluation.report(problem, setting, budget, results, learned, names, **extra)
     print(json.dumps(document) if args.json else evaluation.table(document))
     if not args.json and (measured := evaluation.time_line(document)) is not None:
         print(measured)

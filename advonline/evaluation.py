@@ -289,7 +289,7 @@ def measure_all(
 
 def time_line(document: dict) -> str | None:
     """Where a report's measuring time went, on one line (None for a report without times):
-    per algorithm, then per source."""
+    per algorithm, then per source, then the lower bound's search."""
     results = [r for r in document.get("results", []) if r.get("seconds")]
     if not results:
         return None
@@ -300,7 +300,11 @@ def time_line(document: dict) -> str | None:
     algorithms = ", ".join(f"{r['algorithm']} {sum(r['seconds'].values()):.0f} s" for r in results)
     sources = ", ".join(f"{name} {seconds:.0f} s" for name, seconds in per_source.items())
     total = sum(per_source.values())
-    return f"measuring took {total:.0f} s: {algorithms}; by source: {sources}"
+    line = f"measuring took {total:.0f} s: {algorithms}; by source: {sources}"
+    bound = document.get("lower_bound") or {}
+    if bound.get("seconds", 0) >= 0.5:  # not where this process had found it before
+        line += f"; then the lower bound on every algorithm {bound['seconds']:.0f} s"
+    return line
 
 
 #: Relative difference within which two ratios are the same figure (float rounding).
@@ -381,13 +385,15 @@ def report(
     results: list[Measurement],
     learned: str | None = None,
     baselines: tuple[str, ...] = (),
+    progress: Progress | None = None,
     **extra,
 ) -> dict:
     """The report of ``results`` (``evaluation.json``, ``evaluate --json``): the setting,
     the budget, the environment, the problem's known optimum and its certified lower bound
-    on every online algorithm beside the figures; with a ``learned`` policy among them and
-    ``baselines`` beside it, the verdict (:func:`verdict`)."""
-    bound = problem.lower_bound_of(setting)
+    on every online algorithm (with the seconds its search took; ``progress`` hears it begin
+    and end, as :data:`LOWER_BOUND`) beside the figures; with a ``learned`` policy among them
+    and ``baselines`` beside it, the verdict (:func:`verdict`)."""
+    bound, bound_seconds = _lower_bound(problem, setting, progress)
     label, reference = problem.reference_of(setting) or (None, None)
     judged = learned is not None and baselines
     return {
@@ -398,7 +404,13 @@ def report(
         "environment": environment.describe(),
         "reference": {"label": label, "ratio": reference} if reference is not None else None,
         "lower_bound": (
-            {"ratio": bound.ratio, "best_response": bound.best_response} if bound else None
+            {
+                "ratio": bound.ratio,
+                "best_response": bound.best_response,
+                "seconds": round(bound_seconds, 3),
+            }
+            if bound
+            else None
         ),
         "results": [m.to_json() for m in results],
         "measuring_seconds": round(sum(sum(m.seconds.values()) for m in results), 3),
@@ -406,6 +418,28 @@ def report(
             verdict(results, learned, baselines, bound.ratio if bound else None) if judged else None
         ),
     }
+
+
+#: How a progress display hears of the lower bound's search: an algorithm and a source.
+LOWER_BOUND = ("every algorithm", "lower bound")
+
+
+def _lower_bound(problem, setting, progress: Progress | None):
+    """The problem's lower bound on ``setting`` (None without one) and the seconds it took
+    (about 0 where this process found it before); ``progress`` hears it as
+    :data:`LOWER_BOUND`."""
+    if problem.lower_bound is None:
+        return None, 0.0
+    clock = SourceClock(LOWER_BOUND[0], progress)
+    found = []
+
+    def search() -> SourceRatio:
+        found.append(problem.lower_bound_of(setting))
+        ratio = None if found[0] is None else found[0].ratio
+        return SourceRatio(ratio, "certified on every online algorithm")
+
+    clock.run(LOWER_BOUND[1], search)
+    return found[0], clock.seconds[LOWER_BOUND[1]]
 
 
 def setting_line(described: dict) -> str:

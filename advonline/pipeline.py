@@ -181,6 +181,7 @@ def evaluate_run(
         results,
         learned="learned",
         baselines=baselines,
+        progress=progress,
         checkpoint=str(run.folder),
         config=run.config.to_tables(),
         training_steps=run.steps,

@@ -8,7 +8,8 @@ Each seed runs ``advonline run CONFIG`` in a fresh process with an empty compila
 (what a user's first ``make run`` does after the install). The script prints, per seed, the
 whole job's wall time, the training's seconds and the measuring's (``training_seconds`` and
 ``measuring_seconds`` of the run's ``evaluation.json``; a report without the latter shows
-n/a), the rest (start-up, export, figures), and every algorithm's measured CR with the
+n/a), the search for the lower bound on every algorithm after it (``lower_bound.seconds``),
+the rest (start-up, export, figures), and every algorithm's measured CR with the
 learned policy's certified bound, so that two code versions (``--against-python``: the
 advonline installed for another Python, e.g. another checkout's ``.venv/bin/python``) are
 compared on the same machine in one invocation, figures side by side. Then the medians.
@@ -97,10 +98,12 @@ def _cells(result: dict, algorithms: list[str]) -> list[str]:
     report = result["report"]
     training = report["training_seconds"]
     measuring = report.get("measuring_seconds")
-    rest = None if measuring is None else result["wall"] - training - measuring
+    searching = (report.get("lower_bound") or {}).get("seconds")
+    rest = None if measuring is None else result["wall"] - training - measuring - (searching or 0)
     by_name = {r["algorithm"]: r for r in report["results"]}
     bound = by_name["learned"]["upper_bound"] if "learned" in by_name else None
-    cells = [f"{result['wall']:.0f}", f"{training:.0f}", _maybe(measuring), _maybe(rest)]
+    cells = [f"{result['wall']:.0f}", f"{training:.0f}", _maybe(measuring), _maybe(searching)]
+    cells.append(_maybe(rest))
     cells += [
         f"{by_name[a]['competitive_ratio']:.4f}" if a in by_name else "n/a" for a in algorithms
     ]
@@ -143,7 +146,8 @@ def main() -> None:
                 runs = (args.config, args.together, args.concurrent, python, folder, extra)
                 together[code] = run_together(*runs)
     algorithms = [r["algorithm"] for r in next(iter(results.values()))[0]["report"]["results"]]
-    header = ["code", "seed", "s in all", "s training", "s measuring", "s other"]
+    header = ["code", "seed", "s in all", "s training", "s measuring", "s lower bound"]
+    header.append("s other")
     header += [f"CR {a}" for a in algorithms] + ["learned bound"]
     print("  ".join(f"{h:>14}" for h in header))
     for code, runs in results.items():

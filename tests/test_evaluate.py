@@ -9,8 +9,9 @@ import numpy as np
 import pytest
 from policies import RandomTablePolicy
 
+from advonline import problems as registry
 from advonline.baselines.posted_price import BASELINES, make_baseline
-from advonline.evaluation import SOURCE_NAMES, Budget
+from advonline.evaluation import LOWER_BOUND, SOURCE_NAMES, Budget, report, time_line
 from advonline.evaluation import measure as measure_on
 from advonline.problems.posted_price.families import make_family, write_out
 from advonline.problems.posted_price.model import Setting
@@ -295,3 +296,39 @@ def test_every_source_of_a_randomised_policy_is_a_ratio_recomputed_by_hand():
     optimum = lp_optimum(values, demands, np.asarray(setting.capacities))
     by_hand = optimum / _expected_welfare_by_hand(setting, policy, values, demands)
     assert measured.sources["families"].ratio == pytest.approx(by_hand, rel=1e-9)
+
+
+class _Heard:
+    """A progress display that writes down what it hears."""
+
+    def __init__(self):
+        self.heard = []
+
+    def begin(self, algorithms):
+        self.heard.append(("begin", tuple(algorithms)))
+
+    def started(self, algorithm, source):
+        self.heard.append(("started", algorithm, source))
+
+    def ended(self, algorithm, source, found, seconds):
+        self.heard.append(("ended", algorithm, source, found.ratio))
+
+
+def test_the_report_times_the_lower_bound_and_the_progress_hears_its_search():
+    """The lower bound on every algorithm is searched after the sources: the progress display
+    hears it begin and end with its ratio, the report keeps its seconds apart from the
+    measuring's, and the time line says them."""
+    problem = registry.get("ski-rental")
+    setting = problem.setting(buy=4, rounds=10)
+    heard = _Heard()
+    document = report(problem, setting, Budget(), [], progress=heard)
+    bound = document["lower_bound"]
+    assert bound["ratio"] > 1 and bound["seconds"] >= 0
+    assert heard.heard == [
+        ("started", *LOWER_BOUND),
+        ("ended", *LOWER_BOUND, bound["ratio"]),
+    ]
+    assert document["measuring_seconds"] == 0
+    timed = {"results": [{"algorithm": "a", "seconds": {"exact": 2.0}}]}
+    line = time_line(timed | {"lower_bound": bound | {"seconds": 8.4}})
+    assert line.endswith("; then the lower bound on every algorithm 8 s")
