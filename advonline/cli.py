@@ -525,7 +525,9 @@ def _shown(row: dict, shown: dict) -> dict:
 class MeasuringBar:
     """A tqdm bar on stderr over algorithms x sources while the evaluator measures
     (:class:`advonline.evaluation.Progress`): the source running, the worst ratio each
-    algorithm has so far, and tqdm's estimate of the time left."""
+    algorithm has so far, and tqdm's estimate of the time left. What runs beside the sources
+    (an upper bound computed apart, the lower bound's search) joins the total as it begins,
+    so that the bar is full only at the end."""
 
     def __init__(self, quiet: bool):
         self.quiet = quiet
@@ -539,6 +541,8 @@ class MeasuringBar:
 
     def started(self, algorithm: str, source: str) -> None:
         if self.bar is not None:
+            if source not in evaluation.SOURCE_NAMES:
+                self.bar.total += 1
             shown = {"now": f"{algorithm} {source}"}
             if algorithm in self.worst:
                 shown["worst"] = format_ratio(self.worst[algorithm])
@@ -547,7 +551,7 @@ class MeasuringBar:
     def ended(self, algorithm, source: str, found, seconds: float) -> None:
         if found.ratio is not None:
             self.worst[algorithm] = max(self.worst.get(algorithm, found.ratio), found.ratio)
-        if self.bar is not None and source in evaluation.SOURCE_NAMES:
+        if self.bar is not None:
             self.bar.update(1)
 
     def close(self) -> None:
