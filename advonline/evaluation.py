@@ -426,15 +426,17 @@ LOWER_BOUND = ("every algorithm", "lower bound")
 
 def _lower_bound(problem, setting, progress: Progress | None):
     """The problem's lower bound on ``setting`` (None without one) and the seconds it took
-    (about 0 where this process found it before); ``progress`` hears it as
-    :data:`LOWER_BOUND`."""
+    (about 0 where it was kept: :func:`advonline.measurement_cache.lower_bound`); ``progress``
+    hears it as :data:`LOWER_BOUND`."""
+    from advonline import measurement_cache  # it imports this module
+
     if problem.lower_bound is None:
         return None, 0.0
     clock = SourceClock(LOWER_BOUND[0], progress)
     found = []
 
     def search() -> SourceRatio:
-        found.append(problem.lower_bound_of(setting))
+        found.append(measurement_cache.lower_bound(problem, setting))
         ratio = None if found[0] is None else found[0].ratio
         return SourceRatio(ratio, "certified on every online algorithm")
 

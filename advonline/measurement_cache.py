@@ -1,5 +1,6 @@
 """Classic baselines' measurements kept on disk, so that a setting's baselines are measured
-once and not again by every run, seed and experiment on it.
+once and not again by every run, seed and experiment on it; and a setting's certified lower
+bound on every algorithm (:func:`lower_bound`), a function of the setting and the code alone.
 
 A baseline is a function of the setting alone, and the evaluator's stream is keyed by the
 budget's seed (advonline/evaluation.py), so its measurement depends on the problem, the
@@ -29,6 +30,7 @@ from advonline import environment
 from advonline.compilation_cache import chosen_folder
 from advonline.evaluation import Measurement, SourceRatio
 from advonline.folders import atomic_write
+from advonline.problem import LowerBound
 
 VARIABLE = "ADVONLINE_MEASUREMENT_CACHE"
 
@@ -60,24 +62,67 @@ def key(problem, setting, budget, name: str, mesh=None) -> str:
     """The file name of the measurement of ``problem``'s baseline ``name`` on ``setting``
     with ``budget``, its batches split over ``mesh``'s devices (None: one), on this
     machine's devices, versions and code."""
-    import advonline
-
-    code = _code_digest(
-        Path(advonline.__file__).resolve().parent,
-        _package(problem.payoffs),
-        _package(problem.baselines[name]),
-    )
     described = {
-        "problem": problem.name,
-        "setting": setting.describe(),
         "budget": budget.describe(),
         "algorithm": name,
         "split": 1 if mesh is None else mesh.size,
+    }
+    return _key(problem, setting, described, problem.payoffs, problem.baselines[name])
+
+
+def _key(problem, setting, described: dict, *functions) -> str:
+    """A file name: the hash of ``described`` with the problem, the setting, this machine's
+    devices and versions, and the code of the core and of the packages defining
+    ``functions``."""
+    import advonline
+
+    code = _code_digest(
+        Path(advonline.__file__).resolve().parent, *(_package(f) for f in functions)
+    )
+    described = described | {
+        "problem": problem.name,
+        "setting": setting.describe(),
         "environment": environment.describe(),
         "code": code,
     }
     text = json.dumps(described, sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest() + ".json"
+
+
+def lower_bound(problem, setting) -> LowerBound | None:
+    """``problem``'s certified lower bound on every algorithm in ``setting``, kept as its
+    ratio and best response (its distribution and inputs are not kept: None when read back),
+    searched where not kept; None where the problem has none."""
+    if problem.lower_bound is None:
+        return None
+    path = _lower_bound_path(problem, setting)
+    if path is not None:
+        try:
+            kept = json.loads(path.read_text())
+            return LowerBound(float(kept["ratio"]), float(kept["best_response"]), None, None)
+        except (OSError, ValueError, KeyError, TypeError):
+            pass  # not kept or not readable: searched again
+    found = problem.lower_bound_of(setting)
+    if found is not None and path is not None:
+        kept = {"ratio": found.ratio, "best_response": found.best_response}
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            atomic_write(path, json.dumps(kept).encode())
+        except OSError:
+            pass  # a folder that cannot be written keeps nothing
+    return found
+
+
+def _lower_bound_path(problem, setting) -> Path | None:
+    """Where ``problem``'s lower bound on ``setting`` is kept (None: off, or its code has no
+    source file)."""
+    where = folder()
+    if where is None:
+        return None
+    try:
+        return where / _key(problem, setting, {"lower_bound": True}, problem.lower_bound)
+    except TypeError:
+        return None
 
 
 def load(problem, setting, budget, names, mesh=None) -> dict[str, Measurement]:

@@ -32,7 +32,7 @@ def _figures(report: dict) -> list:
 def test_a_baseline_is_measured_once_and_taken_from_the_cache_after(tmp_path, capsys, monkeypatch):
     monkeypatch.setenv(measurement_cache.VARIABLE, str(tmp_path / "kept"))
     first = _report(capsys, ARGV)
-    assert len(list((tmp_path / "kept").glob("*.json"))) == 2
+    assert len(list((tmp_path / "kept").glob("*.json"))) == 3  # and the lower bound
     assert all(sum(r["seconds"].values()) > 0 for r in first["results"])
     again = _report(capsys, ARGV)
     assert _figures(again) == _figures(first)
@@ -40,7 +40,7 @@ def test_a_baseline_is_measured_once_and_taken_from_the_cache_after(tmp_path, ca
     # another budget is another measurement
     other = _report(capsys, [*ARGV, "--seed", "1"])
     assert all(sum(r["seconds"].values()) > 0 for r in other["results"])
-    assert len(list((tmp_path / "kept").glob("*.json"))) == 4
+    assert len(list((tmp_path / "kept").glob("*.json"))) == 5  # one lower bound for both
 
 
 def test_the_key_names_the_setting_budget_baseline_and_code(monkeypatch):
@@ -99,3 +99,28 @@ def test_a_baseline_is_kept_by_the_source_of_its_package(tmp_path, monkeypatch):
     )
     assert len(list(tmp_path.glob("*.json"))) == 1
     assert measurement_cache.load(problem, setting, Budget(), ["builtin"]) == {}
+
+
+def test_a_lower_bound_is_searched_once_and_kept(tmp_path, monkeypatch):
+    """A setting's lower bound on every algorithm is searched once and read back (its ratio
+    and best response); another setting is searched again, and with the cache off nothing is
+    kept."""
+    monkeypatch.setenv(measurement_cache.VARIABLE, str(tmp_path))
+    ski = registry.get("ski-rental")
+    searched = []
+
+    def counted(setting):
+        searched.append(setting)
+        return ski.lower_bound(setting)
+
+    problem = dataclasses.replace(ski, lower_bound=counted)
+    setting = ski.setting(buy=4, rounds=10)
+    first = measurement_cache.lower_bound(problem, setting)
+    again = measurement_cache.lower_bound(problem, setting)
+    assert len(searched) == 1 and first.ratio > 1
+    assert (again.ratio, again.best_response) == (first.ratio, first.best_response)
+    other = measurement_cache.lower_bound(problem, ski.setting(buy=6, rounds=10))
+    assert len(searched) == 2 and other.ratio != first.ratio
+    monkeypatch.setenv(measurement_cache.VARIABLE, "off")
+    measurement_cache.lower_bound(problem, setting)
+    assert len(searched) == 3 and len(list(tmp_path.glob("*.json"))) == 2
