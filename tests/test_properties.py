@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 from advonline import checksums, configs
 from advonline.cli import main
 from advonline.problems.posted_price import policy_writer
-from advonline.problems.posted_price.model import Setting, SettingError
+from advonline.problems.posted_price.model import PriceDistribution, Setting, SettingError
 from advonline.problems.posted_price.networks import AlgorithmNetwork
 from advonline.problems.posted_price.policy_file import PolicyFileError, load
 from advonline.problems.posted_price.tabulated import from_file
@@ -188,18 +188,22 @@ def test_any_trace_is_measured_or_refused_in_one_line_thoroughly(content):
 # ---- policy documents, through the loader `evaluate --policy` uses -------------------------
 
 
-def valid_document() -> dict:
-    setting = Setting(resources=2, capacities=(1.0, 1.0), rounds=4)
+def valid_documents() -> list[dict]:
+    """Two resources: a network (version 2) and a table per resource (version 1)."""
+    setting = Setting(resources=2, capacities=(1.0, 1.0), rounds=4, max_demand=0.25)
     network = AlgorithmNetwork(resources=2, atoms=3, hidden=4, layers=1)
     params = network.init(jax.random.key(0), jnp.zeros(2), jnp.zeros(()))
     atoms = tuple(float(a) for a in np.geomspace(setting.low, setting.high, 3))
-    document = policy_writer.network_document(
-        setting, network, params, atoms, False, provenance={"algorithm": "learned"}
-    )
-    return json.loads(json.dumps(document))
+    provenance = {"algorithm": "learned"}
+    networked = policy_writer.network_document(setting, network, params, atoms, False, provenance)
+    shape = (2, setting.rounds, setting.grid_size + 1, len(atoms))
+    probs = np.random.default_rng(0).dirichlet(np.ones(len(atoms)), shape[:-1])
+    table = PriceDistribution(np.broadcast_to(np.asarray(atoms), shape), probs)
+    tabled = policy_writer.tables_document(setting, table, False, provenance)
+    return [json.loads(json.dumps(document)) for document in (networked, tabled)]
 
 
-VALID_DOCUMENT = valid_document()
+VALID_DOCUMENTS = valid_documents()
 
 
 def paths(node, prefix=()):
@@ -213,15 +217,16 @@ def paths(node, prefix=()):
             yield from paths(value, (*prefix, index))
 
 
-DOCUMENT_PATHS = [path for path in paths(VALID_DOCUMENT) if path]
+DOCUMENT_PATHS = [[path for path in paths(document) if path] for document in VALID_DOCUMENTS]
 
 
 @st.composite
 def policy_documents(draw) -> dict:
-    """The valid document with one to three places replaced by odd values, or deleted."""
-    document = json.loads(json.dumps(VALID_DOCUMENT))
+    """A valid document with one to three places replaced by odd values, or deleted."""
+    which = draw(st.integers(0, len(VALID_DOCUMENTS) - 1))
+    document = json.loads(json.dumps(VALID_DOCUMENTS[which]))
     for _ in range(draw(st.integers(1, 3))):
-        path = draw(st.sampled_from(DOCUMENT_PATHS))
+        path = draw(st.sampled_from(DOCUMENT_PATHS[which]))
         parent = document
         try:
             for step in path[:-1]:
