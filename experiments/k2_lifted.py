@@ -28,16 +28,20 @@ policy file, ``<config>-seed<n>-policy.json`` (replaced with its parameters), th
 ``--coupled`` descends a coupled table (``descent.CoupledTableOf``) instead: the lifted table
 plus a row of logits for each other resource's units sold, zero at the start, so that a
 resource's prices may follow what has been sold of the others. A coupled table has no policy
-file (a version-1 file's resource posts by its own utilisation alone).
+file (a version-1 file's resource posts by its own utilisation alone). ``--widened`` makes
+the one-resource table's prices span [L, K U] and trains it there (``LiftedTableOf(...,
+widened=True)``): that is the one-resource game bundles and one resource's own buyers play
+(``bundle_bound.widened``), so a resource priced above U sells to bundles alone and keeps
+what is left of it for them; its files are ``<config>-widened-seed<n>.*``.
 
 The bracket is [lower bound, lowest certificate], with the setting's certified lower bound on
 every online algorithm (``lower_bounds.setting_bound``, as ``k2_descent.py`` takes it).
 
 Run: python experiments/k2_lifted.py [--out results] [--seeds 3] [--config k2-u10-certified]
          [--atoms 32] [--steps 0] [--learning-rate 0.05] [--measure] [--seconds S]
-         [--concurrent 1] [--resume] [--coupled]
-Writes OUT/k2_lifted.{md,csv}, OUT/k2_lifted/<config>-seed<n>.{json,npz} and, for a lifted
-table, OUT/k2_lifted/<config>-seed<n>-policy.json.
+         [--concurrent 1] [--resume] [--coupled] [--widened]
+Writes OUT/k2_lifted.{md,csv}, OUT/k2_lifted/<config>[-widened]-seed<n>.{json,npz} and, for
+a lifted table, OUT/k2_lifted/<config>[-widened]-seed<n>-policy.json.
 On 2 CPU cores, per seed: about 35 s for the one-resource table, 3 minutes for its
 two-resource certificate, 2-5 more to measure it; with 16 prices, about a minute a descent
 step (a float32 gradient through the induction, then a float64 certificate).
@@ -88,7 +92,7 @@ def lift_seed(
     ``seconds``); the figures, the delivered grid table and its parameters."""
     setting, config = table_of.setting, table_of.config
     coupled = isinstance(table_of, descent.CoupledTableOf)
-    one = descent.one_resource(setting)
+    one = table_of.single
     start = time.perf_counter()
     if saved is None:
         trained = descent.descend(one, config, jax.random.key(seed))
@@ -177,14 +181,14 @@ def write_params(path: Path, arrays: dict[str, np.ndarray]) -> None:
     atomic_write(path, packed.getvalue())
 
 
-def policy_document(setting, config: descent.DescentConfig, params, row: dict) -> dict:
+def policy_document(table_of: descent.LiftedTableOf, params, row: dict) -> dict:
     """A delivered lifted table as a policy file (version 1: the one-resource table posted on
     every resource at its own utilisation, every digit of its float64 probabilities), which
     ``advonline evaluate --policy`` measures and certifies as the table it is, and which the
     NumPy loader reads; its certificate and descent in the provenance."""
-    one = descent.one_resource(setting)
+    setting, config = table_of.setting, table_of.config
     with jax.enable_x64(True):
-        own = descent.price_table(one, config, jnp.asarray(params, jnp.float64))
+        own = descent.price_table(table_of.single, config, jnp.asarray(params, jnp.float64))
         per_resource = jax.tree.map(
             lambda column: np.stack([np.asarray(column)] * setting.resources), own
         )
@@ -192,7 +196,7 @@ def policy_document(setting, config: descent.DescentConfig, params, row: dict) -
         **export.stamp(),
         "algorithm": "lifted-table",
         "seed": row["seed"],
-        "descent": dataclasses.asdict(config),
+        "descent": dataclasses.asdict(config) | {"widened": table_of.widened},
         "descent_steps": row["steps taken"],
         "certificate": row["certificate after descent"],
     }
@@ -212,6 +216,7 @@ def main() -> None:
     parser.add_argument("--concurrent", type=int, default=1)
     parser.add_argument("--resume", action="store_true")
     parser.add_argument("--coupled", action="store_true")
+    parser.add_argument("--widened", action="store_true")
     args = parser.parse_args()
     if args.seeds < 1 or args.atoms < 2 or args.steps < 0 or not args.learning_rate > 0:
         parser.error("--seeds >= 1, --atoms >= 2, --steps >= 0 and --learning-rate > 0")
@@ -235,15 +240,15 @@ def main() -> None:
     )
     try:
         table_of = (descent.CoupledTableOf if args.coupled else descent.LiftedTableOf)(
-            setting, config
+            setting, config, args.widened
         )
     except SettingError as error:
         parser.error(str(error))
-    single = descent.one_resource(setting)
-    shapes = {"params": descent.initial_params(single, config, jax.random.key(0)).shape}
+    shapes = {"params": descent.initial_params(table_of.single, config, jax.random.key(0)).shape}
     if args.coupled:
         shapes["cross"] = (setting.grid_size + 1, args.atoms)
-    stems = [folder / f"{args.config}-seed{seed}" for seed in range(args.seeds)]
+    stem = f"{args.config}-widened" if args.widened else args.config  # apart: the same shapes
+    stems = [folder / f"{stem}-seed{seed}" for seed in range(args.seeds)]
     files = [stem.with_suffix(".npz") for stem in stems]
     kept = [path for path in files if path.exists()]
     if kept and not args.resume:
@@ -264,10 +269,10 @@ def main() -> None:
         write_params(files[seed], params)
         row = {"config": args.config, "seed": seed, "atoms": args.atoms, **result}
         if not args.coupled:  # replaced with the parameters: never certified higher
-            document = policy_document(setting, config, params["params"], row)
+            document = policy_document(table_of, params["params"], row)
             text = json.dumps(checksums.signed(document), separators=(",", ":"))
             atomic_write(stem.with_name(f"{stem.name}-policy.json"), text.encode())
-        row["coupled"] = args.coupled
+        row["coupled"], row["widened"] = args.coupled, args.widened
         row["steps"], row["learning rate"] = args.steps, args.learning_rate
         row["bracket"] = row["certificate after descent"] / bound
         if args.measure:
@@ -308,6 +313,7 @@ def table(rows: list[dict], bound: float, setting) -> str:
     lines += [
         "",
         f"two-resource certificate, {rows[0]['atoms']} atoms"
+        f"{', widened' if rows[0]['widened'] else ''}"
         f"{', coupled' if rows[0]['coupled'] else ''}: {spread(lowest)}; lowest "
         f"{min(lowest):.4f}, bracket [{bound:.4f}, {min(lowest):.4f}] = "
         f"{min(lowest) / bound:.2f}x",

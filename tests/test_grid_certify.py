@@ -12,7 +12,7 @@ from policies import random_grid_table
 
 from advonline.baselines.posted_price import make_baseline
 from advonline.mixture import SnapshotMixture
-from advonline.problems.posted_price import descent, policy_file, policy_writer
+from advonline.problems.posted_price import bundle_bound, descent, policy_file, policy_writer
 from advonline.problems.posted_price import problem as posted_price_problem
 from advonline.problems.posted_price.buyer_types import demand_vectors
 from advonline.problems.posted_price.certify import certify_dp
@@ -296,20 +296,24 @@ def test_a_lifted_table_posts_each_resource_s_row_and_certifies_above_one_resour
     assert both >= alone * (1 - 1e-9)
 
 
-def test_a_lifted_table_s_policy_file_is_the_table_and_certifies_as_it_does():
+@pytest.mark.parametrize("widened", [False, True], ids=["prices-to-U", "widened"])
+def test_a_lifted_table_s_policy_file_is_the_table_and_certifies_as_it_does(widened):
     """A lifted table written as a version-1 policy file (one table per resource, each at its
     own utilisation) reads back, through the command line's restore, as the policy that posts
     the lifted grid table, with the same certificate; the NumPy loader posts each resource's
     row at its own utilisation; a file whose resources have different numbers of atoms is
-    refused in one line."""
+    refused in one line. A widened table's prices reach K U, and so do the file's."""
     setting = Setting(2, 1.0, 4.0, 3, 0.5, 1, True, (1.0, 1.0))
     config = descent.DescentConfig(atoms=3, round_seen=True)
-    one = descent.one_resource(setting)
+    lifted_of = descent.LiftedTableOf(setting, config, widened)
+    one = lifted_of.single
+    assert one == (bundle_bound.widened(setting) if widened else descent.one_resource(setting))
     with jax.enable_x64(True):
         params = jax.random.normal(jax.random.key(8), (setting.rounds + 1, 3, config.atoms))
-        lifted = descent.LiftedTableOf(setting, config)(params)
+        lifted = lifted_of(params)
         own = descent.price_table(one, config, params)  # [T, G + 1, A]
         certificate = certify_table(setting, lifted).ratio
+    assert np.asarray(lifted.prices).max() == (2 if widened else 1) * setting.high
     per_resource = jax.tree.map(lambda column: np.stack([column] * 2), own)
     document = policy_writer.tables_document(setting, per_resource, False, {}, digits=None)
     document = json.loads(json.dumps(document))

@@ -23,15 +23,13 @@ units sold of each resource, ``(G + 1)^K`` states, computes both in float64
 
 from __future__ import annotations
 
-import dataclasses
-
 import jax
 import numpy as np
 from scipy.optimize import linprog
 
 from advonline.problems.posted_price.buyer_types import BuyerTypes, demand_grid_units
 from advonline.problems.posted_price.lower_bound import LowerBound, search_lower_bound
-from advonline.problems.posted_price.model import Setting, SettingError
+from advonline.problems.posted_price.model import Setting, SettingError, one_resource
 
 
 def search_bundle_bound(
@@ -50,12 +48,9 @@ def widened(setting: Setting) -> Setting | None:
     one-resource game that buyers of resource 0 alone and bundles of every resource play in
     ``setting`` (:func:`embedded`); None where it is not that game (unequal capacities, or
     ``K L > U``, which leaves densities in ``(U, K L)`` that neither kind of buyer has)."""
-    resources = setting.resources
-    if len(set(setting.capacities)) > 1 or resources * setting.low > setting.high:
+    if len(set(setting.capacities)) > 1 or setting.resources * setting.low > setting.high:
         return None
-    return dataclasses.replace(
-        setting, resources=1, high=resources * setting.high, capacities=setting.capacities[:1]
-    )
+    return one_resource(setting, widened=True)
 
 
 def embedded(setting: Setting, units: np.ndarray, densities: np.ndarray):

@@ -55,6 +55,7 @@ from advonline.problems.posted_price.model import (
     Setting,
     SettingError,
     TablePolicy,
+    one_resource,
 )
 
 POLICY_CLASSES = ("randomised", "deterministic")
@@ -145,30 +146,32 @@ class TableOf:
         return price_table(self.setting, self.config, params)
 
 
-def one_resource(setting: Setting) -> Setting:
-    """One resource of ``setting`` alone: the same rounds, prices and demand levels, its first
-    capacity (:class:`LiftedTableOf` trains a table here for every resource of ``setting``)."""
-    return dataclasses.replace(setting, resources=1, capacities=setting.capacities[:1])
-
-
 @dataclasses.dataclass(frozen=True)
 class LiftedTableOf:
-    """A one-resource table of ``config``'s class, trained on :func:`one_resource` of
-    ``setting``, posted on every resource of ``setting`` at its own units sold with one shared
-    quantile (:func:`~posted_price.product_grid.lift_table`), as a function of the table's
-    parameters: the grid table ``[T, S, K, A]`` whose certificate
-    :func:`grid_descend_params` descends. Hashable, like :class:`TableOf`. Every resource
-    must have the same capacity, so that one table fits them all."""
+    """A one-resource table of ``config``'s class on :attr:`single`, posted on every resource
+    of ``setting`` at its own units sold with one shared quantile
+    (:func:`~posted_price.product_grid.lift_table`), as a function of the table's parameters:
+    the grid table ``[T, S, K, A]`` whose certificate :func:`grid_descend_params` descends.
+    With ``widened`` the table's prices span ``[L, K U]``, the one-resource game of bundles
+    (:func:`~posted_price.model.one_resource`): a resource priced above U sells to bundles
+    alone, which keeps what is left of it for them. Hashable, like :class:`TableOf`. Every
+    resource must have the same capacity, so that one table fits them all."""
 
     setting: Setting
     config: DescentConfig
+    widened: bool = False
 
     def __post_init__(self) -> None:
         if len(set(self.setting.capacities)) != 1:
             raise SettingError("a lifted table needs every resource to have the same capacity")
 
+    @property
+    def single(self) -> Setting:
+        """The one-resource setting the table is made (and trained) on."""
+        return one_resource(self.setting, self.widened)
+
     def __call__(self, params: jax.Array) -> PriceDistribution:
-        table = price_table(one_resource(self.setting), self.config, params)
+        table = price_table(self.single, self.config, params)
         return product_grid.lift_table(self.setting, table)
 
 
@@ -184,11 +187,17 @@ class CoupledTableOf:
 
     setting: Setting
     config: DescentConfig
+    widened: bool = False
 
     def __post_init__(self) -> None:
         LiftedTableOf(self.setting, self.config)  # the same capacities
         if self.config.policy != "randomised":
             raise SettingError("a coupled table is a randomised table")
+
+    @property
+    def single(self) -> Setting:
+        """The one-resource setting of its lifted table (:attr:`LiftedTableOf.single`)."""
+        return one_resource(self.setting, self.widened)
 
     def __call__(self, params: tuple[jax.Array, jax.Array]) -> PriceDistribution:
         own, cross = params
@@ -198,7 +207,7 @@ class CoupledTableOf:
         shift = cross[units]  # [S, K, A]
         others = jnp.sum(shift, axis=1, keepdims=True) - shift
         probs = jax.nn.softmax(jnp.broadcast_to(own, shape)[:, units] + others[None], axis=-1)
-        atoms = jnp.asarray(price_atoms(self.setting, self.config.atoms), probs.dtype)
+        atoms = jnp.asarray(price_atoms(self.single, self.config.atoms), probs.dtype)
         return PriceDistribution(prices=jnp.broadcast_to(atoms, probs.shape), probs=probs)
 
 

@@ -256,6 +256,16 @@ def purchase(setting: Setting, used: jax.Array, unit_prices: jax.Array, buyer: B
     return Sale(fraction=fraction, welfare=buyer.value * fraction, revenue=bundle_price * fraction)
 
 
+def one_resource(setting: Setting, widened: bool = False) -> Setting:
+    """One resource of ``setting`` alone: the same rounds, prices and demand levels, its first
+    capacity. ``widened``: its densities ``[L, K U]`` instead, what a bundle of every resource
+    is worth per unit of any one of them (a bundle of density d: ``K d``): the one-resource
+    game that bundles and one resource's own buyers play
+    (:func:`~posted_price.bundle_bound.widened`)."""
+    high = setting.resources * setting.high if widened else setting.high
+    return dataclasses.replace(setting, resources=1, high=high, capacities=setting.capacities[:1])
+
+
 def observe(setting: Setting, used: jax.Array, round_index: jax.Array) -> Observation:
     """The policy's observation for round ``round_index`` after selling ``used`` ``[K]``."""
     capacities = jnp.asarray(setting.capacities, dtype=used.dtype)
