@@ -333,18 +333,19 @@ def test_a_lifted_table_s_policy_file_is_the_table_and_certifies_as_it_does(wide
         policy_file.parse(document)
 
 
-def test_a_coupled_table_is_the_lifted_one_shifted_by_the_others_sales():
-    """With its cross terms zero a coupled table is the lifted table; otherwise each
-    resource's logits in a state move by the cross term at the other resource's units sold,
-    and by nothing else."""
+@pytest.mark.parametrize("widened", [False, True], ids=["prices-to-U", "widened"])
+def test_a_coupled_table_is_the_lifted_one_shifted_by_the_others_sales(widened):
+    """With its cross terms zero a coupled table is the lifted table (widened or not);
+    otherwise each resource's logits in a state move by the cross term at the other
+    resource's units sold, and by nothing else."""
     setting = Setting(2, 1.0, 4.0, 3, 0.5, 1, True, (1.0, 1.0))
     config = descent.DescentConfig(atoms=3, round_seen=True)
     one = descent.one_resource(setting)
-    coupled_of = descent.CoupledTableOf(setting, config)
+    coupled_of = descent.CoupledTableOf(setting, config, widened)
     with jax.enable_x64(True):
         params = descent.initial_params(one, config, jax.random.key(5)) * 10
         params = params.at[1:].set(jax.random.normal(jax.random.key(6), params[1:].shape))
-        lifted = descent.LiftedTableOf(setting, config)(params)
+        lifted = descent.LiftedTableOf(setting, config, widened)(params)
         same = coupled_of(descent.coupled_params(setting, params))
         cross = jax.random.normal(jax.random.key(7), (setting.grid_size + 1, config.atoms))
         shifted = coupled_of((params, cross))
