@@ -247,8 +247,8 @@ def main() -> None:
     shapes = {"params": descent.initial_params(table_of.single, config, jax.random.key(0)).shape}
     if args.coupled:
         shapes["cross"] = (setting.grid_size + 1, args.atoms)
-    stem = f"{args.config}-widened" if args.widened else args.config  # apart: the same shapes
-    stems = [folder / f"{stem}-seed{seed}" for seed in range(args.seeds)]
+    prefix = f"{args.config}-widened" if args.widened else args.config  # apart: same shapes
+    stems = [folder / f"{prefix}-seed{seed}" for seed in range(args.seeds)]
     files = [stem.with_suffix(".npz") for stem in stems]
     kept = [path for path in files if path.exists()]
     if kept and not args.resume:
