@@ -109,7 +109,9 @@ def lift_seed(
             if saved is not None and "cross" in saved:
                 params = (params[0], jnp.asarray(saved["cross"], jnp.float64))
         start = time.perf_counter()
-        lifted = grid_certify.certify_table(setting, table_of(params), start=0.9 * alone)
+        # a widened table's one-resource game is not among the K-resource inputs, so this
+        # start may lie above the lifted root
+        lifted = grid_certify.certify_table_from(setting, table_of(params), 0.9 * alone)
         certify_s = time.perf_counter() - start
         if lifted.ratio is None:
             raise SystemExit(f"no two-resource certificate: {lifted.note}")

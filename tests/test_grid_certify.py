@@ -19,6 +19,7 @@ from advonline.problems.posted_price.certify import certify_dp
 from advonline.problems.posted_price.grid_certify import (
     certify_grid,
     certify_table,
+    certify_table_from,
     grid_worst_runs,
 )
 from advonline.problems.posted_price.model import PriceDistribution, Setting, SettingError
@@ -257,6 +258,19 @@ def test_opt_of_the_settings_demand_vectors_is_attained_in_whole_units(resources
             if np.all(used <= setting.grid_size):
                 best = max(best, float(values[n] @ (np.asarray(taken) / levels)))
         assert lp[n] == pytest.approx(best, rel=1e-9)
+
+
+def test_a_guess_above_the_root_is_run_again_from_one():
+    """Dinkelbach's iteration started above the root stops at once at its start (a valid but
+    looser bound); started from a guess there, ``certify_table_from`` gives the programme's
+    value, and from a guess below the root the same."""
+    setting = TINY[0]
+    with jax.enable_x64(True):
+        table = grid_price_table(setting, random_grid_table(setting, seed=5, atoms=3), jnp.float64)
+        root = certify_table(setting, table).ratio
+        assert certify_table(setting, table, start=2 * root).ratio == 2 * root
+        assert certify_table_from(setting, table, 2 * root).ratio == root
+        assert certify_table_from(setting, table, 0.9 * root).ratio == pytest.approx(root, rel=1e-9)
 
 
 def test_a_grid_too_large_is_skipped_and_says_why():

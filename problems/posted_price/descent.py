@@ -387,9 +387,8 @@ def grid_descend_params(
     (:func:`~posted_price.grid_certify.grid_certificate_gradient`, in ``gradient_dtype``:
     float32 takes about half the time on a CPU), then certifies the new parameters with
     Dinkelbach's iteration started :data:`_GRID_BELOW_LAST` below that ratio, so that it rises
-    to the new root. (Started above the root, the iteration stops at once at its start, a
-    valid but looser bound; then it runs again from 1, so that every step's figure is the
-    programme's value.) Returns the parameters of the lowest certificate, ``params`` when no
+    to the new root (:func:`~posted_price.grid_certify.certify_table_from`: from 1 again where
+    that start was above it). Returns the parameters of the lowest certificate, ``params`` when no
     step went below ``certificate``. ``say`` gets a line a step. ``seconds`` caps the descent's
     wall time: no step starts after it (the schedule still spans ``steps``; the history says
     how many ran). Float64; the loop runs outside ``jit``; each sweep, gradient and Adam step
@@ -406,10 +405,7 @@ def grid_descend_params(
             )
             params, state = adam_step(params, state, slope)
             table = _table(table_of, params)
-            start = ratio * _GRID_BELOW_LAST
-            found = grid_certify.certify_table(setting, table, start=start)
-            if found.ratio is not None and found.ratio <= start:  # stopped at once: from 1
-                found = grid_certify.certify_table(setting, table)
+            found = grid_certify.certify_table_from(setting, table, ratio * _GRID_BELOW_LAST)
             if found.ratio is None:
                 break
             ratio = found.ratio

@@ -109,6 +109,18 @@ def certify_grid(
     return certify_table(setting, table, deterministic, work_limit, start)
 
 
+def certify_table_from(setting: Setting, table, guess: float) -> Certificate:
+    """:func:`certify_table` of ``table`` with Dinkelbach's iteration started at
+    ``guess``, a ratio no instance need attain (say, a little below a neighbouring table's
+    certificate). Started above the root, the iteration stops at once at its start, a valid
+    but looser bound; then it runs again from 1, so that the figure is the programme's
+    value."""
+    found = certify_table(setting, table, start=guess)
+    if found.ratio is not None and found.ratio <= guess:  # stopped at once
+        found = certify_table(setting, table)
+    return found
+
+
 def certify_table(
     setting: Setting,
     table,
