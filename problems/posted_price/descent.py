@@ -176,28 +176,20 @@ class LiftedTableOf:
 
 
 @dataclasses.dataclass(frozen=True)
-class CoupledTableOf:
+class CoupledTableOf(LiftedTableOf):
     """:class:`LiftedTableOf` with one more row of logits for what has been sold of the other
     resources: in grid state s resource k draws its price from the softmax of the table's
     logits at its own units sold plus, for every other resource j, ``cross[units_j(s)]``, with
     one shared quantile as before. So a resource's prices may follow the others' sales, which
     a lifted table's cannot; with ``cross`` zero it is the lifted table. Parameters ``(params,
     cross)``: the one-resource table's and ``[G + 1, A]`` (:func:`coupled_params`).
-    Randomised tables only. Hashable, like :class:`TableOf`."""
-
-    setting: Setting
-    config: DescentConfig
-    widened: bool = False
+    Randomised tables only. Hashable, like :class:`TableOf`, and never equal to a lifted
+    table of the same setting."""
 
     def __post_init__(self) -> None:
-        LiftedTableOf(self.setting, self.config)  # the same capacities
+        super().__post_init__()
         if self.config.policy != "randomised":
             raise SettingError("a coupled table is a randomised table")
-
-    @property
-    def single(self) -> Setting:
-        """The one-resource setting of its lifted table (:attr:`LiftedTableOf.single`)."""
-        return one_resource(self.setting, self.widened)
 
     def __call__(self, params: tuple[jax.Array, jax.Array]) -> PriceDistribution:
         own, cross = params
