@@ -9,6 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from policies import RandomTablePolicy, TablePolicy
+from tiers import first_by_default
 
 from advonline.baselines.posted_price import make_baseline
 from advonline.problems.posted_price.buyer_types import BuyerTypes
@@ -90,7 +91,9 @@ def _table_policy(setting: Setting, seed: int) -> TablePolicy:
 
 
 @pytest.mark.parametrize(
-    "setting", TINY, ids=lambda s: f"T{s.rounds}-G{s.grid_size}-{'div' if s.divisible else 'ind'}"
+    "setting",
+    first_by_default(TINY, keep=2),
+    ids=lambda s: f"T{s.rounds}-G{s.grid_size}-{'div' if s.divisible else 'ind'}",
 )
 @pytest.mark.parametrize("algorithm", ["threshold", "greedy", "table"])
 def test_dp_certificate_equals_brute_force(setting, algorithm):
@@ -316,7 +319,9 @@ def test_pairs_need_atoms_rising_within_the_range():
     assert not _pairs(setting, rising.prices[..., ::-1])  # falling
 
 
-@pytest.mark.parametrize("setting", TINY, ids=["div-2lv", "ind-2lv", "div-T4", "ind-T4"])
+@pytest.mark.parametrize(
+    "setting", first_by_default(TINY, keep=2), ids=["div-2lv", "ind-2lv", "div-T4", "ind-T4"]
+)
 def test_the_strategy_behind_a_deterministic_certificate_attains_it(setting):
     """Every draw of the DP's maximising strategy, written in the adversary's vocabulary, is
     an instance whose exact ratio is the certificate (up to the vocabulary's just-below
@@ -331,7 +336,9 @@ def test_the_strategy_behind_a_deterministic_certificate_attains_it(setting):
         assert np.all(ratios >= certificate.ratio * (1 - 2e-4))
 
 
-@pytest.mark.parametrize("setting", TINY, ids=["div-2lv", "ind-2lv", "div-T4", "ind-T4"])
+@pytest.mark.parametrize(
+    "setting", first_by_default(TINY, keep=2), ids=["div-2lv", "ind-2lv", "div-T4", "ind-T4"]
+)
 def test_draws_against_a_randomised_policy_stay_under_its_bound(setting):
     """Against a randomised policy each draw is one fixed instance: its exact ratio is a
     lower bound on the oblivious CR, so below the certificate, and the hardest comes close

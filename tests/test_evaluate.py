@@ -8,6 +8,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from policies import RandomTablePolicy
+from tiers import first_by_default
 
 from advonline import problems as registry
 from advonline.baselines.posted_price import BASELINES, make_baseline
@@ -30,10 +31,12 @@ def measure(setting, name, policy, budget):
 @pytest.mark.parametrize("name", list(BASELINES))
 @pytest.mark.parametrize(
     "setting",
-    [
-        Setting(rounds=40, max_demand=0.05),
-        Setting(rounds=40, max_demand=0.25, demand_levels=5, divisible=False),
-    ],
+    first_by_default(
+        [
+            Setting(rounds=40, max_demand=0.05),
+            Setting(rounds=40, max_demand=0.25, demand_levels=5, divisible=False),
+        ]
+    ),
     ids=["small-demand", "large-demand-indivisible"],
 )
 def test_every_baseline_gets_every_source(name, setting):

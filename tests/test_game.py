@@ -7,6 +7,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from tiers import first_by_default
 
 from advonline import configs
 from advonline.archive import empty_archive, push_first_out
@@ -62,7 +63,9 @@ def _trained_a_little(game):
 
 @pytest.mark.parametrize(
     "setting_change",
-    [{}, {"demand_levels": 3, "divisible": False}, {"demand_levels": 3, "max_demand": 0.3}],
+    first_by_default(
+        [{}, {"demand_levels": 3, "divisible": False}, {"demand_levels": 3, "max_demand": 0.3}]
+    ),
     ids=["one-level", "three-levels-indivisible", "three-levels-divisible"],
 )
 def test_per_round_gradient_is_the_gradient_of_the_exact_payoff(setting_change):

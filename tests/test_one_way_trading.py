@@ -12,6 +12,7 @@ import itertools
 import numpy as np
 import pytest
 from scipy.optimize import linprog
+from tiers import first_by_default
 
 from advonline import checkpoint, configs
 from advonline.baselines.one_way_trading import BASELINES, optimal_ratio
@@ -71,10 +72,7 @@ def test_no_input_goes_above_the_certificate(levels, rounds):
         assert _ratios(setting, curve, real).max() <= certificate * (1 + 1e-12)
 
 
-# two levels in the default run; four and nine with the whole runs (pyproject's markers)
-@pytest.mark.parametrize(
-    "levels", [2, *(pytest.param(levels, marks=pytest.mark.end_to_end) for levels in (4, 9))]
-)
+@pytest.mark.parametrize("levels", first_by_default([2, 4, 9]))
 def test_fine_rising_walks_approach_the_certificate(levels):
     """Walks of 3,000 records to 3,000 best rates: none above the certificate, the worst within
     0.1% of it (a certificate missing a segment's interior maximum, or the first record's

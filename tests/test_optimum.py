@@ -6,6 +6,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from tiers import first_by_default
 
 from advonline.problems.posted_price.buyer_types import BuyerTypes
 from advonline.problems.posted_price.model import Instance, Setting, SettingError
@@ -135,7 +136,7 @@ def _balanced_or_alone(resources: int, count: int, rounds: int, seed: int):
     return density * demands.sum(-1), demands
 
 
-@pytest.mark.parametrize("resources", [2, 3])
+@pytest.mark.parametrize("resources", first_by_default([2, 3]))
 def test_dual_lp_optimum_brackets_highs_on_1000_instances(resources):
     values, demands = _balanced_or_alone(resources, 1000, 60, seed=resources)
     exact = batch_optimum(values, demands, np.ones(resources), divisible=True)

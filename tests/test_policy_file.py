@@ -57,7 +57,12 @@ def _states(resources: int, count: int = 200):
     return utilisation, rounds
 
 
-LAYOUTS = [(1, False, True), (2, True, True), (2, False, False), (3, True, True)]
+LAYOUTS = [
+    (1, False, True),
+    (2, True, True),
+    (2, False, False),
+    pytest.param(3, True, True, marks=pytest.mark.end_to_end),  # three resources: as two
+]
 
 
 @pytest.mark.parametrize("resources, shared, use_round", LAYOUTS)

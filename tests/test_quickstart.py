@@ -11,6 +11,7 @@ from pathlib import Path
 
 import jax
 import pytest
+from tiers import first_by_default
 
 from advonline import configs
 from advonline.baselines.posted_price import make_baseline
@@ -30,10 +31,7 @@ def threshold_ratio():
     return found.ratio
 
 
-# seed 0 in the default run; the other two train with the whole runs (pyproject's markers)
-@pytest.mark.parametrize(
-    "seed", [0, *(pytest.param(seed, marks=pytest.mark.end_to_end) for seed in (1, 2))]
-)
+@pytest.mark.parametrize("seed", first_by_default([0, 1, 2]))
 def test_delivered_certificate_beats_threshold(tmp_path, threshold_ratio, seed):
     data = configs.load(QUICKSTART).to_tables()
     data["game"]["seed"] = seed
