@@ -61,7 +61,7 @@ LAYOUTS = [
     (1, False, True),
     (2, True, True),
     (2, False, False),
-    pytest.param(3, True, True, marks=pytest.mark.end_to_end),  # three resources: as two
+    pytest.param(3, True, True, marks=pytest.mark.end_to_end),  # the second, on three resources
 ]
 
 
