@@ -303,6 +303,49 @@ def test_the_exact_flow_equals_the_minimum_cut_over_every_advertiser_set(shape):
     assert np.ptp(by_cut) > 0  # the inputs are not all alike
 
 
+@pytest.mark.parametrize(
+    "shape",
+    [
+        {"advertisers": 20, "queries": 40, "max_bid": 0.2, "bid_levels": 2},
+        {"advertisers": 16, "queries": 60, "max_bid": 0.25},
+    ],
+)
+def test_the_bounds_bracket_the_maximum_flow_and_settle_it_only_where_they_meet(shape):
+    """The greedy flow is never above the maximum flow and the cuts never below it, on random
+    inputs, the held-out families and mutations of them; where the two meet the model skips
+    the host, and its OPT is the host's flow on every input, unit for unit."""
+    setting = PROBLEM.setting(**shape)
+    encoding = PROBLEM.encoding(setting)
+    scale = flow.capacity_scale(setting)
+    passes = 1 if setting.bid_levels == 1 else 2
+    with jax.enable_x64(True):
+        hard = jnp.asarray(np.concatenate(list(families.families(setting).values())))
+        mutated = encoding.mutate(jax.random.key(3), jnp.repeat(hard, 4, axis=0))
+        tokens = jnp.concatenate([encoding.random(jax.random.key(2), 64), hard, mutated])
+        instances = encoding.decode(tokens)
+        lower, upper, on_level = map(
+            np.asarray, flow.unit_bounds(instances.bids, instances.bidders, scale, passes)
+        )
+        settled = np.asarray(flow.settled_units(instances.bids, instances.bidders, scale, passes))
+        optimum = np.asarray(model.offline_optimum(setting, instances))
+    units = flow.batch_units(instances.bids, instances.bidders, scale)
+    assert on_level.all()
+    assert np.all(lower <= units) and np.all(units <= upper)
+    np.testing.assert_array_equal(settled >= 0, lower == upper)
+    np.testing.assert_array_equal(settled[settled >= 0], units[settled >= 0])
+    assert (settled[: len(hard) + 64] >= 0).mean() > 0.5  # the host is spared most of them
+    np.testing.assert_array_equal(np.rint(optimum * scale).astype(np.int32), units)
+
+
+def test_bids_off_the_levels_are_never_settled_by_the_bounds():
+    """A bid that is not a whole number of units reaches the host, which refuses it, however
+    well the bounds would agree."""
+    bids, bidders = np.array([[0.1, 0.15]]), np.ones((1, 2, 3), bool)
+    assert not np.asarray(flow.unit_bounds(bids, bidders, 10, 1)[2]).any()
+    with pytest.raises(ValueError, match="whole multiples"):
+        flow.exact_flow(jnp.asarray(bids), jnp.asarray(bidders), 10)
+
+
 def test_the_exact_flow_inside_jit_and_vmap_answers_as_called_directly():
     """Inside a trace the flow joins through ``pure_callback``: jitted, vmapped and called on
     concrete arrays it gives the same optima, in the dtype of the bids."""

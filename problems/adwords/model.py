@@ -19,7 +19,8 @@ advertiser: a flow from a source through the queries to a sink. By max-flow = mi
 
 which :func:`offline_optimum` evaluates exactly over all ``2^n`` sets for ``n <= 12``, in
 ``jit``. With more advertisers it solves the maximum flow itself, exactly, on the host, with
-every capacity scaled to a whole number (:mod:`.flow`; equal to HiGHS's LP to 1e-9, tested).
+every capacity scaled to a whole number (:mod:`.flow`; equal to HiGHS's LP to 1e-9, tested),
+where a feasible flow and a cut found in ``jit`` do not already meet.
 Only where the bids do not scale to whole numbers (``b_max / L`` no ratio of small whole
 numbers) does it fall back to proportional allocation (each query split among its bidders in
 proportion to weights that fall where an advertiser is over its budget and rise where it is
@@ -222,7 +223,9 @@ def offline_optimum(setting: Setting, instances: Queries) -> jax.Array:
     if not optimum_is_exact(setting):
         return proportional_flow(instances.bids, instances.bidders, FLOW_ROUNDS)
     if setting.advertisers > EXACT_ADVERTISERS:
-        return flow.exact_flow(instances.bids, instances.bidders, flow.capacity_scale(setting))
+        passes = 1 if setting.bid_levels == 1 else 2  # a query fits whole where room is left
+        scale = flow.capacity_scale(setting)
+        return flow.exact_flow(instances.bids, instances.bidders, scale, passes)
     sets, sizes = _advertiser_sets(setting.advertisers)
     weights = jnp.asarray(1 << np.arange(setting.advertisers), jnp.int32)
     masks = jnp.sum(jnp.where(instances.bidders, weights[None, None], 0), axis=-1)
