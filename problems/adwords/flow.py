@@ -18,11 +18,12 @@ Where ``b_max / L`` is no ratio of whole numbers up to :data:`MOST_SCALE` (say `
 **Most inputs need no flow.** Before the host solves anything, :func:`unit_bounds` brackets
 OPT in ``jit`` on the whole batch: a feasible flow from below (a greedy pass that gives each
 query to the bidder with the most room left beyond its later demand) and the cheapest of a
-family of cuts from above (an advertiser's own demand, or the ``k`` most demanded advertisers
-cut at their budgets). Where the two meet, that whole number of units is the maximum flow, the
-same number the host would return; only the other inputs go to the host. On the search's
-inputs at 50 advertisers (held-out families, random inputs and their mutations) they meet on
-most of them (``python benchmarks/adwords_optimum.py`` prints the share).
+family of cuts from above (each advertiser's bids capped at its budget; or the ``k`` most
+demanded advertisers' budgets and every query with a bidder outside them). Where the two
+meet, that whole number of units is the maximum flow, the same number the host would return;
+only the other inputs go to the host. On the search's inputs at 50 advertisers (held-out
+families, random inputs and their mutations) they meet on most of them (``python
+benchmarks/adwords_optimum.py`` prints the share).
 """
 
 from __future__ import annotations
