@@ -8,9 +8,8 @@ evaluator search step with each of the model's optima.
 Run: python benchmarks/adwords_optimum.py [--advertisers 50] [--queries 500] [--candidates 1024]
 Prints the device line, the share of the candidates the bounds settle, each optimum's time
 for the candidates (HiGHS on a sample of 16, scaled to the candidates), how far each falls
-below the exact flow, and the seconds of one
-hill-climbing step (64 chains x 16 candidates) against water-filling with each optimum. One
-process, all of the machine's cores, float64.
+below the exact flow, and the seconds of one hill-climbing step (64 chains x 16 candidates)
+against water-filling with each optimum. One process, all of the machine's cores, float64.
 """
 
 from __future__ import annotations
