@@ -68,7 +68,9 @@ def main() -> None:
         exact = np.asarray(flow.exact_flow(bids, bidders, scale))
         alone = np.asarray(host_alone(bids, bidders))
         np.testing.assert_array_equal(alone, exact)  # the bounds settle the same optima
-        settled = np.asarray(flow.settled_units(bids, bidders, scale, passes=1)) >= 0
+        settled = (
+            np.asarray(flow.settled_units(bids, bidders, scale, flow.greedy_passes(setting))) >= 0
+        )
 
         proportional = jax.jit(functools.partial(model.proportional_flow, rounds=model.FLOW_ROUNDS))
         heuristic = np.asarray(proportional(bids, bidders))

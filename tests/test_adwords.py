@@ -317,7 +317,7 @@ def test_the_bounds_bracket_the_maximum_flow_and_settle_it_only_where_they_meet(
     setting = PROBLEM.setting(**shape)
     encoding = PROBLEM.encoding(setting)
     scale = flow.capacity_scale(setting)
-    passes = 1 if setting.bid_levels == 1 else 2
+    passes = flow.greedy_passes(setting)
     with jax.enable_x64(True):
         hard = jnp.asarray(np.concatenate(list(families.families(setting).values())))
         mutated = encoding.mutate(jax.random.key(3), jnp.repeat(hard, 4, axis=0))

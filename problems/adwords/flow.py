@@ -116,8 +116,9 @@ def unit_bounds(bids: jax.Array, bidders: jax.Array, scale: int, passes: int):
     ``k s + sum of u_t over queries with a bidder outside the k most demanded``: a cut.
     Ties in demand rank by index; the bounds are valid whatever the order."""
     exact = bids * scale
-    on_level = jnp.all(jnp.abs(jnp.round(exact) - exact) <= ON_LEVEL * exact, axis=-1)
-    units = jnp.round(exact).astype(jnp.float32)  # whole numbers: exact below MOST_SETTLED
+    whole = jnp.round(exact)
+    on_level = jnp.all(jnp.abs(whole - exact) <= ON_LEVEL * exact, axis=-1)
+    units = whole.astype(jnp.float32)  # whole numbers: exact below MOST_SETTLED
     demand = jnp.sum(jnp.where(bidders, units[..., None], 0.0), axis=-2)  # [..., n]
     advertisers = bidders.shape[-1]
     ranks = jnp.arange(advertisers).reshape((1,) * (bids.ndim - 1) + (advertisers,))
@@ -152,6 +153,13 @@ def unit_bounds(bids: jax.Array, bidders: jax.Array, scale: int, passes: int):
     return lower, upper, on_level
 
 
+def greedy_passes(setting) -> int:
+    """How many bidders the lower bound's greedy offers each query (:func:`unit_bounds`): one
+    with a single bid level, where every room is a whole number of queries, so a query fits
+    whole wherever room is left; two with several levels, where a query may only part-fit."""
+    return 1 if setting.bid_levels == 1 else 2
+
+
 def settled_units(bids, bidders, scale: int, passes: int) -> jax.Array:
     """The units of OPT ``[...]`` (int32) where :func:`unit_bounds` meet, -1 elsewhere."""
     lower, upper, on_level = unit_bounds(bids, bidders, scale, passes)
@@ -167,8 +175,7 @@ def exact_flow(bids, bidders, scale: int, passes: int = 1) -> jax.Array:
     thread whatever float64 flag that thread sees, and the division happens here, in the
     caller's precision, by the same code on both paths."""
     settled = settled_units(jnp.asarray(bids), jnp.asarray(bidders), scale, passes)
-    traced = any(isinstance(x, jax.core.Tracer) for x in (bids, bidders, settled))
-    if traced:
+    if isinstance(settled, jax.core.Tracer):  # inside a trace: the host joins by callback
         shape = jax.ShapeDtypeStruct(bids.shape[:-1], jnp.int32)
         units = jax.pure_callback(
             lambda b, w, known: batch_units(b, w, scale, known),

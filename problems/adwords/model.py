@@ -223,8 +223,7 @@ def offline_optimum(setting: Setting, instances: Queries) -> jax.Array:
     if not optimum_is_exact(setting):
         return proportional_flow(instances.bids, instances.bidders, FLOW_ROUNDS)
     if setting.advertisers > EXACT_ADVERTISERS:
-        passes = 1 if setting.bid_levels == 1 else 2  # a query fits whole where room is left
-        scale = flow.capacity_scale(setting)
+        scale, passes = flow.capacity_scale(setting), flow.greedy_passes(setting)
         return flow.exact_flow(instances.bids, instances.bidders, scale, passes)
     sets, sizes = _advertiser_sets(setting.advertisers)
     weights = jnp.asarray(1 << np.arange(setting.advertisers), jnp.int32)
