@@ -83,6 +83,34 @@ def test_balance_and_msvv_are_water_filling_when_every_share_is_whole_queries(
             assert worst == pytest.approx(_water_filling_ratio(n), abs=1e-6), name
 
 
+def test_water_filling_raises_the_lowest_bidders_to_one_level():
+    """Water-filling's split, against its definition on random queries (ties, spent and
+    non-bidding advertisers, queries larger than the room left included): it gives only to
+    eligible bidders, gives the whole query or all the room there is, and leaves every
+    bidder it gives to, unless filled, at one level that no bidder it passes over is below."""
+    rule = PROBLEM.baselines["water-filling"](PROBLEM.setting(advertisers=6))
+    generator = np.random.default_rng(0)
+    with jax.enable_x64(True):
+        for _ in range(200):
+            spent = generator.choice([0.0, 0.25, 0.5, 0.9, 1.0], 6) * generator.random(6) ** 0.1
+            spent[generator.random(6) < 0.2] = 0.25  # ties
+            bid = generator.choice([0.05, 0.3, 3.0])
+            bids = np.where(generator.random(6) < 0.7, bid, 0.0)
+            observation = model.Observation(jnp.asarray(bids), jnp.asarray(spent), jnp.asarray(0.5))
+            shares = np.asarray(rule(observation))
+            given = bid * shares
+            open_ = np.asarray(eligible(bids, spent))
+            assert np.all(shares >= 0) and np.all(shares[~open_] == 0)
+            room = np.sum(1 - spent[open_])
+            assert np.sum(given) == pytest.approx(min(bid, room), abs=1e-12)
+            level = spent + given
+            raised = (given > 0) & (level < 1 - 1e-12)
+            if raised.any():
+                assert np.ptp(level[raised]) < 1e-12
+                passed = open_ & (given == 0)
+                assert np.all(spent[passed] >= level[raised].max() - 1e-12)
+
+
 def _best_response(m: int, phases: int, length: int, bid: Fraction, shares) -> Fraction:
     """The most any online algorithm that splits each query by one of ``shares`` (over the
     wanted advertisers, each sum at most 1) earns in expectation on the upper-triangular
