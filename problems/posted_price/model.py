@@ -234,6 +234,17 @@ def default_dtype(dtype=None):
     return jnp.dtype(jnp.result_type(float) if dtype is None else dtype)
 
 
+def widened_probs(probs: jax.Array, dtype) -> jax.Array:
+    """Probabilities ``[..., A]`` in ``dtype``; where ``dtype`` is wider than theirs, each
+    row is renormalised there, so that a float64 table of a float32 network's distributions
+    sums to 1 to float64's rounding, not float32's (a certificate's expectation weighs every
+    atom by them)."""
+    wide = probs.astype(dtype)
+    if jnp.finfo(dtype).bits <= jnp.finfo(probs.dtype).bits:
+        return wide
+    return wide / jnp.sum(wide, axis=-1, keepdims=True)
+
+
 def capacity_tolerance(dtype) -> float:
     """Slack for 'the bundle fits' on a demand grid summed in floating point."""
     return math.sqrt(float(jnp.finfo(dtype).eps))
@@ -443,7 +454,7 @@ def price_table(setting: Setting, policy: Policy, dtype=None) -> PriceDistributi
 
     def at(round_index, used_k):
         distribution = policy(observe(setting, used_k, round_index))
-        return distribution.prices[0].astype(dtype), distribution.probs[0].astype(dtype)
+        return distribution.prices[0].astype(dtype), widened_probs(distribution.probs[0], dtype)
 
     prices, probs = jax.vmap(jax.vmap(at, in_axes=(None, 0)), in_axes=(0, None))(rounds, used)
     return PriceDistribution(prices=prices, probs=probs)

@@ -43,6 +43,7 @@ from advonline.problems.posted_price.model import (
     demand_units,
     observe,
     purchase,
+    widened_probs,
 )
 
 
@@ -73,7 +74,7 @@ def grid_price_table(setting: Setting, policy: Policy, dtype=None) -> PriceDistr
 
     def at(round_index, used_s):
         distribution = policy(observe(setting, used_s, round_index))
-        return distribution.prices.astype(dtype), distribution.probs.astype(dtype)
+        return distribution.prices.astype(dtype), widened_probs(distribution.probs, dtype)
 
     prices, probs = jax.vmap(jax.vmap(at, in_axes=(None, 0)), in_axes=(0, None))(rounds, used)
     return PriceDistribution(prices=prices, probs=probs)
