@@ -59,7 +59,7 @@ with 3 seeds: about 25 min per K = 1 config (3-8 min of training and 1.5-3 min o
 a run); k2-u10-oracle about 5 min of training per run (plus 2-5 min of measuring);
 k2-u10-oracle-probed and k3-u10-oracle, which also probe their equilibrium mixture every
 epoch, 13-20 min of training per run, about an hour per config; about 6 hours in all, then
-about 2.5 hours for the AdWords table (most of it n = 50) and 5 min for one-way trading.
+about 4 hours for the AdWords table (75 min of it n = 50) and 5 min for one-way trading.
 """
 
 from __future__ import annotations
