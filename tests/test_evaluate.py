@@ -246,8 +246,12 @@ def test_the_verdict_judges_the_learned_guarantee_against_the_best_baseline():
 
 def _expected_welfare_by_hand(setting, policy, values, demands) -> float:
     """E[welfare] of a randomised table policy (K = 1, divisible) by a plain recursion over
-    (round, units sold) and every price it may draw."""
+    (round, units sold) and every price it may draw, each with its probability in float64
+    (each row of the table's probabilities divided by its sum: a float32 row's own sum
+    misses 1 by its rounding)."""
     grid, levels = setting.grid_size, np.asarray(policy.levels)
+    probs = np.asarray(policy.probs, np.float64)
+    probs = probs / probs.sum(axis=-1, keepdims=True)
     units = np.rint(np.asarray(demands)[:, 0] * grid).astype(int)
 
     @functools.cache
@@ -255,7 +259,7 @@ def _expected_welfare_by_hand(setting, policy, values, demands) -> float:
         if t == len(units):
             return 0.0
         total = 0.0
-        for price, chance in zip(levels, np.asarray(policy.probs)[t, sold], strict=True):
+        for price, chance in zip(levels, probs[t, sold], strict=True):
             later = value_from(t + 1, sold)
             if units[t] and values[t] >= price * demands[t][0] and sold < grid:
                 taken = min(units[t], grid - sold)
