@@ -431,18 +431,19 @@ def test_a_float64_table_of_float32_distributions_sums_to_one_in_float64(setting
     """A network posts float32 distributions, whose rows miss 1 by float32's rounding; the
     float64 table a certificate weighs every atom by is renormalised, its rows summing to 1
     to float64's rounding, each probability moved by no more than that miss."""
-    float32 = random_grid_table(setting, seed=9, atoms=5)
-    probs = np.asarray(float32.table.probs, np.float32)
+    drawn = random_grid_table(setting, seed=9, atoms=5)
+    probs = np.asarray(drawn.table.probs, np.float32)
     policy = GridTablePolicy(
-        PriceDistribution(float32.table.prices, jnp.asarray(probs)), setting, deterministic=False
+        PriceDistribution(drawn.table.prices, jnp.asarray(probs)), setting, deterministic=False
     )
     missed = np.abs(probs.astype(np.float64).sum(-1) - 1)
     assert missed.max() > 1e-9  # what a plain cast would leave in the float64 table
     with jax.enable_x64(True):
-        table = grid_price_table(setting, policy, jnp.float64)
+        tables = [grid_price_table(setting, policy, jnp.float64)]
         if setting.resources == 1:
-            table = price_table(setting, policy, jnp.float64)
-    widened = np.asarray(table.probs)
-    assert widened.dtype == np.float64
-    assert np.abs(widened.sum(-1) - 1).max() < 1e-15
-    np.testing.assert_allclose(widened, probs.reshape(widened.shape), rtol=2 * missed.max())
+            tables.append(price_table(setting, policy, jnp.float64))
+    for table in tables:
+        widened = np.asarray(table.probs)
+        assert widened.dtype == np.float64
+        assert np.abs(widened.sum(-1) - 1).max() < 1e-15
+        np.testing.assert_allclose(widened, probs.reshape(widened.shape), rtol=2 * missed.max())

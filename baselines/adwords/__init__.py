@@ -60,10 +60,10 @@ def _msvv(observation: Observation, eligible: jax.Array) -> jax.Array:
 def _water_filling(observation: Observation, eligible: jax.Array) -> jax.Array:
     # The water level L solves sum over eligible i of clip(L - spent_i, 0, 1 - spent_i) = bid,
     # piecewise linear in L. Raising it to bidder i's spent fraction takes
-    # sum_j max(spent_i - spent_j, 0) of the query (others count as full, spent 1); the
-    # bidders that takes no more than the bid are the ones below L, so L is their mean spent
-    # fraction plus the bid shared among them, in closed form (pairwise, n^2 per query: on
-    # the CPU faster than a sort, or than bisecting L).
+    # sum_j max(spent_i - spent_j, 0) of the query (the others count as full, spent 1); the
+    # bidders for which that is at most the bid are the ones below L, so L is their mean
+    # spent fraction plus the bid shared among them, in closed form (pairwise, n^2 per query:
+    # on the CPU faster than a sort, or than bisecting L).
     bid = jnp.max(observation.bids)
     spent = jnp.where(eligible, observation.spent, 1.0)
     raising = jnp.sum(jnp.maximum(spent[:, None] - spent[None, :], 0.0), axis=1)
