@@ -65,12 +65,11 @@ def main() -> None:
             units = jnp.asarray(flow.batch_units(bids, bidders, scale))
             return units.astype(bids.dtype) / jnp.asarray(scale, bids.dtype)
 
-        exact = np.asarray(flow.exact_flow(bids, bidders, scale))
+        passes = flow.greedy_passes(setting)
+        exact = np.asarray(flow.exact_flow(bids, bidders, scale, passes))
         alone = np.asarray(host_alone(bids, bidders))
         np.testing.assert_array_equal(alone, exact)  # the bounds settle the same optima
-        settled = (
-            np.asarray(flow.settled_units(bids, bidders, scale, flow.greedy_passes(setting))) >= 0
-        )
+        settled = np.asarray(flow.settled_units(bids, bidders, scale, passes)) >= 0
 
         proportional = jax.jit(functools.partial(model.proportional_flow, rounds=model.FLOW_ROUNDS))
         heuristic = np.asarray(proportional(bids, bidders))

@@ -70,7 +70,7 @@ def _water_filling(observation: Observation, eligible: jax.Array) -> jax.Array:
     below = eligible & (raising <= bid)
     lifted = bid + jnp.sum(jnp.where(below, spent, 0.0))
     level = jnp.minimum(lifted / jnp.maximum(jnp.sum(below), 1), 1.0)
-    filled = jnp.where(eligible, jnp.clip(level - spent, 0.0, 1.0 - spent), 0.0)
+    filled = jnp.clip(level - spent, 0.0, 1.0 - spent)  # 0 for the others, spent 1 here
     # never more than the whole query, whatever the rounding
     return filled / jnp.maximum(jnp.sum(filled), jnp.where(bid > 0, bid, 1.0))
 
