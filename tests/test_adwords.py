@@ -371,7 +371,7 @@ def test_bids_off_the_levels_are_never_settled_by_the_bounds():
     bids, bidders = np.array([[0.1, 0.15]]), np.ones((1, 2, 3), bool)
     assert not np.asarray(flow.unit_bounds(bids, bidders, 10, 1)[2]).any()
     with pytest.raises(ValueError, match="whole multiples"):
-        flow.exact_flow(jnp.asarray(bids), jnp.asarray(bidders), 10)
+        flow.exact_flow(jnp.asarray(bids), jnp.asarray(bidders), 10, 1)
 
 
 def test_the_exact_flow_inside_jit_and_vmap_answers_as_called_directly():

@@ -167,7 +167,7 @@ def settled_units(bids, bidders, scale: int, passes: int) -> jax.Array:
     return jnp.where(met, upper, -1).astype(jnp.int32)
 
 
-def exact_flow(bids, bidders, scale: int, passes: int = 1) -> jax.Array:
+def exact_flow(bids, bidders, scale: int, passes: int) -> jax.Array:
     """OPT of every instance ``[...]``, in ``bids``' dtype: the units the bounds settle
     (:func:`settled_units`; ``passes`` of the greedy) and :func:`batch_units` for the rest,
     over ``scale``. Called directly on concrete arrays, and through ``jax.pure_callback``
