@@ -6,10 +6,13 @@ and HiGHS's LP (the solver by hand), on the candidates of one search step, then 
 evaluator search step with each of the model's optima.
 
 Run: python benchmarks/adwords_optimum.py [--advertisers 50] [--queries 500] [--candidates 1024]
+[--policy FILE.json]
 Prints the device line, the share of the candidates the bounds settle, each optimum's time
 for the candidates (HiGHS on a sample of 16, scaled to the candidates), how far each falls
 below the exact flow, and the seconds of one hill-climbing step (64 chains x 16 candidates)
-against water-filling with each optimum. One process, all of the machine's cores, float64.
+against water-filling with each optimum; with ``--policy`` (an AdWords policy file, whose
+setting then replaces the flags') also one step against that policy, with the bounds and max
+flow. One process, all of the machine's cores, float64.
 """
 
 from __future__ import annotations
@@ -23,8 +26,8 @@ import jax.numpy as jnp
 import numpy as np
 from time_to_certificate import code_versions
 
+from advonline import pipeline, sources
 from advonline import problems as registry
-from advonline import sources
 from advonline.problems.adwords import by_hand, families, flow, model
 
 SAMPLE = 16
@@ -52,9 +55,13 @@ def main() -> None:
     parser.add_argument("--advertisers", type=int, default=50)
     parser.add_argument("--queries", type=int, default=500)
     parser.add_argument("--candidates", type=int, default=1024)
+    parser.add_argument("--policy", help="an AdWords policy file: also a step against it")
     args = parser.parse_args()
     problem = registry.get("adwords")
     setting = model.Setting(advertisers=args.advertisers, queries=args.queries, max_bid=0.1)
+    learned = None
+    if args.policy:
+        _, setting, _, learned = pipeline.read_policy_file(args.policy, problem.name)
     code_versions(None, f"adwords {setting.describe()}, {args.candidates} candidates, float64")
     scale = flow.capacity_scale(setting)
     with jax.enable_x64(True):
@@ -92,6 +99,10 @@ def main() -> None:
         chains = model.encoding(setting).random(jax.random.key(2), 64)
         climb = functools.partial(sources.climb, problem, setting, rule, jax.random.key(3))
         with_flow = seconds(climb, chains, 1, 16)
+        if learned is not None:
+            step = seconds(
+                sources.climb, problem, setting, learned, jax.random.key(3), chains, 1, 16
+            )
         flow.capacity_scale = lambda setting: None  # the model's fallback, for comparison
         jax.clear_caches()  # compiled with the max flow: trace again
         with_proportional = seconds(climb, chains, 1, 16)
@@ -100,6 +111,8 @@ def main() -> None:
         f"{with_flow:.2f} s with the bounds and max flow, {with_proportional:.2f} s with "
         "proportional flow"
     )
+    if learned is not None:
+        print(f"one search step against {args.policy}: {step:.2f} s with the bounds and max flow")
 
 
 if __name__ == "__main__":
