@@ -96,12 +96,12 @@ def main() -> int:
     args = parser.parse_args()
     document = RESULTS.read_text()
     moved = []
+    environment = {**os.environ, **COMPUTED_WITH}
     with tempfile.TemporaryDirectory() as scratch:
         out = Path(args.keep or scratch)
         for name in args.only or EXPERIMENTS:
             command = [sys.executable, *EXPERIMENTS[name], "--out", str(out / name)]
             print(f"running {' '.join(EXPERIMENTS[name])} ...", flush=True)
-            environment = {**os.environ, **COMPUTED_WITH}
             finished = subprocess.run(
                 command, cwd=ROOT, env=environment, capture_output=True, text=True
             )
