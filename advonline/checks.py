@@ -23,6 +23,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from advonline.errors import InputError
 from advonline.problem import Problem, payoffs_of
 from advonline.ratio import ratio_of_payoff
 from advonline.search import float64_everywhere, hill_climb
@@ -199,7 +200,9 @@ def policy_file_round_trip(problem: Problem, setting) -> str:
     _loads_without_jax(problem, document)
     if problem.restore is None:
         return "a fresh learned policy exported and loaded without JAX (it restores no files)"
-    _, restored = problem.restore(document)
+    read_setting, restored = problem.restore(document)
+    _require(read_setting == setting, f"the file is read back on {read_setting}, not {setting}")
+    _refuses_a_stray_setting_field(problem, document)
     with jax.enable_x64(True):
         instances = encoding.decode(encoding.random(jax.random.key(5), 8))
         before = np.asarray(payoffs_of(problem, setting, policy, instances))
@@ -209,6 +212,19 @@ def policy_file_round_trip(problem: Problem, setting) -> str:
         f"the restored file earns {after} where the policy earns {before}",
     )
     return "a fresh learned policy exported, loaded without JAX and restored: the same payoffs"
+
+
+def _refuses_a_stray_setting_field(problem: Problem, document: dict) -> None:
+    """``problem.restore`` refuses, with an InputError, a file whose ``setting`` table has a
+    field no setting has: a file is read on the setting it names, or not at all."""
+    if not isinstance(document.get("setting"), dict):
+        return
+    stray = {**document, "setting": {**document["setting"], "no_such_field": 1}}
+    try:
+        problem.restore(stray)
+    except InputError:
+        return
+    _require(False, "a file whose setting has a field no setting has is read, not refused")
 
 
 def _loads_without_jax(problem: Problem, document: dict) -> None:

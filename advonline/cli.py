@@ -289,13 +289,7 @@ def _budget_flags(parser: argparse.ArgumentParser) -> None:
 
 def _budget(args: argparse.Namespace) -> evaluation.Budget:
     """The evaluator's budget the flags ask for."""
-    budget = evaluation.Budget(
-        seed=args.seed,
-        random_instances=args.random_instances,
-        family_members=args.family_members,
-        adversary_steps=args.adversary_steps,
-        search_steps=args.search_steps,
-    )
+    budget = evaluation.Budget(**{name: getattr(args, name) for name in evaluation.BUDGET_FLAGS})
     if problems := budget.check():
         raise UsageError("; ".join(problems))
     return budget
@@ -363,6 +357,13 @@ def _main(argv: list[str] | None) -> int:
     ) as error:
         print(f"advonline: error: {error}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    except OSError as error:  # a path the system refuses: permissions, a full disk, ...
+        where = f"{error.filename}: " if error.filename else ""
+        print(
+            f"advonline: error: {where}{error.strerror or error}; files already written are kept",
+            file=sys.stderr,
+        )
+        return EXIT_BAD_INPUT
     except KeyboardInterrupt:
         print(
             "advonline: interrupted; files already written are kept (train and run go on "
@@ -393,6 +394,8 @@ def run_evaluate(args: argparse.Namespace) -> int:
     the baselines on a setting given by ``--setting``, a policy file or a run's policy beside
     them, or the baselines on the user's own input file."""
     budget = _budget(args)
+    if args.problem is not None:
+        _problem(args.problem)  # an empty or unknown name is refused, whatever else is given
     if args.setting and (args.checkpoint or args.policy):
         flag = "--checkpoint" if args.checkpoint else "--policy"
         raise UsageError(f"--setting conflicts with {flag}, which evaluates on its own setting")
@@ -405,7 +408,7 @@ def run_evaluate(args: argparse.Namespace) -> int:
         policies[learned] = policy
         extra = {"policy": str(path)}
     else:
-        problem = _problem(args.problem or registry.DEFAULT)
+        problem = _problem(registry.DEFAULT if args.problem is None else args.problem)
     names = _baseline_names(args.algorithm or ([] if path else list(problem.baselines)), problem)
     if args.instances:
         if problem.trace is None:

@@ -90,22 +90,17 @@ class Budget:
         )
 
     def check(self) -> list[str]:
-        """What is wrong with the budget (the flags' names)."""
+        """What is wrong with the budget (a field the command line sets by its flag's name)."""
+        counts = ("random_instances", "family_members", "samples", "adversary_steps")
+        counts += ("adversary_batch", "search_chains", "search_candidates")
         problems = [
-            f"--{name.replace('_', '-')} must be >= 1"
-            for name in (
-                "random_instances",
-                "family_members",
-                "samples",
-                "adversary_steps",
-                "adversary_batch",
-                "search_chains",
-                "search_candidates",
-            )
-            if getattr(self, name) < 1
+            f"{_budget_name(name)} must be >= 1" for name in counts if getattr(self, name) < 1
         ]
-        if self.adversary_restarts < 0 or self.search_steps < 0:
-            problems.append("--adversary-restarts and --search-steps must be >= 0")
+        problems += [
+            f"{_budget_name(name)} must be >= 0"
+            for name in ("adversary_restarts", "search_steps")
+            if getattr(self, name) < 0
+        ]
         if not 0 <= self.seed < 2**63:
             problems.append(f"--seed must be a whole number in [0, 2**63), got {self.seed}")
         return problems
@@ -114,6 +109,14 @@ class Budget:
 #: The share of the budget's adversary-network and search steps a cross-check of an exact
 #: certificate gets (module docstring).
 CROSS_CHECK_SHARE = 1 / 8
+
+
+#: The budget's fields that the commands' flags set (``--random-instances`` ...).
+BUDGET_FLAGS = ("random_instances", "family_members", "adversary_steps", "search_steps", "seed")
+
+
+def _budget_name(field: str) -> str:
+    return f"--{field.replace('_', '-')}" if field in BUDGET_FLAGS else f"the budget's {field}"
 
 
 def cross_check_budget(budget: Budget) -> Budget:

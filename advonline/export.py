@@ -98,17 +98,18 @@ def read_json(path: str | Path, what: str, error: type[Exception] = InputError):
         raise error(
             f"{what} {path} is not valid JSON (truncated?): {problem.msg} at line {problem.lineno}"
         ) from None
+    except ValueError:  # a number past Python's limit on the digits of an integer
+        raise error(f"{what} {path} is not valid JSON: a number too long to read") from None
     except RecursionError:
         raise error(f"{what} {path} nests too deeply to be read") from None
 
 
-def read(path: str | Path) -> dict:
-    """The policy file at ``path`` once its checksum matches (InputError otherwise; a file
-    without one is read with a note)."""
+def read(path: str | Path) -> tuple[dict, bool]:
+    """The policy file at ``path`` and whether it carries a checksum, which then matches
+    (InputError when it does not). The caller notes an unverified file once it has read it
+    as a policy, so a file that is not one gets one error only."""
     document = read_json(path, "policy file")
-    if not checksums.verified(document, f"policy file {path}", InputError):
-        checksums.note_unverified(f"policy file {path}")
-    return document
+    return document, checksums.verified(document, f"policy file {path}", InputError)
 
 
 #: The ``kind`` of a policy file that holds a mixture of snapshots of any problem.
@@ -132,13 +133,26 @@ def mixture_document(setting: dict, members: list[dict], weights, provenance: di
     }
 
 
+def _restored(problem, document, what: str):
+    """``problem.restore(document)``, its InputError naming the file (``what``), once the
+    file's ``provenance``, where it has one, is an object with a string ``algorithm`` (the
+    same for every problem's file)."""
+    provenance = document.get("provenance", {}) if isinstance(document, dict) else {}
+    if not isinstance(provenance, dict) or not isinstance(provenance.get("algorithm", ""), str):
+        raise InputError(f"{what}: provenance must be an object with a string algorithm")
+    try:
+        return problem.restore(document)
+    except InputError as error:
+        raise InputError(f"{what}: {error}") from None
+
+
 def restore(problem, document, what: str = "policy file"):
     """``(setting, policy)`` of a policy file ``document`` of ``problem``: the problem's own
     reader (``Problem.restore``), or for a mixture of snapshots (:data:`MIXTURE_KIND`) the
     mixture of its members, each read by the problem's reader. InputError says what is
     wrong."""
     if not (isinstance(document, dict) and document.get("kind") == MIXTURE_KIND):
-        return problem.restore(document)
+        return _restored(problem, document, what)
     import jax
     import jax.numpy as jnp
 
@@ -157,7 +171,7 @@ def restore(problem, document, what: str = "policy file"):
             raise InputError(f"{where} weight: expected a number, got {weight!r}")
         if not 0 < weight <= 1:  # NaN and infinities fail too
             raise InputError(f"{where} weight must be a number in (0, 1], got {weight!r}")
-        setting, policy = problem.restore(member["policy"])
+        setting, policy = _restored(problem, member["policy"], where)
         weights.append(float(weight))
         settings.append(setting)
         policies.append(policy)

@@ -134,6 +134,11 @@ def atomic_write(path: Path, payload: bytes) -> None:
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(temporary, path)
+    except OSError as error:
+        temporary.unlink(missing_ok=True)
+        if error.filename == str(temporary):  # named by the file it was to write instead
+            raise OSError(error.errno, error.strerror, str(path)) from None
+        raise
     except BaseException:
         temporary.unlink(missing_ok=True)
         raise

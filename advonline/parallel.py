@@ -160,6 +160,9 @@ def start_processes(
         return False
     if processes is not None and processes < 1:
         raise DevicesError(f"--processes must be >= 1, got {processes}")
+    host, colon, port = (coordinator or "").rpartition(":")
+    if coordinator is not None and not (colon and host and port.isdigit()):
+        raise DevicesError(f"the coordinator's address must be HOST:PORT, got {coordinator!r}")
     if process_id is not None and processes is not None and not 0 <= process_id < processes:
         raise DevicesError(f"--process-id must lie in [0, {processes - 1}], got {process_id}")
     try:

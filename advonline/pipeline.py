@@ -20,7 +20,7 @@ import jax
 import numpy as np
 from jax.sharding import Mesh
 
-from advonline import checkpoint, export, folders, measurement_cache, plots, profile
+from advonline import checkpoint, checksums, export, folders, measurement_cache, plots, profile
 from advonline import problems as registry
 from advonline.archive_view import hardest_delivered
 from advonline.errors import InputError
@@ -261,7 +261,7 @@ def read_policy_file(path: str | Path, problem_name: str | None = None):
     setting and the policy the simulator runs, and the name the evaluator reports it under
     (its provenance's algorithm, marked as the file's where a baseline has that name).
     InputError says why the file cannot be used."""
-    document = export.read(path)
+    document, verified = export.read(path)
     setting = document.get("setting") if isinstance(document, dict) else None
     named = setting.get("problem") if isinstance(setting, dict) else None
     if named is not None and problem_name is not None and named != problem_name:
@@ -276,6 +276,8 @@ def read_policy_file(path: str | Path, problem_name: str | None = None):
         setting, policy = export.restore(problem, document, f"policy file {path}")
     except RecursionError:  # a deep structure where a list of numbers belongs
         raise InputError(f"policy file {path} nests too deeply to be a policy") from None
+    if not verified:
+        checksums.note_unverified(f"policy file {path}")
     provenance = document.get("provenance")
     algorithm = provenance.get("algorithm") if isinstance(provenance, dict) else None
     label = algorithm if isinstance(algorithm, str) and algorithm else "policy file"
@@ -406,7 +408,10 @@ def check_kept_policies(folder: str | Path, problem) -> None:
         return
     for name in POLICY_NAMES.values():
         if (path := Path(folder) / name).exists():
-            export.restore(problem, export.read(path), f"policy file {path}")
+            document, verified = export.read(path)
+            export.restore(problem, document, f"policy file {path}")
+            if not verified:
+                checksums.note_unverified(f"policy file {path}")
 
 
 def default_run_folder(config_path: str | Path) -> Path:

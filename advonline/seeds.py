@@ -63,6 +63,10 @@ class Stopped(Exception):
     the caller was interrupted."""
 
 
+#: The most seeds one process trains (each is a run folder of its own).
+MOST_SEEDS = 1000
+
+
 def parse_seeds(text: str) -> tuple[int, ...]:
     """The seeds ``text`` names: ``"0-4"``, ``"0,2,5"`` or a mix (``"0-2,7"``), whole numbers
     >= 0, each once; ValueError with one line for anything else."""
@@ -77,6 +81,8 @@ def parse_seeds(text: str) -> tuple[int, ...]:
             ) from None
         if first < 0 or last < first:
             raise ValueError(f"--seeds: {part.strip()!r} is not a range of seeds >= 0")
+        if len(seeds) + last - first + 1 > MOST_SEEDS:
+            raise ValueError(f"--seeds names more than {MOST_SEEDS} seeds: {text!r}")
         seeds += range(first, last + 1)
     if len(set(seeds)) != len(seeds):
         raise ValueError(f"--seeds names a seed twice: {text!r}")

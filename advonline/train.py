@@ -89,10 +89,12 @@ def check_folder(folder: str | Path, resume: bool) -> None:
 
 
 def check_resumable(folder: str | Path, config) -> None:
-    """Refuse, before any work, to resume the run in ``folder`` with another config."""
+    """Refuse, before any work, to resume the run in ``folder`` with another config, or with
+    a ``metrics.csv`` this tool did not write."""
     if checkpoint.checkpoint_path(folder).exists():
         _, stored, _ = checkpoint.load(folder)
         _check_same_run(folder, stored, config)
+        _kept_rows(Path(folder) / METRICS_NAME)
 
 
 def _check_same_run(folder, stored, config) -> None:
@@ -129,14 +131,33 @@ def trim_metrics(path: Path, state: Any) -> None:
     kill. Rewritten atomically, so a kill during the trim loses nothing."""
     if not path.exists():
         return
-    text = path.read_text()
-    complete = text[: text.rfind("\n") + 1]  # a row is written whole only with its newline
-    rows = list(csv.DictReader(io.StringIO(complete)))
+    rows = _kept_rows(path)
     if isinstance(state, OracleState):
         rows = [row for row in rows if int(row["epoch"]) < int(state.epoch)]
     else:
         rows = [row for row in rows if int(row["step"]) <= int(state.step)]
     folders.atomic_write(path, _csv_text(rows, header=True).encode())
+
+
+def _kept_rows(path: Path) -> list[dict]:
+    """The complete rows of a run's ``metrics.csv`` (a last line cut short by a kill
+    dropped); TrainError when it is not a table this tool wrote."""
+    if not path.exists():
+        return []
+    try:
+        text = path.read_text()
+        complete = text[: text.rfind("\n") + 1]  # a row is written whole only with its newline
+        reader = csv.DictReader(io.StringIO(complete))
+        rows = list(reader)
+        if rows and tuple(reader.fieldnames or ()) != METRIC_FIELDS:
+            raise ValueError
+        for row in rows:
+            int(row["step"]), int(row["epoch"] or 0)
+    except (ValueError, TypeError, csv.Error):  # UnicodeDecodeError is a ValueError
+        raise TrainError(
+            f"{path} is not a metrics table advonline wrote; move it away to resume the run"
+        ) from None
+    return rows
 
 
 def _csv_text(rows: list[dict], header: bool) -> str:

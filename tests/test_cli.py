@@ -96,6 +96,8 @@ BAD = [
     (["evaluate", "--seed", str(2**70)], "--seed must be a whole number"),
     (["evaluate", "--seed", "-1"], "--seed must be a whole number"),
     (["evaluate", "--search-steps", "-1"], "--search-steps must be >= 0"),
+    (["evaluate", "--problem", ""], "unknown problem ''"),
+    (["evaluate", "--problem", "", "--policy", "x.json"], "unknown problem ''"),
 ]
 
 

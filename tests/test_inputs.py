@@ -230,10 +230,21 @@ def test_a_trace_with_windows_line_ends_and_an_empty_round_reads(tmp_path, capsy
     assert report["offline_optimum"] == pytest.approx(7.0)
 
 
-def test_a_deeply_nested_policy_file_gets_one_line(tmp_path, capsys):
-    policy = tmp_path / "deep.json"
-    policy.write_text("[" * 100_000 + "]" * 100_000)
-    one_line_exit_2(capsys, ["evaluate", "--policy", str(policy)], "nests too deeply")
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("[" * 100_000 + "]" * 100_000, "nests too deeply"),
+        ('{"version": ' + "9" * 5000 + "}", "a number too long to read"),
+        ("[]", "policy.json: posted pricing: top level must be a JSON object"),
+        ('{"format": "other"}', "policy.json: posted pricing: format must be"),
+        ('{"setting": {"problem": "one-way-trading"}}', "policy.json: not a one-way trading"),
+    ],
+    ids=["deep", "long-number", "not-an-object", "another-format", "another-problem's-reader"],
+)
+def test_a_file_that_is_no_policy_gets_one_line_and_no_note(tmp_path, capsys, text, message):
+    policy = tmp_path / "policy.json"
+    policy.write_text(text)
+    one_line_exit_2(capsys, ["evaluate", "--policy", str(policy)], message)
 
 
 @pytest.mark.parametrize(
@@ -243,8 +254,15 @@ def test_a_deeply_nested_policy_file_gets_one_line(tmp_path, capsys):
         (["--devices", "-1"], "--devices must be >= 0"),
         (["--processes", "0"], "--processes must be >= 1"),
         (["--processes", "2", "--process-id", "2"], "--process-id must lie in [0, 1]"),
+        (["--coordinator", "host", "--processes", "2"], "address must be HOST:PORT"),
     ],
-    ids=["too-many-devices", "negative-devices", "no-processes", "process-id-out-of-range"],
+    ids=[
+        "too-many-devices",
+        "negative-devices",
+        "no-processes",
+        "process-id-out-of-range",
+        "coordinator-without-port",
+    ],
 )
 def test_a_device_or_process_layout_that_cannot_be_used_gets_one_line(
     tmp_path, capsys, flags, message
@@ -359,7 +377,7 @@ def test_a_setting_given_by_flags_is_refused_naming_the_keys(tmp_path, capsys):
 
 
 @pytest.mark.end_to_end
-def test_resuming_with_another_config_is_one_line_before_any_output(tmp_path, capsys):
+def test_resuming_with_another_config_or_metrics_table_is_one_line_first(tmp_path, capsys):
     from tests.test_train import TINY_TOML
 
     config = tmp_path / "tiny.toml"
@@ -372,3 +390,24 @@ def test_resuming_with_another_config_is_one_line_before_any_output(tmp_path, ca
     argv = ["train", str(config), "--out", str(folder), "--resume"]
     one_line_exit_2(capsys, argv, "the config differs from the one")  # no banner, no bar
     assert tree_digest(folder) == before
+    config.write_text(TINY_TOML.format(epochs=2))
+    (folder / "metrics.csv").write_text("x,y\n1,2\n")  # not the table the run wrote
+    before = tree_digest(folder)
+    one_line_exit_2(capsys, argv, "metrics.csv is not a metrics table advonline wrote")
+    assert tree_digest(folder) == before
+
+
+def test_a_path_the_system_refuses_is_one_line_naming_it(tmp_path, capsys, monkeypatch):
+    """A write the system refuses is named by the file it was to write (never a temporary
+    one, none of which is left behind), and reaches the user as one line, exit 2."""
+    target = tmp_path / "missing" / "policy.json"
+    with pytest.raises(FileNotFoundError) as raised:
+        folders.atomic_write(target, b"{}")
+    assert raised.value.filename == str(target) and list(tmp_path.iterdir()) == []
+    lock = tmp_path / "run" / folders.LOCK_NAME
+
+    def refused(folder):
+        raise IsADirectoryError(21, "Is a directory", str(lock))
+
+    monkeypatch.setattr("advonline.pipeline.open_run", refused)
+    one_line_exit_2(capsys, ["evaluate", "--checkpoint", "run"], f"{lock}: Is a directory")

@@ -166,5 +166,5 @@ def test_malformed_network_documents_are_refused_in_one_line(case):
     change, message = BAD_NETWORKS[case]
     change(document)
     with pytest.raises(PolicyFileError, match=message) as raised:
-        parse(document, "bad.json")
+        parse(document, "policy file bad.json")
     assert "\n" not in str(raised.value) and str(raised.value).startswith("policy file bad.json")

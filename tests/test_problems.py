@@ -99,6 +99,25 @@ def test_the_by_hand_check_catches_a_simulator_off_by_a_little():
             checks.matches_references(dataclasses.replace(problem, cases=bad), setting)
 
 
+def test_the_policy_file_check_catches_a_lax_or_wrong_reader():
+    """A reader that drops a setting field it does not know, or reads a file back on another
+    setting, fails the policy-file check: a file is read on the setting it names or not."""
+    problem = registry.get("ski-rental")
+    setting = problem.setting(buy=4, rounds=10)
+    checks.policy_file_round_trip(problem, setting)  # the shipped reader passes
+
+    def lax(document):  # keeps the fields it knows, drops the rest unread
+        known = {k: document["setting"][k] for k in ("problem", "buy", "rounds")}
+        return problem.restore({**document, "setting": known})
+
+    def elsewhere(document):
+        return problem.setting(buy=5, rounds=10), problem.restore(document)[1]
+
+    for reader in (lax, elsewhere):
+        with pytest.raises(checks.CheckFailed):
+            checks.policy_file_round_trip(dataclasses.replace(problem, restore=reader), setting)
+
+
 @pytest.mark.parametrize(("name", "index"), [p for p in PARAMS if p.values[1] == 0])
 def test_evaluator_search_climbs_from_the_families_and_given_inputs(name, index):
     """The evaluator's local search starts chains at known hard inputs: the inputs it is given

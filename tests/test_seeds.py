@@ -12,7 +12,7 @@ import time
 import pytest
 
 from advonline import cli
-from advonline.seeds import Stopped, concurrently, parse_seeds
+from advonline.seeds import MOST_SEEDS, Stopped, concurrently, parse_seeds
 from tests.test_oracle_loop import TINY_ORACLE_TOML
 
 BUDGET = ["--search-steps", "4", "--random-instances", "8", "--adversary-steps", "2"]
@@ -23,7 +23,8 @@ def test_seed_lists_read_and_bad_ones_refused():
     assert parse_seeds("0-4") == (0, 1, 2, 3, 4)
     assert parse_seeds("0,2,5") == (0, 2, 5)
     assert parse_seeds("0-2, 7") == (0, 1, 2, 7)
-    for bad in ("", "a", "3-1", "-1", "0,0", "1-2,2"):
+    assert len(parse_seeds(f"0-{MOST_SEEDS - 1}")) == MOST_SEEDS
+    for bad in ("", "a", "3-1", "-1", "0,0", "1-2,2", f"0-{MOST_SEEDS}", "0-99999999999"):
         with pytest.raises(ValueError):
             parse_seeds(bad)
 

@@ -183,7 +183,7 @@ class PricingPolicy:
 class NetworkPolicy(PricingPolicy):
     """Version 2: the pricing network, evaluated in float64 (module docstring)."""
 
-    def __init__(self, document: dict, source: str = "<dict>") -> None:
+    def __init__(self, document: dict, source: str = "policy file") -> None:
         _validate_setting(document, source)
         _validate_network(document, source)
         super().__init__(document, source)
@@ -233,7 +233,7 @@ class NetworkPolicy(PricingPolicy):
 class TablePolicy(PricingPolicy):
     """Version 1: a table on the utilisation grid, interpolated between grid points."""
 
-    def __init__(self, document: dict, source: str = "<dict>") -> None:
+    def __init__(self, document: dict, source: str = "policy file") -> None:
         _validate_setting(document, source)
         _validate_table(document, source)
         super().__init__(document, source)
@@ -274,7 +274,7 @@ class MixturePolicy(PricingPolicy):
     weight (module docstring). It posts nothing itself: ``draw(rng)`` gives the member to
     follow for one whole sequence of buyers."""
 
-    def __init__(self, document: dict, source: str = "<dict>") -> None:
+    def __init__(self, document: dict, source: str = "policy file") -> None:
         _validate_setting(document, source)
         members = document.get("members")
         if not isinstance(members, list) or not members:
@@ -324,7 +324,7 @@ class MixturePolicy(PricingPolicy):
     prices = distribution = sample_prices = _no_prices
 
 
-def parse(document, source: str = "<dict>") -> PricingPolicy:
+def parse(document, source: str = "policy file") -> PricingPolicy:
     """A policy from a decoded JSON document (either version)."""
     if not isinstance(document, dict):
         _fail(source, "top level must be a JSON object")
@@ -347,7 +347,7 @@ def load(path: str | Path) -> PricingPolicy:
     document = read_json(path, "policy file", PolicyFileError)
     verified = checksums.verified(document, f"policy file {path}", PolicyFileError)
     try:
-        policy = parse(document, str(path))
+        policy = parse(document, f"policy file {path}")
     except RecursionError:  # a deep structure where a list of numbers belongs
         raise PolicyFileError(f"policy file {path} nests too deeply to be a policy") from None
     if not verified:
@@ -356,7 +356,7 @@ def load(path: str | Path) -> PricingPolicy:
 
 
 def _fail(source: str, message: str) -> None:
-    raise PolicyFileError(f"policy file {source}: {message}")
+    raise PolicyFileError(f"{source}: {message}")
 
 
 def _array(value, source: str, name: str, ndim: int) -> np.ndarray:

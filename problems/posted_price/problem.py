@@ -139,7 +139,7 @@ def certified_lower_bound(setting: model.Setting) -> LowerBound | None:
 def restore(document: dict) -> tuple[model.Setting, object]:
     """A policy file (either version, a network or a mixture) as the policy the simulator
     runs, with its setting; PolicyFileError says what is wrong."""
-    return from_file(policy_file.parse(document, "policy file"))
+    return from_file(policy_file.parse(document, "posted pricing"))
 
 
 def reference(setting: model.Setting) -> tuple[str, float] | None:

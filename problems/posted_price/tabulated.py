@@ -77,7 +77,7 @@ def from_file(policy: PricingPolicy) -> tuple[Setting, Policy]:
     unknown = sorted(set(fields) - known)
     if unknown:
         raise PolicyFileError(
-            f"policy file {policy.source}: unknown setting field {unknown[0]!r}; known: "
+            f"{policy.source}: unknown setting field {unknown[0]!r}; known: "
             f"problem, {', '.join(sorted(known))}"
         )
     try:
@@ -107,7 +107,7 @@ def network_policy(policy: NetworkPolicy) -> LearnedPolicy | LearnedPriceCurve:
     widths = {weights.shape[1] for weights, _ in policy.layers[:-1]}
     if len(widths) > 1:
         raise PolicyFileError(
-            f"policy file {policy.source}: hidden layers of different widths {sorted(widths)} "
+            f"{policy.source}: hidden layers of different widths {sorted(widths)} "
             "(the pricing network has one hidden width)"
         )
     atoms = tuple(float(a) for a in policy.atoms[0])

@@ -62,7 +62,7 @@ def restore(document: dict) -> tuple[Setting, BuyingRule]:
     """A policy file read back as the rule the simulator runs, with its setting."""
     described, rule = policy_file.load(document)
     try:
-        setting = Setting(buy=described["buy"], rounds=described["rounds"])
+        setting = Setting.from_config({k: v for k, v in described.items() if k != "problem"})
     except SettingError as error:
         raise policy_file.PolicyFileError(f"ski rental policy file: {error}") from None
     return setting, BuyingRule(owned=jnp.asarray(rule.owned))
