@@ -266,14 +266,17 @@ def read_policy_file(path: str | Path, problem_name: str | None = None):
     named = setting.get("problem") if isinstance(setting, dict) else None
     if named is not None and problem_name is not None and named != problem_name:
         raise InputError(f"policy file {path} is a policy of {named!r}, not of {problem_name!r}")
-    name = named or problem_name or registry.DEFAULT
+    name = next(n for n in (named, problem_name, registry.DEFAULT) if n is not None)
     if not isinstance(name, str) or name not in registry.names():
         raise InputError(f"policy file {path} names an unknown problem {name!r}")
     problem = registry.get(name)
     if problem.restore is None:
         raise InputError(f"{name} reads no policy files back (its problem has no restore)")
+    what = f"policy file {path}"
+    if named is None and problem_name is None:
+        what += f" (it names no problem: read as {name}'s)"
     try:
-        setting, policy = export.restore(problem, document, f"policy file {path}")
+        setting, policy = export.restore(problem, document, what)
     except RecursionError:  # a deep structure where a list of numbers belongs
         raise InputError(f"policy file {path} nests too deeply to be a policy") from None
     if not verified:

@@ -235,8 +235,8 @@ def test_a_trace_with_windows_line_ends_and_an_empty_round_reads(tmp_path, capsy
     [
         ("[" * 100_000 + "]" * 100_000, "nests too deeply"),
         ('{"version": ' + "9" * 5000 + "}", "a number too long to read"),
-        ("[]", "policy.json: posted pricing: top level must be a JSON object"),
-        ('{"format": "other"}', "policy.json: posted pricing: format must be"),
+        ("[]", "policy.json (it names no problem: read as posted-price's): posted pricing: top"),
+        ('{"format": "other"}', "read as posted-price's): posted pricing: format must be"),
         ('{"setting": {"problem": "one-way-trading"}}', "policy.json: not a one-way trading"),
     ],
     ids=["deep", "long-number", "not-an-object", "another-format", "another-problem's-reader"],
