@@ -24,6 +24,7 @@ from typing import Any
 import jax
 
 from advonline.folders import read_text
+from advonline.seeds import SEED_LIMIT
 
 LOOPS = ("simultaneous", "oracle")
 
@@ -87,8 +88,10 @@ class GameConfig:
 
     def check(self) -> list[str]:
         problems = positive("game", self, "epochs", "algorithm_steps")
-        if self.seed < 0 or self.devices < 0:
-            problems.append("game.seed and game.devices must be >= 0 (devices 0: every one)")
+        if self.devices < 0:
+            problems.append("game.devices must be >= 0 (0: every one)")
+        if not 0 <= self.seed < SEED_LIMIT:
+            problems.append(f"game.seed must lie in [0, 2**32), got {self.seed}")
         if self.loop not in LOOPS:
             problems.append(f"game.loop must be one of {', '.join(LOOPS)}")
         if min(self.adversary_steps, self.replay_size, self.replay_per_step) < 0:
@@ -244,6 +247,8 @@ class OracleConfig:
             problems.append("oracle budgets (restarts, steps, chains) must be >= 0")
         if not 0 <= self.anchor < float("inf"):
             problems.append("oracle.anchor must be a finite number >= 0")
+        if self.new_per_epoch > self.archive_size:
+            problems.append("oracle.new_per_epoch must be <= oracle.archive_size")
         if not 0 <= self.worst_case_weight <= 1:
             problems.append("oracle.worst_case_weight must lie in [0, 1]")
         if self.closing_rounds < 0:
@@ -373,17 +378,21 @@ class RunConfig:
         where it has one, else as its encoding sizes them
         (:func:`advonline.preflight.token_needs`): the adversary networks' batch, and the
         probe's candidates or the archive, whichever is larger."""
-        from advonline.preflight import token_needs
+        from advonline.preflight import network_needs, token_needs
 
         if self.problem.training_needs is not None:
             return self.problem.training_needs(self)
         oracle = self.oracle
         probe = oracle.budget().scaled(oracle.probe_scale)
+        game = self.build_game()
+        networks = {"the algorithm network": (game.init_params, "[algorithm] hidden or layers")}
         batch = 0
         if self.adversary is not None:
             batch = self.adversary.batch if self.game.simultaneous else oracle.adversary_batch
+            networks["the adversary network"] = (game.adversary.init, "[adversary] hidden")
         proposals = max(probe.chains * probe.candidates, oracle.archive_size)
-        return token_needs(self.problem.encoding(self.setting), batch, proposals)
+        encoding = self.problem.encoding(self.setting)
+        return token_needs(encoding, batch, proposals) + network_needs(networks)
 
     def with_seed(self, seed: int) -> RunConfig:
         """This config with ``game.seed = seed`` (``run --seeds``)."""

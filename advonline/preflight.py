@@ -15,6 +15,7 @@ this counts space. Both apply.
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 
 import jax
@@ -116,6 +117,17 @@ def token_needs(encoding, batch: int, proposals: int) -> list[Need]:
         ),
         Need("the search's candidate inputs [proposals, T]", FLOAT64 * proposals * length, size),
     ]
+
+
+def network_needs(networks: dict[str, tuple]) -> list[Need]:
+    """The weights of each network, ``{what: (init, lower)}`` with ``init(key)`` giving its
+    parameters: sized by tracing ``init`` (nothing is allocated), float32."""
+    needs = []
+    for what, (init, lower) in networks.items():
+        shapes = jax.tree.leaves(jax.eval_shape(init, jax.random.key(0)))
+        count = sum(math.prod(leaf.shape) for leaf in shapes)
+        needs.append(Need(f"{what}'s weights", FLOAT32 * count, lower))
+    return needs
 
 
 def _size(count: float) -> str:

@@ -65,6 +65,9 @@ class Stopped(Exception):
 
 #: The most seeds one process trains (each is a run folder of its own).
 MOST_SEEDS = 1000
+#: Game seeds lie in [0, SEED_LIMIT): JAX's default keys tell those apart (a larger seed
+#: would give a smaller one's key).
+SEED_LIMIT = 2**32
 
 
 def parse_seeds(text: str) -> tuple[int, ...]:
@@ -79,8 +82,8 @@ def parse_seeds(text: str) -> tuple[int, ...]:
             raise ValueError(
                 f"--seeds takes whole numbers like 0-4 or 0,2,5, got {text!r}"
             ) from None
-        if first < 0 or last < first:
-            raise ValueError(f"--seeds: {part.strip()!r} is not a range of seeds >= 0")
+        if first < 0 or last < first or last >= SEED_LIMIT:
+            raise ValueError(f"--seeds: {part.strip()!r} is not a range of seeds in [0, 2**32)")
         if len(seeds) + last - first + 1 > MOST_SEEDS:
             raise ValueError(f"--seeds names more than {MOST_SEEDS} seeds: {text!r}")
         seeds += range(first, last + 1)

@@ -164,6 +164,17 @@ def write_config(tmp_path: Path, text: str) -> str:
         ("[game]\ntemperature = inf\n", "finite"),
         ("[game]\nepochs = 2.0\n", "whole number"),
         ("[setting]\nrounds = 2e9\n", "whole number"),
+        ("[game]\nseed = 4294967296\n", "game.seed must lie in [0, 2**32)"),
+        ("[oracle]\narchive_size = 8\nnew_per_epoch = 9\n", "must be <= oracle.archive_size"),
+        (  # a problem without an estimate of its own: its networks sized by tracing their init
+            '[problem]\nname = "adwords"\n[algorithm]\nhidden = 1000000000\n',
+            "the algorithm network's weights would take",
+        ),
+        (
+            '[problem]\nname = "ski-rental"\n[game]\nloop = "simultaneous"\n'
+            "[adversary]\nhidden = 1000000000\n",
+            "the adversary network's weights would take",
+        ),
         (  # the oracle loop's exact payoffs over 51^3 utilisation states
             "[setting]\nresources = 3\ncapacities = [1.0, 1.0, 1.0]\nmax_demand = 0.02\n"
             '[adversary]\nconditioning = "state"\n'

@@ -24,7 +24,17 @@ def test_seed_lists_read_and_bad_ones_refused():
     assert parse_seeds("0,2,5") == (0, 2, 5)
     assert parse_seeds("0-2, 7") == (0, 1, 2, 7)
     assert len(parse_seeds(f"0-{MOST_SEEDS - 1}")) == MOST_SEEDS
-    for bad in ("", "a", "3-1", "-1", "0,0", "1-2,2", f"0-{MOST_SEEDS}", "0-99999999999"):
+    for bad in (
+        "",
+        "a",
+        "3-1",
+        "-1",
+        "0,0",
+        "1-2,2",
+        f"0-{MOST_SEEDS}",
+        "0-99999999999",
+        "4294967296",
+    ):
         with pytest.raises(ValueError):
             parse_seeds(bad)
 
