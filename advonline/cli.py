@@ -785,8 +785,7 @@ def _seed_plan(args, run_config, parent: Path) -> list[tuple]:
         chosen = seeds.parse_seeds(args.seeds)
     except ValueError as error:
         raise UsageError(str(error)) from None
-    if check_path(parent, "--out").exists() and not parent.is_dir():
-        raise UsageError(f"--out {parent} is a file; name a folder for the seeds' runs")
+    folders.check_own(parent, ("seeds",), legacy=(seeds.SUMMARY_NAME,))
     if not args.resume and (parent / seeds.SUMMARY_NAME).exists():
         raise UsageError(f"{parent} already holds a several-seed run; pass --resume or a new --out")
     plan = []
@@ -800,6 +799,12 @@ def _seed_plan(args, run_config, parent: Path) -> list[tuple]:
     return plan
 
 
+def _claim_seeds(parent: Path, plan: list[tuple], command: str) -> None:
+    """Make ``parent`` (if new) and mark it as the tool's folder of several seeds' runs."""
+    seeds_run = [seed for seed, *_ in plan]
+    folders.claim(parent, "seeds", {"made_by": f"advonline {command} --seeds", "seeds": seeds_run})
+
+
 def _train_seeds(args, run_config, parent: Path) -> int:
     """``train --seeds``: every seed trained into its own folder (:func:`_train_plan`), then
     ``summary.json`` in ``parent``: every figure of the seeds' last metrics rows over the
@@ -808,7 +813,7 @@ def _train_seeds(args, run_config, parent: Path) -> int:
     largest, available = preflight.check(run_config.training_needs())
     if args.check:
         return _checked(args.config, parent, largest, available)
-    parent.mkdir(parents=True, exist_ok=True)
+    _claim_seeds(parent, plan, "train")
     with contextlib.ExitStack() as held:
         for _, folder, _, _ in plan:
             held.enter_context(folders.FolderLock(folder))
@@ -864,7 +869,7 @@ def _several_seeds(args, run_config, budget, baselines, parent: Path) -> int:
     largest, available = _preflight(run_config, budget)
     if args.check:
         return _checked(args.config, parent, largest, available)
-    parent.mkdir(parents=True, exist_ok=True)
+    _claim_seeds(parent, plan, "run")
     reports, measured = {}, None
     with contextlib.ExitStack() as held:
         for _, folder, _, _ in plan:

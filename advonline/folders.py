@@ -31,7 +31,7 @@ from advonline.errors import InputError
 
 MARKER_NAME = ".advonline"
 LOCK_NAME = ".advonline.lock"
-KINDS = ("run", "figures")
+KINDS = ("run", "figures", "seeds")
 
 
 class FolderError(ValueError):

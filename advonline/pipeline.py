@@ -135,6 +135,9 @@ def open_run(folder: str | Path) -> TrainedRun:
     """The trained run in ``folder`` (CheckpointError if it has none)."""
     if not Path(folder).is_dir():
         raise RunError(f"no run folder {folder}")
+    if (folders.marker(folder) or {}).get("kind") == "seeds":
+        runs = ", ".join(sorted(path.name for path in Path(folder).glob("seed*") if path.is_dir()))
+        raise RunError(f"{folder} holds the runs of several seeds ({runs}); name one of them")
     state, config, wall = checkpoint.load(folder)
     return TrainedRun(Path(folder), state, config, wall)
 

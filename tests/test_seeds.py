@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from advonline import cli
+from advonline import cli, folders
 from advonline.seeds import MOST_SEEDS, Stopped, concurrently, parse_seeds
 from tests.test_oracle_loop import TINY_ORACLE_TOML
 
@@ -84,6 +84,27 @@ def test_a_bad_seed_list_gets_one_line_and_no_folder(tmp_path, capsys, seeds):
     assert cli.main(["run", CONFIG, "--seeds", seeds, "--out", str(out), *BUDGET]) == 2
     assert capsys.readouterr().err.strip().count("\n") == 0
     assert not out.exists()
+
+
+def test_a_folder_of_seeds_is_the_tools_own_and_named_as_such(tmp_path, capsys):
+    """``--seeds`` writes only into a new folder or one the tool marked as several seeds'
+    runs, and a command that reads one run, given that folder, names the runs in it."""
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("mine\n")
+    argv = ["run", CONFIG, "--seeds", "0-1", "--out", str(mine), "--check"]
+    assert cli.main(argv) == 2
+    assert "not a folder advonline made" in capsys.readouterr().err
+    assert sorted(path.name for path in mine.iterdir()) == ["notes.txt"]
+    several = tmp_path / "several"
+    folders.claim(several, "seeds", {"seeds": [0, 1]})
+    (several / "seed0").mkdir()
+    (several / "seed1").mkdir()
+    for command in (["evaluate", "--checkpoint"], ["archive"], ["export", "--checkpoint"]):
+        extra = ["--out", str(tmp_path / "policy.json")] if command[0] == "export" else []
+        assert cli.main([*command, str(several), *extra]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "holds the runs of several seeds (seed0, seed1)" in err
 
 
 @pytest.mark.end_to_end
