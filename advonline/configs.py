@@ -376,8 +376,8 @@ class RunConfig:
     def training_needs(self) -> list:
         """The largest arrays of training (:mod:`advonline.preflight`): the problem's estimate
         where it has one, else as its encoding sizes them
-        (:func:`advonline.preflight.token_needs`): the adversary networks' batch, and the
-        probe's candidates or the archive, whichever is larger."""
+        (:func:`advonline.preflight.token_needs`): the adversary networks' batch, the probe's
+        candidates or the archive, whichever is larger, and the networks' weights."""
         from advonline.preflight import network_needs, token_needs
 
         if self.problem.training_needs is not None:

@@ -38,6 +38,7 @@ from advonline.evaluation import (
 from advonline.export import ExportError
 from advonline.mixture import SnapshotMixture
 from advonline.oracle_loop import delivered_mixture
+from advonline.seeds import SUMMARY_NAME
 from advonline.simultaneous_loop import hardest_replayed
 from advonline.train import METRIC_FIELDS, METRICS_NAME
 
@@ -135,7 +136,8 @@ def open_run(folder: str | Path) -> TrainedRun:
     """The trained run in ``folder`` (CheckpointError if it has none)."""
     if not Path(folder).is_dir():
         raise RunError(f"no run folder {folder}")
-    if (folders.marker(folder) or {}).get("kind") == "seeds":
+    marked = (folders.marker(folder) or {}).get("kind")
+    if marked == "seeds" or (marked is None and (Path(folder) / SUMMARY_NAME).is_file()):
         runs = ", ".join(sorted(path.name for path in Path(folder).glob("seed*") if path.is_dir()))
         raise RunError(f"{folder} holds the runs of several seeds ({runs}); name one of them")
     state, config, wall = checkpoint.load(folder)
