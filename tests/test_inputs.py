@@ -249,8 +249,19 @@ def test_a_trace_with_windows_line_ends_and_an_empty_round_reads(tmp_path, capsy
         ("[]", "policy.json (it names no problem: read as posted-price's): posted pricing: top"),
         ('{"format": "other"}', "read as posted-price's): posted pricing: format must be"),
         ('{"setting": {"problem": "one-way-trading"}}', "policy.json: not a one-way trading"),
+        (
+            '{"setting": {"problem": "ski-rental"}, "provenance": "learned"}',
+            "policy.json: provenance must be an object with a string algorithm",
+        ),
     ],
-    ids=["deep", "long-number", "not-an-object", "another-format", "another-problem's-reader"],
+    ids=[
+        "deep",
+        "long-number",
+        "not-an-object",
+        "another-format",
+        "another-problem's-reader",
+        "provenance",
+    ],
 )
 def test_a_file_that_is_no_policy_gets_one_line_and_no_note(tmp_path, capsys, text, message):
     policy = tmp_path / "policy.json"
