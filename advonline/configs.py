@@ -391,8 +391,7 @@ class RunConfig:
             batch = self.adversary.batch if self.game.simultaneous else oracle.adversary_batch
             networks["the adversary network"] = (game.adversary.init, "[adversary] hidden")
         proposals = max(probe.chains * probe.candidates, oracle.archive_size)
-        encoding = self.problem.encoding(self.setting)
-        return token_needs(encoding, batch, proposals) + network_needs(networks)
+        return token_needs(game.encoding, batch, proposals) + network_needs(networks)
 
     def with_seed(self, seed: int) -> RunConfig:
         """This config with ``game.seed = seed`` (``run --seeds``)."""

@@ -280,18 +280,26 @@ def read_policy_file(path: str | Path, problem_name: str | None = None):
     what = f"policy file {path}"
     if named is None and problem_name is None:
         what += f" (it names no problem: read as {name}'s)"
-    try:
-        setting, policy = export.restore(problem, document, what)
-    except RecursionError:  # a deep structure where a list of numbers belongs
-        raise InputError(f"policy file {path} nests too deeply to be a policy") from None
-    if not verified:
-        checksums.note_unverified(f"policy file {path}")
+    setting, policy = _restore_read(problem, path, document, verified, what)
     provenance = document.get("provenance")
     algorithm = provenance.get("algorithm") if isinstance(provenance, dict) else None
     label = algorithm if isinstance(algorithm, str) and algorithm else "policy file"
     if label in problem.baselines:
         label = f"{label} (policy file)"
     return problem, setting, label, policy
+
+
+def _restore_read(problem, path: Path, document, verified: bool, what: str):
+    """``(setting, policy)`` of the policy file at ``path``, read as ``document`` by
+    :func:`export.read` (``verified``: it carried a checksum, which matched), with the note
+    on an unverified file once it has read as a policy."""
+    try:
+        restored = export.restore(problem, document, what)
+    except RecursionError:  # a deep structure where a list of numbers belongs
+        raise InputError(f"policy file {path} nests too deeply to be a policy") from None
+    if not verified:
+        checksums.note_unverified(f"policy file {path}")
+    return restored
 
 
 def stored_evaluation(run: TrainedRun) -> dict | None:
@@ -416,10 +424,7 @@ def check_kept_policies(folder: str | Path, problem) -> None:
         return
     for name in POLICY_NAMES.values():
         if (path := Path(folder) / name).exists():
-            document, verified = export.read(path)
-            export.restore(problem, document, f"policy file {path}")
-            if not verified:
-                checksums.note_unverified(f"policy file {path}")
+            _restore_read(problem, path, *export.read(path), f"policy file {path}")
 
 
 def default_run_folder(config_path: str | Path) -> Path:
