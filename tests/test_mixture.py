@@ -373,6 +373,7 @@ def test_a_run_probes_its_mixture_closes_its_gap_and_never_lets_the_guarantee_ri
     assert rows[-1]["guarantee"] <= min(ratio for _, ratio, *_ in calls) * (1 + 1e-5)
 
 
+@pytest.mark.end_to_end
 def test_without_a_certificate_only_probed_epochs_compete(tmp_path):
     """K >= 2 with ``probe_every = 0``: the archive alone would flatter an unprobed network, so
     the guarantee stays open until the last (probed) measurement, which sets it to the worst

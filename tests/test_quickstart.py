@@ -11,13 +11,14 @@ from pathlib import Path
 
 import jax
 import pytest
-from tiers import first_by_default
 
 from advonline import configs
 from advonline.baselines.posted_price import make_baseline
 from advonline.pipeline import open_run
 from advonline.problems.posted_price import certify
 from advonline.train import train
+
+pytestmark = pytest.mark.end_to_end  # whole training runs: `make test-end-to-end` and CI
 
 QUICKSTART = Path(__file__).parent.parent / "experiments" / "configs" / "quickstart.toml"
 
@@ -31,7 +32,7 @@ def threshold_ratio():
     return found.ratio
 
 
-@pytest.mark.parametrize("seed", first_by_default([0, 1, 2]))
+@pytest.mark.parametrize("seed", [0, 1, 2])
 def test_delivered_certificate_beats_threshold(tmp_path, threshold_ratio, seed):
     data = configs.load(QUICKSTART).to_tables()
     data["game"]["seed"] = seed

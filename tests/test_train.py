@@ -150,6 +150,7 @@ def test_a_bad_config_gets_one_line(tmp_path):
     assert missing.returncode == 2 and "missing.toml: no such file" in missing.stderr
 
 
+@pytest.mark.end_to_end
 def test_evaluate_checkpoint_measures_learned_beside_baselines(tmp_path, capsys):
     config_path = _config(tmp_path, 3)
     out = tmp_path / "run"
