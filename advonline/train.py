@@ -89,12 +89,17 @@ def check_folder(folder: str | Path, resume: bool) -> None:
 
 
 def check_resumable(folder: str | Path, config) -> None:
-    """Refuse, before any work, to resume the run in ``folder`` with another config, or with
-    a ``metrics.csv`` this tool did not write."""
+    """Refuse, before any work, to resume the run in ``folder`` with another config, with a
+    ``metrics.csv`` this tool did not write, or without the rows its checkpoint follows (each
+    row is written before its checkpoint, so they are missing only if removed by hand)."""
     if checkpoint.checkpoint_path(folder).exists():
         _, stored, _ = checkpoint.load(folder)
         _check_same_run(folder, stored, config)
-        _kept_rows(Path(folder) / METRICS_NAME)
+        if not _kept_rows(Path(folder) / METRICS_NAME):
+            raise TrainError(
+                f"{Path(folder) / METRICS_NAME} is missing or empty, but the run has a "
+                "checkpoint; put the table back to resume, or start a new run elsewhere"
+            )
 
 
 def _check_same_run(folder, stored, config) -> None:

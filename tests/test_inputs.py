@@ -417,6 +417,10 @@ def test_resuming_with_another_config_or_metrics_table_is_one_line_first(tmp_pat
     before = tree_digest(folder)
     one_line_exit_2(capsys, argv, "metrics.csv is not a metrics table advonline wrote")
     assert tree_digest(folder) == before
+    (folder / "metrics.csv").unlink()  # rows the checkpoint follows, removed by hand
+    before = tree_digest(folder)
+    one_line_exit_2(capsys, argv, "metrics.csv is missing or empty, but the run has a checkpoint")
+    assert tree_digest(folder) == before
 
 
 def test_a_path_the_system_refuses_is_one_line_naming_it(tmp_path, capsys, monkeypatch):
