@@ -719,7 +719,7 @@ def run_main_job(args: argparse.Namespace) -> int:
     check_folder(folder, resume=args.resume)
     check_resumable(folder, run_config)  # before the banner and the progress bar
     if args.resume:
-        pipeline.check_kept_policies(folder, problem)
+        pipeline.check_kept_files(folder, problem)
     largest, available = _preflight(run_config, budget)
     if args.check:
         return _checked(args.config, folder, largest, available)
@@ -865,7 +865,7 @@ def _several_seeds(args, run_config, budget, baselines, parent: Path) -> int:
     plan = _seed_plan(args, run_config, parent)
     for _, folder, _, resume in plan:
         if resume:
-            pipeline.check_kept_policies(folder, run_config.problem)
+            pipeline.check_kept_files(folder, run_config.problem)
     largest, available = _preflight(run_config, budget)
     if args.check:
         return _checked(args.config, parent, largest, available)

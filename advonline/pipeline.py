@@ -49,6 +49,8 @@ EVALUATION_NAME = "evaluation.json"  # the run's measured ratios beside the base
 #: The hardest kept instances of a run the evaluator's search also starts from.
 KEPT_STARTS = 16
 POLICY_NAMES = {"learned": "policy.json", "learned-deterministic": "policy-readout.json"}
+#: The folder of a run's own figures, which the main job draws.
+FIGURES_NAME = "figures"
 
 
 class RunError(ValueError):
@@ -416,10 +418,19 @@ def export_run(
     return out, measured
 
 
-def check_kept_policies(folder: str | Path, problem) -> None:
-    """Refuse, before any work, a resumed run whose kept policy files do not load (a resume
-    keeps them as they are): InputError names the file. A problem that reads no files back
-    has none to check."""
+def check_kept_files(folder: str | Path, problem) -> None:
+    """Refuse, before any work, a resumed run whose kept files cannot serve it: a policy file
+    that does not load (a resume keeps them as they are; InputError names the file), or a
+    ``figures`` path the run cannot draw into (RunError). A problem that reads no files back
+    has no policy files to check."""
+    figures = Path(folder) / FIGURES_NAME
+    try:
+        folders.check_own(figures, folders.KINDS)
+    except folders.FolderError:
+        raise RunError(
+            f"{figures} is in the way of the run's figures (a file, or a folder advonline did "
+            "not make); move it away to resume"
+        ) from None
     if problem.restore is None:
         return
     for name in POLICY_NAMES.values():
@@ -476,7 +487,7 @@ def finish_run(
     by_name = {m.algorithm: m for m in results}
     exported = []
     if resume:
-        check_kept_policies(run.folder, run.problem)  # kept only once they load
+        check_kept_files(run.folder, run.problem)  # kept only once they load
     for algorithm, name in POLICY_NAMES.items():
         target = run.folder / name
         if algorithm not in by_name:  # a policy this problem does not deliver
@@ -488,7 +499,7 @@ def finish_run(
             exported.append(export_run(run, target, algorithm, budget, by_name[algorithm])[0])
         except ExportError as error:  # a problem without policy files: measured, not written
             say(f"advonline: note: {algorithm} is not exported: {error}")
-    figures = plot_runs([run.folder], run.folder / "figures", budget, say)
+    figures = plot_runs([run.folder], run.folder / FIGURES_NAME, budget, say)
     return FinishedRun(run, document, results, exported, figures)
 
 

@@ -16,6 +16,7 @@ from advonline.problems.one_way_trading.model import Setting
 from advonline.problems.one_way_trading.policy_file import load
 from advonline.train import METRIC_FIELDS, train
 from tests.reports import by_algorithm, certified, exact, figures, metrics_without_timings
+from tests.test_inputs import tree_digest
 
 TINY = """
 [problem]
@@ -214,6 +215,14 @@ def test_every_command_takes_a_run_of_the_interface(tmp_path, capsys):
     assert cli.main(["run", str(config), "--out", str(run), "--resume", *budget]) == 2
     assert "checksum mismatch" in capsys.readouterr().err
     (run / "policy.json").write_bytes(kept)
+    (run / "figures").rename(tmp_path / "drawn")  # and a file where its figures go
+    (run / "figures").write_text("mine")
+    before = tree_digest(run)
+    assert cli.main(["run", str(config), "--out", str(run), "--resume", *budget]) == 2
+    assert "in the way of the run's figures" in capsys.readouterr().err
+    assert tree_digest(run) == before  # refused before any work: nothing written
+    (run / "figures").unlink()
+    (tmp_path / "drawn").rename(run / "figures")
     before = copy.read_bytes()
     assert cli.main(["export", "--checkpoint", str(run), "--out", str(copy)]) == 2
     assert "exists" in capsys.readouterr().err and copy.read_bytes() == before
