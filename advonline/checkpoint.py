@@ -75,8 +75,9 @@ def read_record(folder: str | Path) -> dict:
     missing, has no checksum, fails it (offering the previous checkpoint when that one is
     intact) or is not msgpack."""
     path = checkpoint_path(folder)
-    if not path.is_file():
-        raise CheckpointError(f"no checkpoint at {path}")
+    if not path.is_file():  # the previous one alone is left only by hand (see write_record)
+        kept = previous_path(folder).is_file()
+        raise CheckpointError(f"no checkpoint at {path}{_offer_previous(folder) if kept else ''}")
     try:
         payload = checksums.unframed(path.read_bytes(), f"checkpoint {path}", CheckpointError)
     except CheckpointError as error:
@@ -124,9 +125,10 @@ def _offer_previous(folder: str | Path) -> str:
         checksums.unframed(previous.read_bytes(), str(previous), CheckpointError)
     except (OSError, CheckpointError):
         return "; no intact previous checkpoint is kept"
+    aside = "move the corrupted file aside and " if checkpoint_path(folder).exists() else ""
     return (
-        f"; the previous checkpoint {previous} is intact (one save earlier): move the "
-        f"corrupted file aside and rename that one to {CHECKPOINT_NAME} to go on from it"
+        f"; the previous checkpoint {previous} is intact (one save earlier): {aside}rename "
+        f"that one to {CHECKPOINT_NAME} to go on from it"
     )
 
 

@@ -91,8 +91,9 @@ def check_folder(folder: str | Path, resume: bool) -> None:
 def check_resumable(folder: str | Path, config) -> None:
     """Refuse, before any work, to resume the run in ``folder`` with another config, with a
     ``metrics.csv`` this tool did not write, or without the rows its checkpoint follows (each
-    row is written before its checkpoint, so they are missing only if removed by hand)."""
-    if checkpoint.checkpoint_path(folder).exists():
+    row is written before its checkpoint, so they are missing only if removed by hand), or
+    with only the previous checkpoint left (also only by hand: CheckpointError offers it)."""
+    if checkpoint.checkpoint_path(folder).exists() or checkpoint.previous_path(folder).exists():
         _, stored, _ = checkpoint.load(folder)
         _check_same_run(folder, stored, config)
         if not _kept_rows(Path(folder) / METRICS_NAME):

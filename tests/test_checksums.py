@@ -117,6 +117,21 @@ def test_a_checkpoint_with_a_flipped_byte_is_refused_and_the_previous_offered(
     (damaged / checkpoint.PREVIOUS_NAME).write_bytes(before)  # both damaged: nothing offered
     assert main(["export", "--checkpoint", str(damaged), "--out", str(tmp_path / "p.json")]) == 2
     assert "no intact previous checkpoint" in capsys.readouterr().err
+    (damaged / checkpoint.PREVIOUS_NAME).write_bytes(previous)
+    path.unlink()  # the current one removed by hand (a save never leaves the previous alone)
+    assert main(["export", "--checkpoint", str(damaged), "--out", str(tmp_path / "p.json")]) == 2
+    error = capsys.readouterr().err
+    assert f"no checkpoint at {path}; the previous checkpoint" in error
+    assert "rename that one" in error and "aside" not in error
+    resumed = tmp_path / "resumed"  # and a resume is refused alike, not started afresh
+    resumed.mkdir()
+    for entry in folder.iterdir():
+        if entry.name != checkpoint.CHECKPOINT_NAME:
+            (resumed / entry.name).write_bytes(entry.read_bytes())
+    config = folder.parent / "tiny.toml"
+    assert main(["train", str(config), "--out", str(resumed), "--resume", "--quiet"]) == 2
+    assert "no checkpoint at" in capsys.readouterr().err
+    assert not checkpoint.checkpoint_path(resumed).exists()
 
 
 def test_a_checkpoint_without_a_checksum_is_refused_and_a_policy_file_loads_with_a_note(
