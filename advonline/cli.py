@@ -878,8 +878,7 @@ def _several_seeds(args, run_config, budget, baselines, parent: Path) -> int:
         for seed, folder, config, resume in plan:
             result = _finish(args, config, budget, baselines, folder, resume, measured)
             reports[seed] = result.report
-            if measured is None:  # the baselines do not depend on the seed: measured once
-                measured = {m.algorithm: m for m in result.results if m.algorithm in baselines}
+            measured = measured or result.baseline_measurements  # measured once
             print(f"seed {seed}: {result.report.get('verdict')}; run folder {folder}")
     summary = seeds.summarise(args.config, reports)
     return _summarised(parent, summary, seeds.summary_table(summary), plan)

@@ -454,6 +454,12 @@ class FinishedRun:
     policies: list[Path]
     figures: list[Path]
 
+    @property
+    def baseline_measurements(self) -> dict[str, Measurement]:
+        """The baselines' measurements, for another seed's ``finish_run(measured=...)``."""
+        baselines = self.run.baselines()
+        return {m.algorithm: m for m in self.results if m.algorithm in baselines}
+
 
 def finish_run(
     folder: str | Path,

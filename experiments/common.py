@@ -144,9 +144,7 @@ def run_seeds(
         finished = pipeline.finish_run(
             folder, budget or Budget(), lambda line: None, resume=resume, measured=measured
         )
-        if measured is None:
-            baselines = finished.run.baselines()
-            measured = {m.algorithm: m for m in finished.results if m.algorithm in baselines}
+        measured = measured or finished.baseline_measurements
     return [json.loads((folder / pipeline.EVALUATION_NAME).read_text()) for folder in folders]
 
 
