@@ -44,12 +44,15 @@ def ratios_of_payoffs(payoffs) -> np.ndarray:
 
 
 def format_ratio(ratio: float | None) -> str:
-    """A ratio as the command line's tables print it (``n/a`` where none was measured)."""
+    """A ratio as the command line's tables print it (``n/a`` where none was measured): at
+    most 9 characters, so that the tables' 10-character columns never run together."""
     if ratio is None:
         return "n/a"
     if np.isinf(ratio):
         return "inf"
-    return f"{ratio:.4f}" if ratio < 1e5 else f"{ratio:.3e}"
+    if ratio < 1e4:
+        return f"{ratio:.4f}"
+    return f"{ratio:.3e}" if ratio < 1e100 else f"{ratio:.2e}"
 
 
 def softmin_weights(payoff: jax.Array, valid: jax.Array, temperature: float) -> jax.Array:

@@ -11,6 +11,7 @@ import pytest
 from advonline import cli
 from advonline.cli import main
 from advonline.problems.posted_price.optimum import lp_optimum, milp_optimum
+from advonline.ratio import format_ratio
 
 TINY = [
     "--setting",
@@ -43,6 +44,12 @@ def test_evaluate_prints_a_table_with_its_setting(capsys):
     assert main(["evaluate", *TINY, "--algorithm", "greedy"]) == 0
     out = capsys.readouterr().out
     assert "greedy" in out and "setting: posted-price resources=1" in out and "rounds=40" in out
+
+
+@pytest.mark.parametrize("ratio", [1.0, 9999.99994, 83298.0665, 1.009e5, 3.4e38, 1e300])
+def test_a_ratio_fills_at_most_nine_of_its_ten_columns_and_reads_back(ratio):
+    printed = format_ratio(ratio)
+    assert len(printed) <= 9 and float(printed) == pytest.approx(ratio, rel=5e-3)
 
 
 def _write_trace(path, values, demands):
