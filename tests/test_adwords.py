@@ -429,8 +429,9 @@ def test_wide_encoding_round_trips_advertisers_past_a_word():
 def test_bad_policy_file_and_setting_get_one_clear_error():
     with pytest.raises(policy.policy_file.PolicyFileError, match="not a budgeted allocation"):
         PROBLEM.restore({"format": "something else"})
-    with pytest.raises(model.SettingError, match="advertisers must be 2 .. 64"):
-        PROBLEM.setting(advertisers=65)
+    for advertisers in (65, 1, -1):
+        with pytest.raises(model.SettingError, match="advertisers must be 2 .. 64"):
+            PROBLEM.setting(advertisers=advertisers)
     with pytest.raises(model.SettingError, match="integral allocation needs bid_levels = 1"):
         PROBLEM.setting(max_bid=0.3, allocation="integral")
 

@@ -98,7 +98,7 @@ class Setting:
             problems.append(f"queries must be >= 1, got {self.queries}")
         if not (math.isfinite(self.max_bid) and 0 < self.max_bid <= 1):
             problems.append(f"max_bid must be in (0, 1], got {self.max_bid}")
-        first_word = min(self.advertisers, WORD_BITS)
+        first_word = min(max(self.advertisers, 0), WORD_BITS)  # a bad count is named above
         if self.bid_levels < 1 or (self.bid_levels << first_word) > 2**31 - 1:
             problems.append(
                 f"bid_levels must be >= 1 with L 2^min(n, 16) < 2^31, got {self.bid_levels}"
