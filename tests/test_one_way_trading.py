@@ -17,7 +17,7 @@ from tiers import first_by_default
 from advonline import checkpoint, configs
 from advonline.baselines.one_way_trading import BASELINES, optimal_ratio
 from advonline.problems.one_way_trading import exact
-from advonline.problems.one_way_trading.model import Setting, rise_and_drop
+from advonline.problems.one_way_trading.model import Setting, SettingError, rise_and_drop
 from advonline.train import train
 
 
@@ -100,17 +100,27 @@ def test_the_certificate_names_the_hardest_walk_of_the_family(rounds):
         assert named <= certificate.ratio * (1 + 1e-12)
 
 
+@pytest.mark.parametrize(
+    ("low", "high", "named"),
+    [(1.0, 1e16, "high / low must be at most"), (1e-40, 1e-35, "rates must lie in")],
+)
+def test_rates_too_far_apart_or_beyond_float32_are_refused(low, high, named):
+    with pytest.raises(SettingError, match=named):
+        Setting(low=low, high=high)
+
+
 def test_a_falling_curve_has_no_certificate():
     setting = Setting(low=1.0, high=9.0, rounds=4, levels=4)
     assert exact.curve_ratio(setting, np.asarray([0.2, 0.5, 0.4, 1.0])) is None
 
 
-@pytest.mark.parametrize("theta", [4.0, 20.0])
-def test_the_best_curve_on_the_grid_is_bracketed_by_its_lp(theta):
+@pytest.mark.parametrize(("low", "theta"), [(1.0, 4.0), (1.0, 20.0), (1e-9, 30.0), (1e9, 30.0)])
+def test_the_best_curve_on_the_grid_is_bracketed_by_its_lp(low, theta):
     """The LP's ``1 / s`` is below every curve's ratio over every horizon (each baseline's,
     each random curve's) and within 0.1% of its own curve's; the lower bound on every online
-    algorithm is below both, and r* lies between the bound and the best curve."""
-    setting = Setting(low=1.0, high=theta, rounds=33, levels=9)
+    algorithm is below both, and r* lies between the bound and the best curve. Both LPs give
+    the same figures at every scale of the rates."""
+    setting = Setting(low=low, high=low * theta, rounds=33, levels=9)
     fractions, bound = exact.optimal_curve(setting)
     certified = exact.supremum(setting, fractions)
     assert bound <= certified <= bound * (1 + 1e-3)
@@ -119,6 +129,9 @@ def test_the_best_curve_on_the_grid_is_bracketed_by_its_lp(theta):
         assert exact.supremum(setting, np.asarray(curve)) >= bound * (1 - 1e-9)
     lower = exact.lower_bound(setting).ratio
     assert lower < optimal_ratio(theta) < certified
+    unit = Setting(low=1.0, high=theta, rounds=33, levels=9)
+    assert exact.optimal_curve(unit)[1] == pytest.approx(bound, rel=1e-9)
+    assert exact.lower_bound(unit).ratio == pytest.approx(lower, rel=1e-9)
 
 
 def test_more_rounds_raise_the_lower_bound_towards_r_star():

@@ -323,22 +323,24 @@ def lower_bound(setting: Setting) -> LowerBound:
     """The certified lower bound on every online algorithm's ratio in ``setting``: the LP over
     conversions ``x`` along the walks (maximise ``s = 1 / ratio`` subject to ``s p_k - sum_{j<=k}
     (p_j - m) x_j <= m`` for every stop ``k`` and ``sum x <= 1``), its dual a distribution over
-    stops, scored exactly by :func:`best_response`."""
+    stops, scored exactly by :func:`best_response`. Each stop's row is divided by its rate
+    ``p_k``, so the LP holds rate ratios only: the same for every scale of the rates, and
+    well conditioned however far apart ``m`` and ``M`` are."""
     rates = walk_rates(setting)
     count = len(rates)
     cost = np.zeros(count + 1)
     cost[-1] = -1.0
     upper = np.zeros((count + 1, count + 1))
-    upper[:count, :count] = -np.tril(np.ones((count, count))) * (rates - setting.low)[None, :]
-    upper[:count, -1] = rates
+    upper[:count, :count] = -np.tril((rates - setting.low)[None, :] / rates[:, None])
+    upper[:count, -1] = 1.0
     upper[count, :count] = 1.0
-    rhs = np.concatenate([np.full(count, setting.low), [1.0]])
+    rhs = np.concatenate([setting.low / rates, [1.0]])
     result = linprog(cost, A_ub=upper, b_ub=rhs, bounds=(0, None), method="highs")
     if result.status != 0:
         raise RuntimeError(f"HiGHS could not solve the one-way trading walks: {result.message}")
-    # the dual weight y_k of stop k satisfies sum_k y_k p_k = 1 (the column of s): the
-    # distribution over stops is q_k = y_k p_k
-    duals = np.maximum(-np.asarray(result.ineqlin.marginals)[:count], 0.0) * rates
+    # the dual weight q_k of stop k's row satisfies sum_k q_k = 1 (the column of s): the
+    # distribution over stops
+    duals = np.maximum(-np.asarray(result.ineqlin.marginals)[:count], 0.0)
     stop_probs = duals / duals.sum()
     value = best_response(setting, rates, stop_probs)
     return LowerBound(1.0 / value, value, stop_probs, rates)
@@ -350,7 +352,8 @@ def optimal_curve(setting: Setting) -> tuple[np.ndarray, float]:
     (linear in the fractions) at the grid rates and :data:`LP_SAMPLES` rates per segment,
     the fractions non-decreasing in ``[0, 1]``. Its ``1 / s`` is below every curve's
     certificate (fewer constraints); the curve's own certificate (:func:`curve_ratio`) lies
-    above it by what the samples miss."""
+    above it by what the samples miss. Each sample's row is divided by its rate, so the LP
+    holds rate ratios only (as :func:`lower_bound`'s)."""
     rates, low = np.asarray(setting.rates, dtype=np.float64), setting.low
     levels = len(rates)
     a, b = rates[:-1], rates[1:]
@@ -371,8 +374,9 @@ def optimal_curve(setting: Setting) -> tuple[np.ndarray, float]:
     rising = np.zeros((levels - 1, levels + 1))
     rising[np.arange(levels - 1), np.arange(levels - 1)] = 1.0
     rising[np.arange(levels - 1), np.arange(1, levels)] = -1.0
-    upper = np.vstack([np.hstack([-coefficients, samples[:, None]]), rising])
-    rhs = np.concatenate([np.full(len(samples), low), np.zeros(levels - 1)])
+    ones = np.ones((len(samples), 1))
+    upper = np.vstack([np.hstack([-coefficients / samples[:, None], ones]), rising])
+    rhs = np.concatenate([low / samples, np.zeros(levels - 1)])
     cost = np.zeros(levels + 1)
     cost[-1] = -1.0
     bounds = [(0.0, 1.0)] * levels + [(0.0, None)]

@@ -37,6 +37,15 @@ from advonline import ratio
 from advonline.errors import InputError
 from advonline.problem import setting_from_table
 
+#: The widest range of rates, ``M / m``, a setting may span. Every figure depends on the
+#: ratio alone (the exact LPs are scale-free); up to here the certificates and the measured
+#: worst cases agree, and beyond it the certificate's induction divides by revenues that
+#: round to zero in float64.
+MOST_THETA = 1e15
+#: Where the rates themselves may lie: well inside float32's normal numbers, in which the
+#: simulator holds them to about 7 digits at every scale.
+RATE_RANGE = (1e-30, 1e30)
+
 
 class SettingError(InputError):
     """A setting that does not describe a valid one-way trading problem."""
@@ -55,9 +64,18 @@ class Setting:
         problems = []
         if not (math.isfinite(self.low) and self.low > 0):
             problems.append(f"low rate m must be a positive finite number, got {self.low}")
-        if not (math.isfinite(self.high) and self.high > self.low):
+        elif not (math.isfinite(self.high) and self.high > self.low):
             problems.append(
                 f"high rate M must be finite and above m, got m={self.low}, M={self.high}"
+            )
+        elif self.high / self.low > MOST_THETA:
+            problems.append(
+                f"high / low must be at most {MOST_THETA:g}, got m={self.low}, M={self.high}"
+            )
+        elif not RATE_RANGE[0] <= self.low < self.high <= RATE_RANGE[1]:
+            problems.append(
+                f"rates must lie in [{RATE_RANGE[0]:g}, {RATE_RANGE[1]:g}], got m={self.low}, "
+                f"M={self.high}"
             )
         if self.rounds < 1:
             problems.append(f"rounds must be >= 1, got {self.rounds}")
