@@ -1,5 +1,6 @@
 """The exact certificate against brute force, and the closed form against known optima."""
 
+import dataclasses
 import functools
 import itertools
 import math
@@ -118,6 +119,19 @@ def test_a_warm_start_below_the_ratio_changes_nothing_and_one_above_stays_a_boun
     assert int(below.note.split()[-3]) <= int(exact.note.split()[-3])  # fewer sweeps or as many
     above = certify_dp(setting, policy, start=1.5 * exact.ratio)
     assert above.ratio == pytest.approx(1.5 * exact.ratio)  # certified at once, loose
+
+
+@pytest.mark.parametrize("scale", [1e-15, 1e12])
+def test_the_certificate_is_the_same_at_every_scale_of_prices(scale):
+    """A ratio depends on U / L alone: the induction's stopping and tie tolerances are
+    relative to L, the unit of its values."""
+    setting = TINY[0]
+    scaled = dataclasses.replace(setting, low=setting.low * scale, high=setting.high * scale)
+    for name in ("threshold", "greedy"):
+        unit = certify_dp(setting, make_baseline(name, setting)).ratio
+        assert certify_dp(scaled, make_baseline(name, scaled)).ratio == pytest.approx(
+            unit, rel=1e-9
+        )
 
 
 def test_dp_certificate_reports_infinite_ratio():

@@ -14,7 +14,8 @@ from advonline import problems as registry
 from advonline.baselines.posted_price import BASELINES, make_baseline
 from advonline.evaluation import LOWER_BOUND, SOURCE_NAMES, Budget, report, time_line
 from advonline.evaluation import measure as measure_on
-from advonline.problems.posted_price.families import make_family, write_out
+from advonline.problems.posted_price.evaluate import families_source
+from advonline.problems.posted_price.families import make_family, stopping_densities, write_out
 from advonline.problems.posted_price.model import Setting
 from advonline.problems.posted_price.optimum import lp_optimum
 from advonline.problems.posted_price.problem import PROBLEM as POSTED
@@ -53,6 +54,18 @@ def test_every_baseline_gets_every_source(name, setting):
     assert found.sources["families"].ratio <= exact * (1 + 1e-9)
     assert found.sources["random"].ratio <= exact * (1 + 1e-9)
     assert found.sources["adversary"].ratio <= exact * (1 + 1e-9)
+
+
+def test_the_families_stay_within_the_setting_s_densities():
+    """A geometric grid can fall an ulp below L, and a buyer below L buys at no price a policy
+    may post: the families would then report an infinite ratio for every policy."""
+    setting = Setting(low=0.3, high=3.1, rounds=40, max_demand=0.05)
+    greedy = make_baseline("greedy", setting)
+    with jax.enable_x64(True):
+        stops = np.asarray(stopping_densities(setting, SMALL_BUDGET.family_members, jnp.float64))
+        found = families_source(setting, greedy, SMALL_BUDGET, jax.random.key(0))
+    assert stops[0] == setting.low and stops[-1] == setting.high
+    assert found.ratio == pytest.approx(setting.high / setting.low, rel=1e-9)  # U / L, attained
 
 
 @pytest.mark.end_to_end

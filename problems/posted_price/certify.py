@@ -125,7 +125,7 @@ def certify_and_draw(
             )
             return gap, opt, alg, choices
 
-        ratio, steps, strategy = dinkelbach(sweep, start)
+        ratio, steps, strategy = dinkelbach(sweep, start, setting.low)
         if ratio is None:
             return Certificate(None, None, "Dinkelbach iteration did not converge"), None
         if math.isinf(ratio):
@@ -145,10 +145,12 @@ def certify_and_draw(
         return certificate, _runs(setting, table, strategy, key, count)
 
 
-def dinkelbach(sweep, start: float) -> tuple[float | None, int, object]:
+def dinkelbach(sweep, start: float, scale: float) -> tuple[float | None, int, object]:
     """Dinkelbach's iteration for the root of ``F(r) = max (OPT - r ALG)`` from ``start`` (a
     ratio some instance attains, else 1): ``sweep(r) -> (F(r), OPT, ALG, choices)`` is one
-    backward induction at ``r``, ``OPT`` and ``ALG`` those of its maximiser. Returns the root
+    backward induction at ``r``, ``OPT`` and ``ALG`` those of its maximiser; ``F(r)`` counts
+    as 0 within a relative ``_TOLERANCE`` of ``OPT``, or of ``scale`` (the setting's lowest
+    density ``L``, the unit of its values) where ``OPT`` is smaller. Returns the root
     (the certificate; inf where an instance leaves ALG with nothing, None where the iteration
     did not converge within its limit), the sweeps taken and the choices of the last sweep
     that raised the ratio (None if none did)."""
@@ -158,7 +160,7 @@ def dinkelbach(sweep, start: float) -> tuple[float | None, int, object]:
         gap, opt, alg = float(gap), float(opt), float(alg)
         if opt > 0 and alg <= 0:
             return math.inf, sweeps, None
-        if gap <= _TOLERANCE * max(opt, 1.0):
+        if gap <= _TOLERANCE * max(opt, scale):
             return ratio, sweeps, choices
         ratio, choices = opt / alg, found
     return None, _MAX_DINKELBACH_STEPS, choices
@@ -205,16 +207,17 @@ def _choices(setting: Setting, atoms: int) -> tuple[np.ndarray, np.ndarray, np.n
     return np.array(levels), np.array(amounts), np.array(candidates)
 
 
-def _first_near(affine: jax.Array, top: jax.Array) -> jax.Array:
+def _first_near(affine: jax.Array, top: jax.Array, scale: float) -> jax.Array:
     """``[G+1, G+1]`` the first candidate (axis 1 of ``affine`` ``[G+1, C, G+1]``) whose
-    value is within a relative ``_TIE`` of the maximum ``top``: a maximiser up to rounding.
+    value is within a relative ``_TIE`` of the maximum ``top`` (of ``scale``, the setting's
+    ``L``, where ``top`` is smaller): a maximiser up to rounding, at every scale of prices.
 
     Two max-reductions instead of one arg-max (a variadic reduction, about eight times slower
     on a CPU). The value the induction carries is ``top`` itself, exact; the choice only
     decides which near-maximiser's OPT and ALG are carried, each a real strategy's.
     """
     last = affine.shape[1] - 1
-    near = affine >= top[:, None, :] - _TIE * (1 + jnp.abs(top[:, None, :]))
+    near = affine >= top[:, None, :] - _TIE * (scale + jnp.abs(top[:, None, :]))
     reversed_index = jnp.arange(last, -1, -1)[None, :, None]
     return jnp.clip(last - jnp.max(jnp.where(near, reversed_index, -1), axis=1), 0, last)
 
@@ -298,7 +301,7 @@ def _induction(setting, prices, probs, ratio, keep_choices: bool, paired: bool =
             spread = moved[0] - stayed[0]
             affine = own[:, :, None] + chance_of[:, :, None] * spread[:, None, :]  # [G+1, C, G+1]
             top = jnp.max(affine, axis=1)  # [G+1 (u_A), G+1 (u_O)]
-            best = _first_near(affine, top)
+            best = _first_near(affine, top, setting.low)
             chance = jnp.take_along_axis(chance_of, best, 1)
             gains = tuple(jnp.take_along_axis(gain, best, 1) for gain in (opt_gain, alg_gain))
             fits = (units + amount <= grid)[None, :]  # OPT's units within capacity
@@ -380,7 +383,7 @@ def worst_strategy(
         gap, opt, alg = float(gap), float(opt), float(alg)
         if opt > 0 and alg <= 0:
             return math.inf, None, None
-        if gap <= _TOLERANCE * max(opt, 1.0):  # the value is at most ratio
+        if gap <= _TOLERANCE * max(opt, setting.low):  # the value is at most ratio
             bound = ratio
             if strategy is not None or ratio <= 1.0:
                 return ratio, bound, strategy

@@ -100,8 +100,10 @@ FAMILY_NAMES = ("ramp", "staircase", "flood")
 
 
 def stopping_densities(setting: Setting, levels: int, dtype) -> jax.Array:
-    """``levels`` densities geometric in [L, U], both ends included."""
-    return jnp.geomspace(setting.low, setting.high, levels, dtype=dtype)
+    """``levels`` densities geometric in [L, U], both ends included and exact (a geometric
+    grid's first point can fall an ulp below L, where no price of at least L sells)."""
+    densities = jnp.geomspace(setting.low, setting.high, levels, dtype=dtype)
+    return densities.at[0].set(setting.low).at[-1].set(setting.high)
 
 
 def family_demand_pairs(setting: Setting, dtype) -> tuple[jax.Array, jax.Array]:
