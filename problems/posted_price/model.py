@@ -31,6 +31,14 @@ from flax import struct
 from advonline.errors import InputError
 from advonline.problem import setting_from_table
 
+#: The widest range of densities, ``U / L``, a user's setting may span. The certificate's
+#: induction carries values from ``L`` to ``U`` in float64; measured worst cases stay at or
+#: below it up to ``U / L = 1e14``, and at ``1e15`` they do not.
+MOST_THETA = 1e12
+#: Where the densities themselves may lie: inside float32's normal numbers, which training
+#: computes in.
+DENSITY_RANGE = (1e-30, 1e30)
+
 
 class SettingError(InputError):
     """A setting that does not describe a valid posted-price problem. Its problems are
@@ -56,6 +64,20 @@ FIELD_NAMES = {
         "resources", "low", "high", "rounds", "max_demand", "demand_levels", "capacities"
     )
 }  # fmt: skip
+
+
+def within_range(setting: Setting) -> Setting:
+    """``setting`` if its densities lie where the figures hold (:data:`MOST_THETA`,
+    :data:`DENSITY_RANGE`), else SettingError: checked where a user's setting is read, not in
+    the settings built from it (a bundle's widened range ``[L, K U]``)."""
+    least, most = DENSITY_RANGE
+    if setting.theta > MOST_THETA:
+        problem = f"{{high}} / {{low}} must be at most {MOST_THETA:g}"
+    elif not least <= setting.low < setting.high <= most:
+        problem = f"{{low}} and {{high}} must lie in [{least:g}, {most:g}]"
+    else:
+        return setting
+    raise SettingError([f"{problem}, got L={setting.low}, U={setting.high}"])
 
 
 @dataclasses.dataclass(frozen=True)
@@ -111,7 +133,7 @@ class Setting:
             whole = isinstance(resources, int) and not isinstance(resources, bool)
             if whole and 0 < resources <= 64:
                 section = {**section, "capacities": [1.0] * resources}
-        return setting_from_table(Setting, section, SettingError)
+        return within_range(setting_from_table(Setting, section, SettingError))
 
     @property
     def theta(self) -> float:

@@ -27,6 +27,7 @@ from advonline.problems.posted_price.model import (
     PriceDistribution,
     Setting,
     SettingError,
+    within_range,
 )
 from advonline.problems.posted_price.networks import AlgorithmNetwork
 from advonline.problems.posted_price.policy_file import (
@@ -81,7 +82,8 @@ def from_file(policy: PricingPolicy) -> tuple[Setting, Policy]:
             f"problem, {', '.join(sorted(known))}"
         )
     try:
-        setting = Setting(**{**fields, "capacities": tuple(fields.get("capacities", (1.0,)))})
+        fields["capacities"] = tuple(fields.get("capacities", (1.0,)))
+        setting = within_range(Setting(**fields))
     except (TypeError, SettingError) as error:
         raise PolicyFileError(f"policy file setting is not valid: {error}") from None
     if isinstance(policy, MixturePolicy):
