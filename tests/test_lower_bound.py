@@ -18,13 +18,17 @@ from advonline.problems.posted_price.model import Setting, SettingError
 from advonline.problems.posted_price.optimum import greedy_fill_optimum, knapsack_optimum
 
 
+@pytest.mark.parametrize("capacity", [1.0, 0.5, 3.0])
 @pytest.mark.parametrize("divisible", [True, False])
-def test_two_buyers_match_the_hand_solution(divisible):
+def test_two_buyers_match_the_hand_solution(divisible, capacity):
     """A whole capacity at L, then (maybe) a whole capacity at U. Taking a share x of the
     first earns x L against OPT L if the sequence stops, x L + (1 - x) U against U if not;
     the best x equalises the two: x = 1 / (2 - L/U), ratio 2 - L/U (1.75 for U/L = 4), and
-    the adversary's stopping distribution weighs both prefixes."""
-    setting = Setting(low=1.0, high=4.0, rounds=2, max_demand=1.0, divisible=divisible)
+    the adversary's stopping distribution weighs both prefixes. Demands are fractions of the
+    capacity, so the game is the same whatever the capacity."""
+    setting = Setting(
+        low=1.0, high=4.0, rounds=2, max_demand=1.0, divisible=divisible, capacities=(capacity,)
+    )
     bound = stopping_lower_bound(setting, np.array([1, 1]), np.array([1.0, 4.0]))
     assert bound.ratio == pytest.approx(1.75, rel=1e-9)
     assert bound.lp_ratio == pytest.approx(1.75, rel=1e-9)

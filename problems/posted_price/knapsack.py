@@ -12,10 +12,12 @@ from advonline.problems.posted_price.model import Setting, SettingError
 
 
 def capacity_units(setting: Setting) -> int:
-    """The one resource's capacity in grid units (SettingError for several resources)."""
+    """The one resource's capacity in grid units, ``G`` (a grid unit is ``capacity / G``,
+    as every demand is a fraction of its resource's capacity; SettingError for several
+    resources)."""
     if setting.resources != 1:
         raise SettingError("the lower bounds are for one resource")
-    return round(setting.capacities[0] * setting.grid_size)
+    return setting.grid_size
 
 
 def add_item(best: np.ndarray, value: float, weight: int) -> None:
