@@ -121,12 +121,14 @@ def test_a_warm_start_below_the_ratio_changes_nothing_and_one_above_stays_a_boun
     assert above.ratio == pytest.approx(1.5 * exact.ratio)  # certified at once, loose
 
 
-@pytest.mark.parametrize("scale", [1e-15, 1e12])
-def test_the_certificate_is_the_same_at_every_scale_of_prices(scale):
+@pytest.mark.parametrize(("scale", "capacity"), [(1e-15, 1.0), (1e12, 1.0), (1.0, 1e-25)])
+def test_the_certificate_is_the_same_at_every_scale_of_prices(scale, capacity):
     """A ratio depends on U / L alone: the induction's stopping and tie tolerances are
-    relative to L, the unit of its values."""
+    relative to L times the capacity, the unit of its values."""
     setting = TINY[0]
-    scaled = dataclasses.replace(setting, low=setting.low * scale, high=setting.high * scale)
+    scaled = dataclasses.replace(
+        setting, low=setting.low * scale, high=setting.high * scale, capacities=(capacity,)
+    )
     for name in ("threshold", "greedy"):
         unit = certify_dp(setting, make_baseline(name, setting)).ratio
         assert certify_dp(scaled, make_baseline(name, scaled)).ratio == pytest.approx(

@@ -88,6 +88,7 @@ BAD = [
     (["evaluate", "--setting", "low=2", "--setting", "high=2"], "must exceed L"),
     (["evaluate", "--setting", "high=1e13"], "high / low must be at most 1e+12"),
     (["evaluate", "--setting", "low=1e31", "--setting", "high=1e32"], "must lie in [1e-30, 1e+30]"),
+    (["evaluate", "--setting", "capacities=[1e-31]"], "a buyer's value (a density times a"),
     (["evaluate", "--algorithm", "oracle"], "unknown algorithm"),
     (["evaluate", "--problem", "tsp"], "unknown problem"),
     (["evaluate", "--setting", "rounds=many"], "rounds: expected a whole number, got 'many'"),

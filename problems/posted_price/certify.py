@@ -125,7 +125,7 @@ def certify_and_draw(
             )
             return gap, opt, alg, choices
 
-        ratio, steps, strategy = dinkelbach(sweep, start, setting.low)
+        ratio, steps, strategy = dinkelbach(sweep, start, setting.value_unit)
         if ratio is None:
             return Certificate(None, None, "Dinkelbach iteration did not converge"), None
         if math.isinf(ratio):
@@ -149,8 +149,8 @@ def dinkelbach(sweep, start: float, scale: float) -> tuple[float | None, int, ob
     """Dinkelbach's iteration for the root of ``F(r) = max (OPT - r ALG)`` from ``start`` (a
     ratio some instance attains, else 1): ``sweep(r) -> (F(r), OPT, ALG, choices)`` is one
     backward induction at ``r``, ``OPT`` and ``ALG`` those of its maximiser; ``F(r)`` counts
-    as 0 within a relative ``_TOLERANCE`` of ``OPT``, or of ``scale`` (the setting's lowest
-    density ``L``, the unit of its values) where ``OPT`` is smaller. Returns the root
+    as 0 within a relative ``_TOLERANCE`` of ``OPT``, or of ``scale`` (the setting's
+    :attr:`~posted_price.model.Setting.value_unit`) where ``OPT`` is smaller. Returns the root
     (the certificate; inf where an instance leaves ALG with nothing, None where the iteration
     did not converge within its limit), the sweeps taken and the choices of the last sweep
     that raised the ratio (None if none did)."""
@@ -210,7 +210,7 @@ def _choices(setting: Setting, atoms: int) -> tuple[np.ndarray, np.ndarray, np.n
 def _first_near(affine: jax.Array, top: jax.Array, scale: float) -> jax.Array:
     """``[G+1, G+1]`` the first candidate (axis 1 of ``affine`` ``[G+1, C, G+1]``) whose
     value is within a relative ``_TIE`` of the maximum ``top`` (of ``scale``, the setting's
-    ``L``, where ``top`` is smaller): a maximiser up to rounding, at every scale of prices.
+    value unit, where ``top`` is smaller): a maximiser up to rounding, at every scale.
 
     Two max-reductions instead of one arg-max (a variadic reduction, about eight times slower
     on a CPU). The value the induction carries is ``top`` itself, exact; the choice only
@@ -301,7 +301,7 @@ def _induction(setting, prices, probs, ratio, keep_choices: bool, paired: bool =
             spread = moved[0] - stayed[0]
             affine = own[:, :, None] + chance_of[:, :, None] * spread[:, None, :]  # [G+1, C, G+1]
             top = jnp.max(affine, axis=1)  # [G+1 (u_A), G+1 (u_O)]
-            best = _first_near(affine, top, setting.low)
+            best = _first_near(affine, top, setting.value_unit)
             chance = jnp.take_along_axis(chance_of, best, 1)
             gains = tuple(jnp.take_along_axis(gain, best, 1) for gain in (opt_gain, alg_gain))
             fits = (units + amount <= grid)[None, :]  # OPT's units within capacity
@@ -383,7 +383,7 @@ def worst_strategy(
         gap, opt, alg = float(gap), float(opt), float(alg)
         if opt > 0 and alg <= 0:
             return math.inf, None, None
-        if gap <= _TOLERANCE * max(opt, setting.low):  # the value is at most ratio
+        if gap <= _TOLERANCE * max(opt, setting.value_unit):  # the value is at most ratio
             bound = ratio
             if strategy is not None or ratio <= 1.0:
                 return ratio, bound, strategy

@@ -146,7 +146,7 @@ def certify_table(
             )
             return (*values, None)
 
-        ratio, steps, _ = dinkelbach(sweep, start, setting.low)
+        ratio, steps, _ = dinkelbach(sweep, start, setting.value_unit)
         if ratio is None:
             return Certificate(None, None, "Dinkelbach iteration did not converge")
         if math.isinf(ratio):
@@ -277,7 +277,7 @@ def _grid_induction(setting: Setting, widths, prices, ratio, record: bool = Fals
                 spread = moved[0] - stayed[0]  # [S, S]
                 affine = own[:, :, None] + sale[:, :, None] * spread[:, None, :]  # [S, C, S]
                 top = jnp.max(affine, axis=1)
-                best = _first_near(affine, top, setting.low)
+                best = _first_near(affine, top, setting.value_unit)
                 chance = jnp.take_along_axis(sale, best, 1)
                 if record:  # the buyer each (ALG, OPT) state gets from this block
                     supremum = (slope >= 0) & (highest < setting.high)  # not attained

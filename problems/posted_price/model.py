@@ -35,8 +35,8 @@ from advonline.problem import setting_from_table
 #: induction carries values from ``L`` to ``U`` in float64; measured worst cases stay at or
 #: below it up to ``U / L = 1e14``, and at ``1e15`` they do not.
 MOST_THETA = 1e12
-#: Where the densities themselves may lie: inside float32's normal numbers, which training
-#: computes in.
+#: Where the densities, and a buyer's value (a density times a capacity), may lie: inside
+#: float32's normal numbers, which training computes in.
 DENSITY_RANGE = (1e-30, 1e30)
 
 
@@ -71,13 +71,19 @@ def within_range(setting: Setting) -> Setting:
     :data:`DENSITY_RANGE`), else SettingError: checked where a user's setting is read, not in
     the settings built from it (a bundle's widened range ``[L, K U]``)."""
     least, most = DENSITY_RANGE
+    got = f"got L={setting.low}, U={setting.high}"
     if setting.theta > MOST_THETA:
-        problem = f"{{high}} / {{low}} must be at most {MOST_THETA:g}"
+        problem = f"{{high}} / {{low}} must be at most {MOST_THETA:g}, {got}"
     elif not least <= setting.low < setting.high <= most:
-        problem = f"{{low}} and {{high}} must lie in [{least:g}, {most:g}]"
+        problem = f"{{low}} and {{high}} must lie in [{least:g}, {most:g}], {got}"
+    elif not least <= setting.value_unit <= setting.high * max(setting.capacities) <= most:
+        problem = (
+            f"a buyer's value (a density times a capacity) must lie in [{least:g}, {most:g}], "
+            f"{got}, {{capacities}}={list(setting.capacities)}"
+        )
     else:
         return setting
-    raise SettingError([f"{problem}, got L={setting.low}, U={setting.high}"])
+    raise SettingError([problem])
 
 
 @dataclasses.dataclass(frozen=True)
@@ -139,6 +145,12 @@ class Setting:
     def theta(self) -> float:
         """U / L."""
         return self.high / self.low
+
+    @property
+    def value_unit(self) -> float:
+        """L times the smallest capacity: the scale of buyers' values, to which the exact
+        programmes' tolerances are relative (so a ratio is the same at every scale)."""
+        return self.low * min(self.capacities)
 
     @property
     def grid_size(self) -> int:
