@@ -18,11 +18,13 @@ budget (advonline/evaluation.py, "Measured once"); its first chain starts at the
 certificate's worst input.
 
 Every ratio is the problem's exact ``OPT / E[ALG]`` from its one simulator, in float64 (the
-caller enables it). Where the problem's ``offline_optimum`` is only a lower bound on OPT for
-the setting (``Problem.exact_optimum``), each source's :data:`RESCORED` hardest inputs are
-scored again against OPT solved exactly on the host, and the worst is taken from those. The
-policy is an argument of the compiled programmes, so every policy of one structure shares
-them.
+caller enables it) where the policy's own arrays are: a policy of float32 parameters (a
+trained network, a baseline built in float32) is simulated in float32, so its ratios carry
+float32 rounding, about 1e-7 relative. Where the problem's ``offline_optimum`` is only a
+lower bound on OPT for the setting (``Problem.exact_optimum``), each source's :data:`RESCORED`
+hardest inputs are scored again against OPT solved exactly on the host, and the worst is
+taken from those. The policy is an argument of the compiled programmes, so every policy of
+one structure shares them.
 """
 
 from __future__ import annotations

@@ -1,10 +1,15 @@
 """experiments/check_results.py: a re-run table is matched to docs/results.md row by row, and
-a figure that moved is reported while a time column is not."""
+a figure that moved is reported while a time column is not; experiments/consistency.py: its
+inequalities hold on a setting and fail where a bound is wrong."""
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 from pathlib import Path
+
+from advonline import problems as registry
+from advonline.problem import LowerBound
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -53,3 +58,17 @@ def test_every_checked_experiment_prints_a_table_of_the_results_document(monkeyp
     for name in check.EXPERIMENTS:
         header = _load(name, monkeypatch).HEADER.splitlines()[0].strip()
         assert header in stored, name
+
+
+def test_the_consistency_check_passes_a_setting_and_catches_a_bound_above_a_certificate():
+    """experiments/consistency.py: the inequalities hold on a ski rental setting, and a lower
+    bound set above a baseline's exact ratio is reported (the check can fail)."""
+    consistency = _load("consistency")
+    problem = registry.get("ski-rental")
+    setting = problem.setting(buy=5, rounds=8)
+    lower, certificates, failed = consistency.check(problem, setting)
+    assert failed == [] and lower <= min(certificates.values())
+    raised = dataclasses.replace(problem, lower_bound=lambda s: LowerBound(9.0, 1 / 9, None, None))
+    assert consistency.check(raised, setting)[2] == [
+        f"lower bound 9 > certificate {min(certificates.values()):.6g}"
+    ]
