@@ -119,7 +119,8 @@ def load(folder: str | Path) -> tuple[Any, Any, float]:
 
 
 def _offer_previous(folder: str | Path) -> str:
-    """The clause offering the previous checkpoint when it is intact (empty otherwise)."""
+    """The clause offering the previous checkpoint when it is intact, else the clause saying
+    no intact one is kept."""
     previous = previous_path(folder)
     try:
         checksums.unframed(previous.read_bytes(), str(previous), CheckpointError)
