@@ -56,6 +56,16 @@ def test_every_baseline_gets_every_source(name, setting):
     assert found.sources["adversary"].ratio <= exact * (1 + 1e-9)
 
 
+def test_several_resources_with_indivisible_buyers_are_measured_without_the_oracle():
+    """The oracle scores inputs by an optimum inside jit, which for indivisible buyers of
+    several resources is a MILP: its source says so, and the others still measure."""
+    setting = Setting(resources=2, capacities=(1.0, 1.0), rounds=3, max_demand=0.5, divisible=False)
+    found = measure(setting, "threshold", make_baseline("threshold", setting), SMALL_BUDGET)
+    assert found.sources["adversary"].ratio is None
+    assert "indivisible" in found.sources["adversary"].note
+    assert 1.0 < found.sources["families"].ratio <= found.competitive_ratio < math.inf
+
+
 def test_the_families_stay_within_the_setting_s_densities():
     """A geometric grid can fall an ulp below L, and a buyer below L buys at no price a policy
     may post: the families would then report an infinite ratio for every policy."""

@@ -205,6 +205,12 @@ def adversary_source(
     is deterministic) the search's first chain starts at the instance the DP's worst strategy writes
     (:func:`~posted_price.certify.worst_runs`): the search is then a cross-check of the
     certificate (advonline/evaluation.py, "Measured once")."""
+    if setting.resources > 1 and not setting.divisible:
+        return SourceRatio(
+            None,
+            "no oracle for several resources with indivisible buyers: it scores inputs by "
+            "an optimum inside jit, for them a MILP (HiGHS, host only)",
+        )
     config = AdversaryConfig(
         batch=budget.adversary_batch,
         conditioning=ADVERSARY_CONDITIONING,
