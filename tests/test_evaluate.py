@@ -78,6 +78,22 @@ def test_the_families_stay_within_the_setting_s_densities():
     assert found.ratio == pytest.approx(setting.high / setting.low, rel=1e-9)  # U / L, attained
 
 
+@pytest.mark.parametrize("name", ["threshold", "greedy"])
+def test_two_resources_families_are_the_same_at_every_scale_of_densities(name):
+    """Capacities 3e-3 and 1.3e2: values span 1e7, which HiGHS solves only with each row in
+    units of its capacity, and a bundle priced at its density must buy though the two sides
+    of ``b >= p . d`` round differently away from L = 1."""
+    found = []
+    for low in (1.0, 4e3):
+        shape = {"rounds": 10, "max_demand": 0.25, "capacities": (3e-3, 1.3e2)}
+        setting = Setting(resources=2, low=low, high=100 * low, **shape)
+        with jax.enable_x64(True):
+            policy = make_baseline(name, setting)
+            source = families_source(setting, policy, SMALL_BUDGET, jax.random.key(0))
+        found.append(source.ratio)
+    assert math.isfinite(found[0]) and found[1] == pytest.approx(found[0], rel=1e-9)
+
+
 @pytest.mark.end_to_end
 @pytest.mark.parametrize("high", [5.0, 10.0, 100.0])
 def test_threshold_small_demand_within_one_percent_of_optimum(high):

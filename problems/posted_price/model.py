@@ -284,11 +284,21 @@ def capacity_tolerance(dtype) -> float:
     return math.sqrt(float(jnp.finfo(dtype).eps))
 
 
+def within_rounding(resources: int, dtype) -> float:
+    """The factor a bundle price is multiplied by before ``b_t >= p_t . d_t`` (ties buy). For
+    K >= 2 the price is a sum of K products and a value is a density times a summed demand,
+    so a buyer whose density equals every unit price can fall short of the price by rounding
+    (at most ``K`` units of rounding, as every term is positive): ``2 (K - 1)`` units below
+    the price count as a tie. For K = 1 both sides are one product and the factor is 1."""
+    return 1.0 - 2 * (resources - 1) * float(jnp.finfo(dtype).eps)
+
+
 def purchase(setting: Setting, used: jax.Array, unit_prices: jax.Array, buyer: Buyer) -> Sale:
     """The buyer's decision against posted ``unit_prices`` ``[K]`` with ``used`` ``[K]`` sold."""
     capacities = jnp.asarray(setting.capacities, dtype=used.dtype)
     bundle_price = jnp.dot(unit_prices, buyer.demand)
-    wants = (buyer.value >= bundle_price) & (buyer.demand.sum() > 0)
+    asked = bundle_price * within_rounding(setting.resources, bundle_price.dtype)
+    wants = (buyer.value >= asked) & (buyer.demand.sum() > 0)
     remaining = capacities - used
     if setting.divisible:
         asks = buyer.demand > 0

@@ -96,21 +96,24 @@ def batch_optimum(
     values: np.ndarray, demands: np.ndarray, capacities: np.ndarray, divisible: bool
 ) -> np.ndarray:
     """OPT of a batch ``[B]`` (values ``[B, T]``, demands ``[B, T, K]``) as one block-diagonal
-    HiGHS LP (``divisible``) or MILP (gap 0); float64, NumPy, outside ``jit``."""
+    HiGHS LP (``divisible``) or MILP (gap 0); float64, NumPy, outside ``jit``. Each
+    capacity's row is written in units of that capacity and each instance's values in units
+    of its largest: the solution is the same, and HiGHS solves settings at any scale (its
+    own scaling stops short of capacities 1e5 apart with values spanning 1e7)."""
     values = np.asarray(values, float)
-    demands = np.asarray(demands, float)
+    shares = np.asarray(demands, float) / np.asarray(capacities, float)
     count, rounds = values.shape
     if count == 0 or rounds == 0:
         return np.zeros(count)
-    constraints = scipy.sparse.block_diag([d.T for d in demands], format="csr")
-    limits = np.tile(np.asarray(capacities, float), count)
+    largest = np.max(np.abs(values), axis=1, keepdims=True)
+    objective = -(values / np.where(largest > 0, largest, 1.0)).ravel()
+    constraints = scipy.sparse.block_diag([share.T for share in shares], format="csr")
+    limits = np.ones(constraints.shape[0])
     if divisible:
-        result = linprog(
-            -values.ravel(), A_ub=constraints, b_ub=limits, bounds=(0, 1), method="highs"
-        )
+        result = linprog(objective, A_ub=constraints, b_ub=limits, bounds=(0, 1), method="highs")
     else:
         result = milp(
-            -values.ravel(),
+            objective,
             constraints=LinearConstraint(constraints, -np.inf, limits),
             integrality=np.ones(values.size),
             bounds=Bounds(0, 1),
@@ -123,33 +126,19 @@ def batch_optimum(
 
 def lp_optimum(values: np.ndarray, demands: np.ndarray, capacities: np.ndarray) -> float:
     """Divisible OPT by HiGHS LP: values ``[T]``, demands ``[T, K]``, capacities ``[K]``."""
-    values, demands = np.asarray(values, float), np.asarray(demands, float).reshape(len(values), -1)
-    if len(values) == 0:
-        return 0.0
-    result = linprog(
-        -values, A_ub=demands.T, b_ub=np.asarray(capacities, float), bounds=(0, 1), method="highs"
-    )
-    if result.status != 0:
-        raise RuntimeError(f"LP solve failed: {result.message}")
-    return float(-result.fun)
+    return _one_optimum(values, demands, capacities, True)
 
 
 def milp_optimum(values: np.ndarray, demands: np.ndarray, capacities: np.ndarray) -> float:
     """Indivisible OPT by HiGHS MILP (gap 0): values ``[T]``, demands ``[T, K]``, capacities
     ``[K]``."""
-    values, demands = np.asarray(values, float), np.asarray(demands, float).reshape(len(values), -1)
-    if len(values) == 0:
-        return 0.0
-    result = milp(
-        -values,
-        constraints=LinearConstraint(demands.T, -np.inf, np.asarray(capacities, float)),
-        integrality=np.ones(len(values)),
-        bounds=Bounds(0, 1),
-        options={"mip_rel_gap": 0.0},
-    )
-    if result.status != 0:
-        raise RuntimeError(f"MILP solve failed: {result.message}")
-    return float(-result.fun)
+    return _one_optimum(values, demands, capacities, False)
+
+
+def _one_optimum(values, demands, capacities, divisible: bool) -> float:
+    values = np.asarray(values, float)
+    demands = np.asarray(demands, float).reshape(len(values), -1)
+    return float(batch_optimum(values[None], demands[None], capacities, divisible)[0])
 
 
 #: Smoothing temperatures of :func:`dual_lp_optimum`, relative to the largest value.

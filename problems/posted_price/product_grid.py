@@ -44,6 +44,7 @@ from advonline.problems.posted_price.model import (
     observe,
     purchase,
     widened_probs,
+    within_rounding,
 )
 
 
@@ -118,6 +119,7 @@ def acceptance(intervals: QuantileIntervals, buyer: Buyer) -> jax.Array:
     """The chance ``[...]`` that ``buyer`` accepts the prices the shared quantile draws
     (the rule of :func:`~posted_price.model.purchase`: ``value >= prices . demand``)."""
     bundle = intervals.prices @ buyer.demand.astype(intervals.prices.dtype)  # [..., I]
+    bundle = bundle * within_rounding(buyer.demand.shape[-1], bundle.dtype)
     accepted = (buyer.value >= bundle) & (buyer.demand.sum() > 0)
     return jnp.sum(jnp.where(accepted, intervals.widths, 0), -1)
 

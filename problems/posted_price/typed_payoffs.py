@@ -28,6 +28,7 @@ from advonline.problems.posted_price.model import (
     Setting,
     continuation,
     price_table,
+    within_rounding,
 )
 from advonline.problems.posted_price.product_grid import (
     grid_price_table,
@@ -86,7 +87,7 @@ def type_sale_table(vocabulary: BuyerTypes, table: PriceDistribution, dtype) -> 
 
     def one_demand(level_values_demand):  # [T, S, D]: the types of one demand vector
         level_values, demand = level_values_demand
-        asks = prices @ demand  # [T, S, I]
+        asks = (prices @ demand) * within_rounding(demand.shape[-1], dtype)  # [T, S, I]
         first = jnp.searchsorted(level_values, asks, side="left", method="scan_unrolled")
         binned = jnp.zeros((*widths.shape[:2], members.shape[1] + 1), dtype)
         binned = binned.at[rounds[:, None, None], states[None, :, None], first].add(widths)
