@@ -1,5 +1,6 @@
 """The certificate on the product grid (K >= 2) against brute force, HiGHS and the K = 1 DP."""
 
+import dataclasses
 import itertools
 import json
 
@@ -280,6 +281,20 @@ def test_a_guess_above_the_root_is_run_again_from_one():
         assert certify_table(setting, table, start=2 * root).ratio == 2 * root
         assert certify_table_from(setting, table, 2 * root).ratio == root
         assert certify_table_from(setting, table, 0.9 * root).ratio == pytest.approx(root, rel=1e-9)
+
+
+@pytest.mark.parametrize("setting", TINY, ids=IDS)
+@pytest.mark.parametrize(("scale", "capacities"), [(3.69, (1.0, 1.0)), (1e5, (0.05, 0.0137))])
+def test_the_grid_certificate_is_the_same_at_every_scale(setting, scale, capacities):
+    """A ratio has no units: densities times ``scale`` and capacities times any one factor
+    leave every certificate as it is (a price per unit of a bundle rounds above L where its
+    unit prices are L: that must not open a class of buyers who buy nothing)."""
+    shape = {"capacities": capacities, "low": setting.low * scale, "high": setting.high * scale}
+    unit = dataclasses.replace(setting, capacities=(1.0, capacities[1] / capacities[0]))
+    scaled = dataclasses.replace(setting, **shape)
+    for name in ("threshold", "greedy", "exponential"):
+        found = certify_grid(scaled, make_baseline(name, scaled)).ratio
+        assert found == pytest.approx(certify_grid(unit, make_baseline(name, unit)).ratio, rel=1e-9)
 
 
 def test_a_grid_too_large_is_skipped_and_says_why():

@@ -62,7 +62,7 @@ from advonline.problems.posted_price.certify import (
 from advonline.problems.posted_price.certify import (
     DEFAULT_WORK_LIMIT as K1_WORK_LIMIT,
 )
-from advonline.problems.posted_price.model import Setting
+from advonline.problems.posted_price.model import Setting, within_rounding
 from advonline.problems.posted_price.product_grid import (
     grid_price_table,
     grid_transitions,
@@ -259,7 +259,8 @@ def _grid_induction(setting: Setting, widths, prices, ratio, record: bool = Fals
             per_demand = {}
             for index, (j, m, g) in enumerate(blocks):
                 if j not in per_demand:
-                    bundle = prices_t @ demands[j] / size[j]  # [S, I]
+                    bundle = prices_t @ demands[j] / size[j]  # [S, I], ties as purchase's:
+                    bundle = bundle * within_rounding(setting.resources, dtype)
                     per_demand[j] = _sale_classes(setting, widths_t, bundle)
                 lowest, highest, sale, allowed = per_demand[j]
                 # OPT's share less r times ALG's sale, per unit of density: the class's best

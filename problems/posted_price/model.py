@@ -288,9 +288,10 @@ def within_rounding(resources: int, dtype) -> float:
     """The factor a bundle price is multiplied by before ``b_t >= p_t . d_t`` (ties buy). For
     K >= 2 the price is a sum of K products and a value is a density times a summed demand,
     so a buyer whose density equals every unit price can fall short of the price by rounding
-    (at most ``K`` units of rounding, as every term is positive): ``2 (K - 1)`` units below
-    the price count as a tie. For K = 1 both sides are one product and the factor is 1."""
-    return 1.0 - 2 * (resources - 1) * float(jnp.finfo(dtype).eps)
+    (by at most ``K`` machine epsilons, every term being positive; a price per unit of demand,
+    ``p . d / |d|``, by ``K + 1/2``): ``4 (K - 1)`` epsilons below the price count as a tie. For
+    K = 1 both sides are one product and the factor is 1."""
+    return 1.0 - 4 * (resources - 1) * float(jnp.finfo(dtype).eps)
 
 
 def purchase(setting: Setting, used: jax.Array, unit_prices: jax.Array, buyer: Buyer) -> Sale:
