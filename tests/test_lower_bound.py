@@ -1,6 +1,8 @@
 """The stopping-family lower bound: a hand-solved game, exact prefix optima, and a bound that
 no algorithm's exact ratio undercuts (were it wrong, an achievable ratio would lie below it)."""
 
+import dataclasses
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -16,6 +18,7 @@ from advonline.problems.posted_price.lower_bound import (
 )
 from advonline.problems.posted_price.model import Setting, SettingError
 from advonline.problems.posted_price.optimum import greedy_fill_optimum, knapsack_optimum
+from advonline.problems.posted_price.problem import certified_lower_bound
 
 
 @pytest.mark.parametrize("capacity", [1.0, 0.5, 3.0])
@@ -85,3 +88,13 @@ def test_several_resources_are_refused():
     setting = Setting(resources=2, capacities=(1.0, 1.0), rounds=4)
     with pytest.raises(SettingError, match="one resource"):
         stopping_lower_bound(setting, np.array([1, 1, 1, 1]), np.ones(4))
+
+
+def test_the_setting_s_lower_bound_is_the_same_in_every_unit():
+    """The search runs in units of L and the capacity: a setting at another scale gets the
+    same figure, and its family's densities in its own units."""
+    unit = Setting(low=1.0, high=2.8, rounds=29, max_demand=0.2, demand_levels=2, divisible=False)
+    scaled = dataclasses.replace(unit, low=0.463, high=0.463 * 2.8, capacities=(0.0169,))
+    found, at_unit = certified_lower_bound(scaled), certified_lower_bound(unit)
+    assert found.ratio == at_unit.ratio
+    np.testing.assert_allclose(found.inputs, 0.463 * np.asarray(at_unit.inputs), rtol=1e-12)

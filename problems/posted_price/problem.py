@@ -129,11 +129,16 @@ def certificate(setting: model.Setting, policy) -> Certificate | None:
 @functools.lru_cache(maxsize=16)
 def certified_lower_bound(setting: model.Setting) -> LowerBound | None:
     """The stopping-family bound (K = 1), hill-climbed from a fixed seed (seconds; kept per
-    setting, so a process computes it once)."""
+    setting, so a process computes it once). The search runs in units of L and of the
+    capacity, where the ratio is the same: a climb accepts ties, which other units round
+    apart, so searching in the setting's own units would give a different (as valid)
+    figure at each scale."""
     if setting.resources != 1:
         return None
-    (found,) = lower_bound.search_lower_bound(setting, jax.random.key(0))
-    return LowerBound(found.ratio, 1.0 / found.ratio, found.stopping, found.densities)
+    unit = dataclasses.replace(setting, low=1.0, high=setting.theta, capacities=(1.0,))
+    (found,) = lower_bound.search_lower_bound(unit, jax.random.key(0))
+    densities = found.densities * setting.low
+    return LowerBound(found.ratio, 1.0 / found.ratio, found.stopping, densities)
 
 
 def restore(document: dict) -> tuple[model.Setting, object]:
