@@ -325,6 +325,23 @@ def test_the_sweep_over_equal_sale_pairs_is_the_full_sweep(setting, ratio):
     assert paired[0] == pytest.approx(_committed_gap_game_tree(setting, policy, ratio), abs=1e-6)
 
 
+@pytest.mark.parametrize("high", [10.0, 2682.4])
+def test_a_tie_within_a_pair_carries_one_candidate_s_opt_and_alg(high, optimised_compilation):
+    """Threshold's one atom ties "at p_0" with U exactly at ratio 1, and the compiled sweep may
+    round the two candidates' payoffs apart in one column and not in another: the OPT and
+    ALG it carries must still be one strategy's, or Dinkelbach's iteration cycles (as at
+    U / L = 2682.4 here) or stops at a ratio no instance attains."""
+    setting = Setting(high=high, rounds=16, max_demand=0.05, demand_levels=2, divisible=False)
+    policy = make_baseline("threshold", setting)
+    with jax.enable_x64(True):
+        table = price_table(setting, policy, jnp.float64)
+        prices, probs = table.prices, table.probs
+        gap, opt, alg = (float(x) for x in _induction(setting, prices, probs, 1.0, False, True)[0])
+        full = float(_induction(setting, prices, probs, 1.0, False, False)[0][2])
+    assert gap == pytest.approx(opt - alg, abs=1e-9) and alg == pytest.approx(full, rel=1e-12)
+    assert certify_dp(setting, policy).ratio is not None
+
+
 def test_pairs_need_atoms_rising_within_the_range():
     setting = TINY[0]
     with jax.enable_x64(True):

@@ -272,7 +272,11 @@ def _induction(setting, prices, probs, ratio, keep_choices: bool, paired: bool =
         atoms = (density.shape[1] - 1) // 2
         first = jnp.arange(atoms)  # at p_k
         second = jnp.arange(atoms + 1, 2 * atoms + 1)  # just below p_{k+1}; U for the last
-        better = own[:, second] > own[:, first]  # [G+1, A]
+        # a tie (within _TIE) keeps the first: XLA may compute ``own`` again in each column's
+        # kernel, rounding it its own way (a fused multiply-add in one, not in another), and
+        # every column must take the same candidate ("at p_k" is always allowed: finite)
+        margin = _TIE * (setting.value_unit + jnp.abs(own[:, first]))
+        better = own[:, second] > own[:, first] + margin  # [G+1, A]
 
         def merge(column):
             column = jnp.broadcast_to(column, own.shape)
