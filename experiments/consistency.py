@@ -1,32 +1,38 @@
 """Claim: on random settings, at scales and shapes no other table uses, every figure the
 evaluator prints is consistent with every certificate it prints.
 
-Two inequalities hold exactly, whatever the setting (up to float rounding:
-:data:`ROUNDING`), so one that fails is a bug in a certificate, a lower bound or a source of
-the measurement:
+Three facts hold exactly, whatever the setting (up to float rounding: :data:`ROUNDING`), so
+one that fails is a bug in a certificate, a lower bound or a source of the measurement:
 
 - every source of a baseline's measurement (the adversary's, the families', the random
   inputs', and the exact worst case where there is one) is a real input's ratio, so it is at
   most that baseline's certificate: its exact ratio where the problem has one (posted
-  pricing, one resource; ski rental) or its certified upper bound (one-way trading);
+  pricing, where its programme fits; ski rental) or its certified upper bound (one-way
+  trading);
 - the problem's certified lower bound holds for every online algorithm, so it is at most
-  every baseline's certificate.
+  every baseline's certificate;
+- a ratio has no units: with every density (rate) divided by L (m) and posted pricing's
+  capacities by the smallest, the lower bound and every certificate are the same
+  (:func:`unit_scale`; the two inequalities are checked there too).
 
 Each setting is drawn at random: posted pricing's densities at any scale in [1e-6, 1e6] and
 ``U / L`` up to 1e4, horizons of 2-40 buyers, demands of 5-100% of a capacity anywhere in
-[1e-3, 1e3], divisible or not; one-way trading's rates at any scale in [1e-8, 1e8] with
-``M / m`` up to 1e9, 1-80 rounds on 2-80 grid rates; ski rental's prices of 2-40 days over
-seasons of 1-60. Each setting is measured with a small budget (printed): the checks need
-real inputs, not the hardest ones.
+[1e-3, 1e3], divisible or not, and in one setting of three two resources (``U / L`` up to
+100, 2-12 buyers of 20-100% of each capacity, one or two demand levels); one-way trading's
+rates at any scale in [1e-8, 1e8] with ``M / m`` up to 1e9, 1-80 rounds on 2-80 grid rates;
+ski rental's prices of 2-40 days over seasons of 1-60. Each setting is measured with a small
+budget (printed): the checks need real inputs, not the hardest ones.
 
 Run: python experiments/consistency.py [--problem posted-price] [--settings 20] [--seed 0]
-Prints a row per setting and the count of violations; status 1 if there is any. About 11 min
-on 2 CPU cores (posted pricing's settings about 20 s each: each compiles its programmes).
+Prints a row per setting and the count of violations; status 1 if there is any. About 15 min
+on 2 CPU cores (posted pricing's settings about 30 s each, measured twice: each compiles its
+programmes).
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import random
 import sys
 import time
@@ -44,15 +50,17 @@ ROUNDING = 1e-6
 
 
 def posted_price(draw: random.Random) -> dict:
+    resources = draw.choice([1, 1, 2])  # two: fewer, shorter rounds (the product grid's DP)
     low = 10 ** draw.uniform(-6, 6)
     return {
+        "resources": resources,
         "low": low,
-        "high": low * 10 ** draw.uniform(0.05, 4),
-        "rounds": draw.randint(2, 40),
-        "max_demand": draw.choice([0.05, 0.1, 0.2, 0.25, 0.5, 1.0]),
-        "demand_levels": draw.choice([1, 1, 2, 3]),
+        "high": low * 10 ** draw.uniform(0.05, 4 if resources == 1 else 2),
+        "rounds": draw.randint(2, 40 if resources == 1 else 12),
+        "max_demand": draw.choice([0.05, 0.1, 0.2, 0.25, 0.5, 1.0][2 * (resources - 1) :]),
+        "demand_levels": draw.choice([1, 1, 2, 3][: 5 - 2 * resources]),
         "divisible": draw.random() < 0.5,
-        "capacities": [10 ** draw.uniform(-3, 3)],
+        "capacities": [10 ** draw.uniform(-3, 3) for _ in range(resources)],
     }
 
 
@@ -75,6 +83,18 @@ SETTINGS = {
     "one-way-trading": one_way_trading,
     "ski-rental": ski_rental,
 }
+
+
+def unit_scale(name: str, table: dict) -> dict | None:
+    """The same game in the units the shipped configs use: densities (rates) divided by L
+    (m), and posted pricing's capacities by the smallest; None for a problem with no scale.
+    Every ratio is the same in these units (values and OPT scale alike)."""
+    if name == "ski-rental":
+        return None
+    scaled = {**table, "low": 1.0, "high": table["high"] / table["low"]}
+    if "capacities" in table:
+        scaled["capacities"] = [c / min(table["capacities"]) for c in table["capacities"]]
+    return scaled
 
 
 def certificate(measured) -> float | None:
@@ -103,6 +123,20 @@ def check(problem, setting) -> tuple[float | None, dict, list[str]]:
     return (None if lower is None else lower.ratio), certificates, failed
 
 
+def differences(found: tuple, unit: tuple) -> list[str]:
+    """The figures of :func:`check` at a setting's scale (``found``) and in its units
+    (``unit``) that differ by more than :data:`ROUNDING`, or where only one has a figure."""
+    (lower, certificates, _), (unit_lower, unit_certificates, _) = found, unit
+    pairs = [("lower bound", lower, unit_lower)]
+    pairs += [(name, bound, unit_certificates[name]) for name, bound in certificates.items()]
+    return [
+        f"{name} {at_scale} at scale, {in_units} in units"
+        for name, at_scale, in_units in pairs
+        if (at_scale is None) != (in_units is None)
+        or (at_scale is not None and not math.isclose(at_scale, in_units, rel_tol=ROUNDING))
+    ]
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--problem", action="append", choices=sorted(SETTINGS))
@@ -114,9 +148,14 @@ def main() -> int:
     for name in args.problem or sorted(SETTINGS):
         problem, draw = registry.get(name), random.Random(args.seed)
         for _ in range(args.settings):
-            setting = problem.setting.from_config(SETTINGS[name](draw))
+            table = SETTINGS[name](draw)
+            setting = problem.setting.from_config(table)
             started = time.perf_counter()
             lower, certificates, failed = check(problem, setting)
+            if (scaled := unit_scale(name, table)) is not None:
+                unit = check(problem, problem.setting.from_config(scaled))
+                failed += [f"in units: {line}" for line in unit[2]]
+                failed += differences((lower, certificates, failed), unit)
             violations += len(failed)
             jax.clear_caches()  # every setting compiles its own programmes: let them go
             figures = ", ".join(
@@ -130,7 +169,7 @@ def main() -> int:
                 f"{verdict} ({time.perf_counter() - started:.0f} s)",
                 flush=True,
             )
-    print(f"{violations} inequalities failed")
+    print(f"{violations} checks failed")
     return 1 if violations else 0
 
 

@@ -1,6 +1,6 @@
 """experiments/check_results.py: a re-run table is matched to docs/results.md row by row, and
 a figure that moved is reported while a time column is not; experiments/consistency.py: its
-inequalities hold on a setting and fail where a bound is wrong."""
+checks hold on a setting and fail where a bound is wrong or a figure changes with the units."""
 
 from __future__ import annotations
 
@@ -71,4 +71,20 @@ def test_the_consistency_check_passes_a_setting_and_catches_a_bound_above_a_cert
     raised = dataclasses.replace(problem, lower_bound=lambda s: LowerBound(9.0, 1 / 9, None, None))
     assert consistency.check(raised, setting)[2] == [
         f"lower bound 9 > certificate {min(certificates.values()):.6g}"
+    ]
+
+
+def test_the_consistency_check_catches_a_figure_that_changes_with_the_units():
+    """experiments/consistency.py: the same game in units of L and of the smallest capacity,
+    and every figure that differs there (or exists in only one of the two) is reported."""
+    consistency = _load("consistency")
+    table = {"low": 2.0, "high": 8.0, "rounds": 3, "capacities": [0.5, 2.0]}
+    unit = {"low": 1.0, "high": 4.0, "rounds": 3, "capacities": [1.0, 4.0]}
+    assert consistency.unit_scale("posted-price", table) == unit
+    assert consistency.unit_scale("ski-rental", {"buy": 5, "rounds": 8}) is None
+    found = (1.5, {"a": 2.0, "b": None}, [])
+    assert consistency.differences(found, found) == []
+    assert consistency.differences(found, (1.5, {"a": 2.1, "b": 3.0}, [])) == [
+        "a 2.0 at scale, 2.1 in units",
+        "b None at scale, 3.0 in units",
     ]
