@@ -85,11 +85,11 @@ SETTINGS = {
 }
 
 
-def unit_scale(name: str, table: dict) -> dict | None:
+def unit_scale(table: dict) -> dict | None:
     """The same game in the units the shipped configs use: densities (rates) divided by L
-    (m), and posted pricing's capacities by the smallest; None for a problem with no scale.
-    Every ratio is the same in these units (values and OPT scale alike)."""
-    if name == "ski-rental":
+    (m), and posted pricing's capacities by the smallest; None for a setting with no scale (no
+    ``low``). Every ratio is the same in these units (values and OPT scale alike)."""
+    if "low" not in table:
         return None
     scaled = {**table, "low": 1.0, "high": table["high"] / table["low"]}
     if "capacities" in table:
@@ -151,11 +151,11 @@ def main() -> int:
             table = SETTINGS[name](draw)
             setting = problem.setting.from_config(table)
             started = time.perf_counter()
-            lower, certificates, failed = check(problem, setting)
-            if (scaled := unit_scale(name, table)) is not None:
+            found = lower, certificates, failed = check(problem, setting)
+            if (scaled := unit_scale(table)) is not None:
                 unit = check(problem, problem.setting.from_config(scaled))
                 failed += [f"in units: {line}" for line in unit[2]]
-                failed += differences((lower, certificates, failed), unit)
+                failed += differences(found, unit)
             violations += len(failed)
             jax.clear_caches()  # every setting compiles its own programmes: let them go
             figures = ", ".join(

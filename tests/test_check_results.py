@@ -80,8 +80,8 @@ def test_the_consistency_check_catches_a_figure_that_changes_with_the_units():
     consistency = _load("consistency")
     table = {"low": 2.0, "high": 8.0, "rounds": 3, "capacities": [0.5, 2.0]}
     unit = {"low": 1.0, "high": 4.0, "rounds": 3, "capacities": [1.0, 4.0]}
-    assert consistency.unit_scale("posted-price", table) == unit
-    assert consistency.unit_scale("ski-rental", {"buy": 5, "rounds": 8}) is None
+    assert consistency.unit_scale(table) == unit
+    assert consistency.unit_scale({"buy": 5, "rounds": 8}) is None
     found = (1.5, {"a": 2.0, "b": None}, [])
     assert consistency.differences(found, found) == []
     assert consistency.differences(found, (1.5, {"a": 2.1, "b": 3.0}, [])) == [
