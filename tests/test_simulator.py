@@ -11,6 +11,7 @@ from policies import RandomTablePolicy
 
 from advonline.baselines.posted_price import make_baseline
 from advonline.baselines.posted_price.threshold import threshold_price
+from advonline.problems.posted_price.by_hand import earned
 from advonline.problems.posted_price.model import (
     Instance,
     Observation,
@@ -200,3 +201,24 @@ def test_several_resources_indivisible_match_numpy_and_never_oversell(name):
         np.testing.assert_allclose(sold, used, atol=1e-12)
         assert np.all(sold <= np.asarray(setting.capacities) + 1e-9)  # nothing oversold
         assert welfare <= _best_subset(setting, values[i], demands[i]) + 1e-9
+
+
+@pytest.mark.parametrize("low", [1.0, 0.463, 3.69, 4e3])
+def test_a_bundle_at_density_l_buys_at_every_scale_in_the_loop_by_hand_too(low):
+    """``p . d`` and ``L sum(d)`` round differently away from L = 1: the simulator and the
+    checks' loop by hand both count the buyer within rounding of the price as a tie."""
+    setting = Setting(
+        resources=2, low=low, high=100 * low, rounds=1, max_demand=0.25, capacities=(3e-3, 1.3e2)
+    )
+    demands = np.tile(0.25 * np.asarray(setting.capacities), (setting.rounds, 1))
+    values = low * demands.sum(-1)
+    policy = make_baseline("threshold", setting)
+    with jax.enable_x64(True):
+        instance = Instance(values=jnp.asarray(values), demands=jnp.asarray(demands))
+        batch = jax.tree.map(lambda leaf: leaf[None], instance)
+        played = simulate(setting, policy, batch, jax.random.split(jax.random.key(0), 1))
+        simulated = float(played.welfare[0])
+        by_hand = earned(setting, policy, instance)
+    # at zero utilisation threshold posts L on each resource: the one buyer buys
+    assert simulated == pytest.approx(values.sum(), rel=1e-12)
+    assert by_hand == pytest.approx(simulated, rel=1e-12)

@@ -12,17 +12,19 @@ from advonline.problems.posted_price.optimum import lp_optimum, milp_optimum
 
 def earned(setting: model.Setting, policy, instance) -> float:
     """The welfare of deterministic prices on one instance: a buyer buys iff its value covers
-    the posted bundle price; a divisible bundle takes what is left, scaled uniformly, and an
-    indivisible one is sold only whole."""
+    the posted bundle price (ties buy, up to :func:`model.within_rounding` for K >= 2); a
+    divisible bundle takes what is left, scaled uniformly, and an indivisible one is sold only
+    whole."""
     values, demands = np.asarray(instance.values), np.asarray(instance.demands)
     capacities = np.asarray(setting.capacities)
     used, welfare = np.zeros(setting.resources), 0.0
+    tie = model.within_rounding(setting.resources, values.dtype)
     for t in range(setting.rounds):
         observation = model.Observation(
             jnp.asarray(used / capacities), jnp.asarray(t / setting.rounds)
         )
         prices = np.asarray(policy(observation).prices)[:, 0]
-        if demands[t].sum() == 0 or values[t] < prices @ demands[t]:
+        if demands[t].sum() == 0 or values[t] < (prices @ demands[t]) * tie:
             continue
         if setting.divisible:
             asked = demands[t] > 0
