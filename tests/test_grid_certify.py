@@ -14,7 +14,13 @@ from tiers import first_by_default
 
 from advonline.baselines.posted_price import make_baseline
 from advonline.mixture import SnapshotMixture
-from advonline.problems.posted_price import bundle_bound, descent, policy_file, policy_writer
+from advonline.problems.posted_price import (
+    bundle_bound,
+    descent,
+    grid_certify,
+    policy_file,
+    policy_writer,
+)
 from advonline.problems.posted_price import problem as posted_price_problem
 from advonline.problems.posted_price.buyer_types import demand_vectors
 from advonline.problems.posted_price.certify import certify_dp
@@ -297,10 +303,23 @@ def test_the_grid_certificate_is_the_same_at_every_scale(setting, scale, capacit
         assert found == pytest.approx(certify_grid(unit, make_baseline(name, unit)).ratio, rel=1e-9)
 
 
-def test_a_grid_too_large_is_skipped_and_says_why():
+def test_a_grid_too_large_is_skipped_and_says_why(monkeypatch):
+    """Skipped before the policy's price table ``[T, S, K, A]`` is built: at 1e6 grid states
+    (max_demand 0.001) that table alone is gigabytes, for a policy or a mixture's member."""
     setting = Setting(2, 1.0, 10.0, 60, 0.1, 2, True, (1.0, 1.0))
     certificate = certify_grid(setting, make_baseline("threshold", setting), work_limit=1e6)
     assert certificate.ratio is None and "over the limit" in certificate.note
+
+    def never(*args, **kwargs):
+        raise AssertionError("built the price table of a grid over the work limit")
+
+    monkeypatch.setattr(grid_certify, "grid_price_table", never)
+    huge = Setting(2, 1.0, 10.0, 200, 0.001, 1, True, (1.0, 1.0))
+    threshold = make_baseline("threshold", huge)
+    both = jax.tree.map(lambda *leaves: jnp.stack(leaves), threshold, threshold)
+    for policy in (threshold, SnapshotMixture(both, jnp.asarray([0.5, 0.5]))):
+        certificate = certify_grid(huge, policy)
+        assert certificate.ratio is None and "1002001 grid states" in certificate.note
 
 
 def test_a_lifted_table_posts_each_resource_s_row_and_certifies_above_one_resource():

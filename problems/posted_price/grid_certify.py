@@ -103,6 +103,8 @@ def certify_grid(
     instance attains against the policy, where Dinkelbach's iteration begins."""
     if isinstance(policy, SnapshotMixture):
         return _mixture_certificate(setting, policy, work_limit)
+    if (over := _over_limit(setting, 1, work_limit)) is not None:  # before the table is built
+        return over
     with jax.enable_x64(True):
         table = grid_price_table(setting, policy, jnp.float64)  # [T, S, K, A]
     deterministic = getattr(policy, "deterministic", False)
@@ -132,13 +134,8 @@ def certify_table(
     (``[T, S, K, A]``, :func:`~posted_price.product_grid.grid_price_table`)."""
     with jax.enable_x64(True):
         intervals = quantile_intervals(table)  # widths [T, S, I], prices [T, S, I, K]
-        if (work := grid_work(setting, intervals.widths.shape[-1])) > work_limit:
-            note = (
-                f"the grid certificate needs {work:.1e} updates per sweep (T={setting.rounds}, "
-                f"{state_count(setting)} grid states, {intervals.widths.shape[-1]} price "
-                f"intervals), over the limit {work_limit:.0e}"
-            )
-            return Certificate(None, None, note)
+        if (over := _over_limit(setting, intervals.widths.shape[-1], work_limit)) is not None:
+            return over
 
         def sweep(ratio: float):
             *values, _ = _grid_induction(
@@ -160,10 +157,25 @@ def certify_table(
     return Certificate(ratio, "grid-programme", f"{kind}, {steps} sweeps over the product grid")
 
 
+def _over_limit(setting: Setting, intervals: int, work_limit: float) -> Certificate | None:
+    """No certificate, and why, where one sweep over ``intervals`` price intervals (at
+    least 1) would exceed ``work_limit``; else None."""
+    if (work := grid_work(setting, intervals)) <= work_limit:
+        return None
+    note = (
+        f"the grid certificate needs {work:.1e} updates per sweep (T={setting.rounds}, "
+        f"{state_count(setting)} grid states, {intervals} price interval"
+        f"{'s' if intervals > 1 else ' or more'}), over the limit {work_limit:.0e}"
+    )
+    return Certificate(None, None, note)
+
+
 def _mixture_certificate(setting: Setting, mixture: SnapshotMixture, work_limit: float):
     """The weighted harmonic mean of the members' certificates (module docstring)."""
     weights = np.asarray(mixture.weights, np.float64)
     if setting.resources > 1:
+        if (over := _over_limit(setting, 1, work_limit)) is not None:  # one member's, at least
+            return over
         with jax.enable_x64(True):
             atoms = grid_price_table(setting, mixture.member(0), jnp.float64).prices.shape[-1]
         work = len(weights) * grid_work(setting, setting.resources * atoms)  # K A intervals
