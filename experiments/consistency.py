@@ -11,9 +11,10 @@ one that fails is a bug in a certificate, a lower bound or a source of the measu
   trading);
 - the problem's certified lower bound holds for every online algorithm, so it is at most
   every baseline's certificate;
-- a ratio has no units: with every density (rate) divided by L (m) and posted pricing's
-  capacities by the smallest, the lower bound and every certificate are the same
-  (:func:`unit_scale`; the two inequalities are checked there too).
+- a ratio has no units and resources have no order: with every density (rate) divided by L
+  (m), and posted pricing's capacities divided by the smallest and listed in reverse, the
+  lower bound and every certificate are the same (:func:`unit_scale`; the two inequalities
+  are checked there too).
 
 Each setting is drawn at random: posted pricing's densities at any scale in [1e-6, 1e6] and
 ``U / L`` up to 1e4, horizons of 2-40 buyers, demands of 5-100% of a capacity anywhere in
@@ -87,13 +88,14 @@ SETTINGS = {
 
 def unit_scale(table: dict) -> dict | None:
     """The same game in the units the shipped configs use: densities (rates) divided by L
-    (m), and posted pricing's capacities by the smallest; None for a setting with no scale (no
-    ``low``). Every ratio is the same in these units (values and OPT scale alike)."""
+    (m), and posted pricing's capacities by the smallest, in reverse order; None for a setting
+    with no scale (no ``low``). Every ratio is the same in these units (values and OPT scale
+    alike) and in any order of the resources (every demand is a fraction of its capacity)."""
     if "low" not in table:
         return None
     scaled = {**table, "low": 1.0, "high": table["high"] / table["low"]}
     if "capacities" in table:
-        scaled["capacities"] = [c / min(table["capacities"]) for c in table["capacities"]]
+        scaled["capacities"] = [c / min(table["capacities"]) for c in table["capacities"][::-1]]
     return scaled
 
 
