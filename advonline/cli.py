@@ -339,9 +339,20 @@ def _show_warning(message, category, filename, lineno, file=None, line=None) -> 
         sys.stderr.write(warnings.formatwarning(message, category, filename, lineno, line))
 
 
+#: What to lower when a command runs out of memory part-way, by command (the config's
+#: sizes where the command reads a config or a run made from one).
+LOWER_ON_OUT_OF_MEMORY = {
+    "evaluate": "the setting's sizes or the budget (--family-members, --random-instances, "
+    "--adversary-steps, --search-steps)",
+    "check": "the setting's sizes",
+}
+
+
 def _main(argv: list[str] | None) -> int:
+    command = None
     try:
         args = build_parser().parse_args(argv)
+        command = args.command
         return args.run(args)
     except (
         UsageError,
@@ -375,9 +386,12 @@ def _main(argv: list[str] | None) -> int:
         if isinstance(error, jax.errors.JaxRuntimeError) and not _out_of_memory(error):
             raise
         first = (str(error).strip().splitlines() or [type(error).__name__])[0]
+        lower = LOWER_ON_OUT_OF_MEMORY.get(
+            command, "the config's sizes (advonline train CONFIG --out DIR --check estimates them)"
+        )
         print(
-            f"advonline: error: out of memory ({first}); what was saved before is kept: lower "
-            "the config's sizes (advonline train CONFIG --out DIR --check estimates them)",
+            f"advonline: error: out of memory ({first}); what was saved before is kept: "
+            f"lower {lower}",
             file=sys.stderr,
         )
         return EXIT_OUT_OF_MEMORY

@@ -347,6 +347,21 @@ def test_every_kind_of_running_out_of_memory_is_one_line(tmp_path, capsys, monke
     assert "Traceback" not in err and err.splitlines()[-1].startswith("advonline: error: out of")
 
 
+def test_evaluate_out_of_memory_names_the_setting_and_the_budget(capsys, monkeypatch):
+    """``evaluate`` reads no config: running out of memory part-way names what its flags can
+    lower, not a config's sizes."""
+    from advonline import cli
+
+    def exhausted(*args, **kwargs):
+        raise MemoryError("Unable to allocate 596. GiB for an array")
+
+    monkeypatch.setattr(cli.pipeline, "measure_policies", exhausted)
+    argv = ["evaluate", "--problem", "ski-rental", "--setting", "buy=5", "--quiet"]
+    assert main(argv) == cli.EXIT_OUT_OF_MEMORY
+    last = capsys.readouterr().err.splitlines()[-1]
+    assert "the setting's sizes or the budget (--family-members" in last and "CONFIG" not in last
+
+
 def test_numbers_paths_and_folders_are_named_as_the_user_gave_them(tmp_path, capsys):
     """Infinite or NaN flag values name the flag; a missing, folder or binary policy file says
     which; plot on a folder that does not exist says so (not which file it lacks)."""
