@@ -6,10 +6,10 @@ Each command's largest arrays are estimated by the problem (its
 :attr:`~advonline.problem.Problem.evaluation_needs`) from the sizes that
 drive them and named with the flag or config key that makes them smaller. An array never lives
 alone: its gradient, an optimiser's moments and XLA's temporaries sit beside it, so the
-estimate counts ``WORKING_COPIES`` of the largest array and compares that with the memory
-available now (``MemAvailable`` on Linux, and the accelerator's own limit where JAX reports
-one). The evaluator's work limits count time;
-this counts space. Both apply.
+estimate counts ``WORKING_COPIES`` of the largest array (or the copies a need names, where
+its peak was measured) and compares that with the memory available now (``MemAvailable`` on
+Linux, and the accelerator's own limit where JAX reports one). The evaluator's work limits
+count time; this counts space. Both apply.
 """
 
 from __future__ import annotations
@@ -30,11 +30,13 @@ class PreflightError(ValueError):
 
 @dataclasses.dataclass(frozen=True)
 class Need:
-    """One large array: what it is, how many bytes, and what makes it smaller."""
+    """One large array: what it is, how many bytes, what makes it smaller, and how many
+    copies of it the computation holds at its peak."""
 
     what: str
     bytes: float
     lower: str
+    copies: float = WORKING_COPIES
 
 
 def available_bytes() -> float:
@@ -62,16 +64,16 @@ def _host_available() -> float:
 
 
 def check(needs: list[Need], available: float | None = None) -> tuple[Need, float]:
-    """Refuse (PreflightError, one line) when ``WORKING_COPIES`` of the largest need exceed
+    """Refuse (PreflightError, one line) when the copies of the largest need exceed
     ``available`` bytes (default: :func:`available_bytes`); else the largest need and the
     bytes available."""
     available = available_bytes() if available is None else available
     if not needs:
         return Need("nothing estimated", 0.0, "nothing"), available
-    largest = max(needs, key=lambda need: need.bytes)
-    if WORKING_COPIES * largest.bytes > available:
+    largest = max(needs, key=lambda need: need.copies * need.bytes)
+    if largest.copies * largest.bytes > available:
         raise PreflightError(
-            f"{largest.what} would take {_size(largest.bytes)} (and about {WORKING_COPIES}x "
+            f"{largest.what} would take {_size(largest.bytes)} (and about {largest.copies:g}x "
             f"that while computing); {_size(available)} is free: lower {largest.lower}"
         )
     return largest, available

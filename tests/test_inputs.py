@@ -202,6 +202,23 @@ def test_the_shipped_configs_pass_the_memory_check():
     assert max(need.bytes for need in memory.training_needs(large)) > most
 
 
+def test_the_evaluator_s_estimate_counts_the_adversary_s_table_where_it_runs():
+    """Eight resources of half a capacity each: the fresh adversary's sale chances
+    ``[T, 3^8, types]`` are 12 GB (it filled 24 GB, swapping, before the estimate counted
+    them). Where the adversary is skipped for its work (10^6 grid states) it is not counted,
+    and the other sources still measure."""
+    from advonline.evaluation import Budget
+    from advonline.problems.posted_price.model import Setting
+
+    budget = Budget(family_members=17)
+    wide = Setting(resources=8, max_demand=0.5, capacities=(1.0,) * 8)
+    with pytest.raises(preflight.PreflightError, match="fresh adversary's sale chances"):
+        preflight.check(memory.evaluation_needs(wide, budget), available=24e9)
+    fine = Setting(resources=2, max_demand=0.001, capacities=(1.0, 1.0))
+    largest, _ = preflight.check(memory.evaluation_needs(fine, budget), available=24e9)
+    assert "sale chances" not in largest.what
+
+
 @pytest.mark.parametrize("resources", [1, 2, 3])
 def test_the_estimate_counts_the_buyer_types_the_adversary_builds(resources):
     from advonline.problems.posted_price.buyer_types import BuyerTypes

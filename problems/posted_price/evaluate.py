@@ -181,6 +181,39 @@ def _source_ratios(
     return ratios(opt, np.asarray(runs.welfare).reshape(count, runs_each).mean(-1))
 
 
+def adversary_work(setting: Setting, budget: Budget, members: int = 0) -> tuple[float, float]:
+    """The fresh adversary's work, ``T x states x instances`` scored (states: the utilisation
+    grid, (G + 1)^K): its networks' and its local search's, against one policy (``members``
+    0) or a mixture of ``members`` networks (searched alone, each member scored)."""
+    per_instance = setting.rounds * (setting.grid_size + 1) ** setting.resources
+    networks = budget.adversary_restarts * budget.adversary_steps * budget.adversary_batch
+    search = budget.search_chains * budget.search_candidates * budget.search_steps
+    return (0 if members else per_instance * networks), per_instance * search * max(members, 1)
+
+
+def adversary_skipped(setting: Setting, budget: Budget, members: int = 0) -> str | None:
+    """Why source ``adversary`` does not run on ``setting`` (its note), or None where it runs:
+    for several resources with indivisible buyers, or where its networks, or one step of its
+    search, would pass :data:`ADVERSARY_WORK_LIMIT` (a search over it takes fewer steps)."""
+    if setting.resources > 1 and not setting.divisible:
+        return (
+            "no oracle for several resources with indivisible buyers: it scores inputs by "
+            "an optimum inside jit, for them a MILP (HiGHS, host only)"
+        )
+    networks, search = adversary_work(setting, budget, members)
+    if networks > ADVERSARY_WORK_LIMIT:
+        return (
+            f"the oracle's networks need {networks:.1e} state updates, over the limit "
+            f"{ADVERSARY_WORK_LIMIT:.0e}"
+        )
+    if budget.search_steps and search / budget.search_steps > ADVERSARY_WORK_LIMIT:
+        return (
+            f"one local-search step needs {search / budget.search_steps:.1e} state "
+            f"updates, over the limit {ADVERSARY_WORK_LIMIT:.0e}"
+        )
+    return None
+
+
 def adversary_source(
     setting: Setting,
     policy: Policy,
@@ -205,12 +238,10 @@ def adversary_source(
     is deterministic) the search's first chain starts at the instance the DP's worst strategy writes
     (:func:`~posted_price.certify.worst_runs`): the search is then a cross-check of the
     certificate (advonline/evaluation.py, "Measured once")."""
-    if setting.resources > 1 and not setting.divisible:
-        return SourceRatio(
-            None,
-            "no oracle for several resources with indivisible buyers: it scores inputs by "
-            "an optimum inside jit, for them a MILP (HiGHS, host only)",
-        )
+    mixture = isinstance(policy, SnapshotMixture)
+    members = policy.size if mixture else 0
+    if (skipped := adversary_skipped(setting, budget, members)) is not None:
+        return SourceRatio(None, skipped)
     config = AdversaryConfig(
         batch=budget.adversary_batch,
         conditioning=ADVERSARY_CONDITIONING,
@@ -218,27 +249,10 @@ def adversary_source(
     )
     model = build_adversary(setting, config)
     searched = oracle_budget(budget)
-    mixture = isinstance(policy, SnapshotMixture)
-    per_instance = setting.rounds * (setting.grid_size + 1) ** setting.resources
-    network_work = 0 if mixture else per_instance * searched.restarts * budget.adversary_steps
-    network_work *= budget.adversary_batch
-    search_work = per_instance * budget.search_chains * budget.search_candidates
-    search_work *= budget.search_steps * (policy.size if mixture else 1)
-    if network_work > ADVERSARY_WORK_LIMIT:
-        return SourceRatio(
-            None,
-            f"the oracle's networks need {network_work:.1e} state updates, over the limit "
-            f"{ADVERSARY_WORK_LIMIT:.0e}",
-        )
     fewer = ""
-    if search_work > ADVERSARY_WORK_LIMIT:  # a large grid: fewer steps, said in the note
+    if (search_work := adversary_work(setting, budget, members)[1]) > ADVERSARY_WORK_LIMIT:
+        # a large grid: fewer steps, said in the note
         steps = int(budget.search_steps * ADVERSARY_WORK_LIMIT / search_work)
-        if steps < 1:
-            return SourceRatio(
-                None,
-                f"one local-search step needs {search_work / budget.search_steps:.1e} state "
-                f"updates, over the limit {ADVERSARY_WORK_LIMIT:.0e}",
-            )
         searched = dataclasses.replace(searched, search_steps=steps)
         fewer = f" (of {budget.search_steps}: the work limit {ADVERSARY_WORK_LIMIT:.0e})"
     key_starts, key_oracle, key_rescore = jax.random.split(key, 3)

@@ -12,6 +12,7 @@ from advonline.problems.posted_price.config import (
     read_head,
     writer_config,
 )
+from advonline.problems.posted_price.evaluate import adversary_skipped
 from advonline.problems.posted_price.model import Setting
 
 
@@ -52,6 +53,17 @@ def evaluation_needs(setting: Setting, budget) -> list[Need]:
             "--random-instances, or the setting's rounds",
         ),
     ]
+    if adversary_skipped(setting, budget) is None:  # the adversary source runs
+        needs.append(
+            Need(
+                "the fresh adversary's sale chances of every buyer type [T, (G + 1)^K, types]",
+                FLOAT64 * rounds * states**k * type_count(setting, AdversaryConfig.density_levels),
+                "the setting's rounds, max_demand, demand_levels or resources",
+                # read, not differentiated: the peak holds about 2.3 of it (17 GB for a 7.5 GB
+                # table at K = 4, T = 100, 14641 states, 636 types)
+                copies=3,
+            )
+        )
     if k == 1:
         needs += [
             Need(
