@@ -25,8 +25,8 @@ ski rental's prices of 2-40 days over seasons of 1-60. Each setting is measured 
 budget (printed): the checks need real inputs, not the hardest ones.
 
 Run: python experiments/consistency.py [--problem posted-price] [--settings 20] [--seed 0]
-Prints a row per setting and the count of violations; status 1 if there is any. About 15 min
-on 2 CPU cores (posted pricing's settings about 30 s each, measured twice: each compiles its
+Prints a row per setting and the count of violations; status 1 if there is any. About 13 min
+on 2 CPU cores (posted pricing's settings about 20 s each, measured twice: each compiles its
 programmes).
 """
 
