@@ -9,7 +9,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 LOCK := requirements.lock
 
-.PHONY: run quickstart test test-end-to-end test-parallel lint bench lock
+.PHONY: run quickstart test test-end-to-end test-parallel test-optimised lint bench lock
 
 $(BIN)/advonline: pyproject.toml $(LOCK)
 	$(PYTHON) -m venv $(VENV)
@@ -34,11 +34,13 @@ quickstart: $(BIN)/advonline
 		--algorithm threshold $(QUICK_BUDGET)
 
 # The test suite on every core, one file per worker at a time (long runs are marked `slow` and
-# excluded; `pytest -m slow` runs them). Two tiers run on their own, and CI runs both after
+# excluded; `pytest -m slow` runs them). Three tiers run on their own, and CI runs them after
 # this one: the whole runs of the tool (train, measure, export, resume), the searches at the
 # evaluator's full budget and the further cases of tests whose first case runs here, marked
-# `end_to_end` (`make test-end-to-end`), and the tests that launch several processes or
-# devices, marked `parallel` (`make test-parallel`).
+# `end_to_end` (`make test-end-to-end`); the tests that launch several processes or devices,
+# marked `parallel` (`make test-parallel`); and the certificate tests with XLA's optimisation
+# passes on, as a run compiles them (`make test-optimised`: the suite turns most passes off for
+# compile time, and a fused multiply-add can round a tie in a bound one way and not the other).
 test: $(BIN)/advonline
 	$(BIN)/python -m pytest -q -n auto --dist loadfile
 
@@ -47,6 +49,11 @@ test-end-to-end: $(BIN)/advonline
 
 test-parallel: $(BIN)/advonline
 	$(BIN)/python -m pytest -q -m parallel
+
+CERTIFICATE_TESTS := tests/test_certify.py tests/test_grid_certify.py tests/test_lower_bound.py
+test-optimised: $(BIN)/advonline
+	JAX_DISABLE_MOST_OPTIMIZATIONS=0 $(BIN)/python -m pytest -q -n auto --dist loadfile \
+		$(CERTIFICATE_TESTS)
 
 lint: $(BIN)/advonline
 	$(BIN)/ruff check . && $(BIN)/ruff format --check .

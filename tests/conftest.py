@@ -6,7 +6,8 @@ The suite's time is mostly compilation of tiny programs, so three settings make 
 
 - XLA skips most of its optimisation passes (``jax_disable_most_optimizations``): compiling
   is faster and the tiny programs run no slower to matter; they compute the same functions,
-  up to float rounding (about a fifth off the evaluator and game tests on 2 CPU cores);
+  up to float rounding (about a fifth off the evaluator and game tests on 2 CPU cores).
+  ``make test-optimised`` runs the certificate tests with the passes on, as a run has them;
 - XLA's CPU backend compiles fusions with its older emitters (as the package sets for every
   process, advonline/xla_cpu.py) and runtime, and each program's
   machine code in one piece rather than split for parallel code generation
