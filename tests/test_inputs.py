@@ -204,9 +204,9 @@ def test_the_shipped_configs_pass_the_memory_check():
 
 def test_the_evaluator_s_estimate_counts_the_adversary_s_table_where_it_runs():
     """Eight resources of half a capacity each: the fresh adversary's sale chances
-    ``[T, 3^8, types]`` are 12 GB (it filled 24 GB, swapping, before the estimate counted
-    them). Where the adversary is skipped for its work (10^6 grid states) it is not counted,
-    and the other sources still measure."""
+    ``[T, 3^8, types]`` are 12 GB, three copies of them more than 24 GB free. Where the
+    adversary is skipped for its work (10^6 grid states) they are not counted, and the other
+    sources still measure."""
     from advonline.evaluation import Budget
     from advonline.problems.posted_price.model import Setting
 
