@@ -76,7 +76,8 @@ def test_the_consistency_check_passes_a_setting_and_catches_a_bound_above_a_cert
 
 def test_the_consistency_check_catches_a_figure_that_changes_with_the_units():
     """experiments/consistency.py: the same game in units of L and of the smallest capacity,
-    resources in reverse order, and every figure that differs there (or exists in only one of the two) is reported."""
+    resources in reverse order, and every figure that differs there (or exists in only one of
+    the two) is reported."""
     consistency = _load("consistency")
     table = {"low": 2.0, "high": 8.0, "rounds": 3, "capacities": [0.5, 2.0]}
     unit = {"low": 1.0, "high": 4.0, "rounds": 3, "capacities": [4.0, 1.0]}
