@@ -62,7 +62,7 @@ from advonline.problems.posted_price.certify import (
 from advonline.problems.posted_price.certify import (
     DEFAULT_WORK_LIMIT as K1_WORK_LIMIT,
 )
-from advonline.problems.posted_price.model import Setting, within_rounding
+from advonline.problems.posted_price.model import Setting, observe, within_rounding
 from advonline.problems.posted_price.product_grid import (
     grid_price_table,
     grid_transitions,
@@ -157,15 +157,18 @@ def certify_table(
     return Certificate(ratio, "grid-programme", f"{kind}, {steps} sweeps over the product grid")
 
 
-def _over_limit(setting: Setting, intervals: int, work_limit: float) -> Certificate | None:
+def _over_limit(
+    setting: Setting, intervals: int, work_limit: float, members: int = 1
+) -> Certificate | None:
     """No certificate, and why, where one sweep over ``intervals`` price intervals (at
-    least 1) would exceed ``work_limit``; else None."""
-    if (work := grid_work(setting, intervals)) <= work_limit:
+    least 1), for each of ``members`` policies, would exceed ``work_limit``; else None."""
+    if (work := members * grid_work(setting, intervals)) <= work_limit:
         return None
+    each = f", for {members} members" if members > 1 else ""
     note = (
         f"the grid certificate needs {work:.1e} updates per sweep (T={setting.rounds}, "
         f"{state_count(setting)} grid states, {intervals} price interval"
-        f"{'s' if intervals > 1 else ' or more'}), over the limit {work_limit:.0e}"
+        f"{'s' if intervals > 1 else ' or more'}{each}), over the limit {work_limit:.0e}"
     )
     return Certificate(None, None, note)
 
@@ -173,18 +176,11 @@ def _over_limit(setting: Setting, intervals: int, work_limit: float) -> Certific
 def _mixture_certificate(setting: Setting, mixture: SnapshotMixture, work_limit: float):
     """The weighted harmonic mean of the members' certificates (module docstring)."""
     weights = np.asarray(mixture.weights, np.float64)
-    if setting.resources > 1:
-        if (over := _over_limit(setting, 1, work_limit)) is not None:  # one member's, at least
+    if setting.resources > 1:  # at most K A intervals a member, A read from one posting
+        empty = observe(setting, jnp.zeros(setting.resources), jnp.asarray(0))
+        intervals = setting.resources * mixture.member(0)(empty).prices.shape[-1]
+        if (over := _over_limit(setting, intervals, work_limit, len(weights))) is not None:
             return over
-        with jax.enable_x64(True):
-            atoms = grid_price_table(setting, mixture.member(0), jnp.float64).prices.shape[-1]
-        work = len(weights) * grid_work(setting, setting.resources * atoms)  # K A intervals
-        if work > work_limit:
-            note = (
-                f"certifying {len(weights)} members needs {work:.1e} updates a sweep in all, "
-                f"over the limit {work_limit:.0e}"
-            )
-            return Certificate(None, None, note)
     inverse = 0.0
     for index, weight in enumerate(weights):
         member = certify_policy(setting, mixture.member(index))
