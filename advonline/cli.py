@@ -265,26 +265,19 @@ def _budget_flags(parser: argparse.ArgumentParser) -> None:
     """The evaluator's budget (``evaluate`` and the measuring half of ``run``), the same for
     every problem (advonline/evaluation.py)."""
     default = evaluation.Budget()
-    parser.add_argument("--seed", type=int, default=default.seed, help="the evaluator's seed")
-    parser.add_argument("--random-instances", type=int, default=default.random_instances)
-    parser.add_argument(
-        "--family-members",
-        type=int,
-        default=default.family_members,
-        help="members of each parametrised hard family (e.g. its stopping points)",
-    )
-    parser.add_argument(
-        "--adversary-steps",
-        type=int,
-        default=default.adversary_steps,
-        help="training steps of each fresh adversary network",
-    )
-    parser.add_argument(
-        "--search-steps",
-        type=int,
-        default=default.search_steps,
-        help="hill-climbing steps of the adversary source's local search (0: none)",
-    )
+    helps = {
+        "seed": "the evaluator's seed",
+        "random_instances": "instances drawn from the problem's random distribution",
+        "family_members": "members of each parametrised hard family (e.g. its stopping points)",
+        "adversary_steps": "training steps of each fresh adversary network",
+        "search_steps": "hill-climbing steps of the adversary source's local search (0: none)",
+    }
+    for name, text in helps.items():
+        value = getattr(default, name)
+        flag = "--" + name.replace("_", "-")
+        parser.add_argument(
+            flag, type=int, default=value, metavar="N", help=f"{text} (default {value})"
+        )
 
 
 def _budget(args: argparse.Namespace) -> evaluation.Budget:

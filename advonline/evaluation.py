@@ -483,12 +483,16 @@ def table(document: dict) -> str:
         lines.append(
             f"{r['algorithm']:<{width}}{measured}{cells}{format_ratio(r['upper_bound']):>10}"
         )
+    notes: dict[tuple[str, str], list[str]] = {}  # (column, note) -> the algorithms it is of
     for r in results:
         for c in columns:
             if c in r["sources"] and r["sources"][c] is None:
-                lines.append(f"note: {r['algorithm']} {c}: {r['notes'][c]}")
+                notes.setdefault((c, r["notes"][c]), []).append(r["algorithm"])
         if r["upper_bound"] is not None:
-            lines.append(f"note: {r['algorithm']} bound: {r['upper_bound_note']}")
+            notes.setdefault(("bound", r["upper_bound_note"]), []).append(r["algorithm"])
+    for (column, note), names in notes.items():
+        of = "every algorithm" if len(names) == len(results) > 1 else ", ".join(names)
+        lines.append(f"note: {column} ({of}): {note}")
     if document["verdict"]:
         lines.append(document["verdict"])
     return "\n".join(lines)

@@ -246,7 +246,7 @@ def sources(
             return SourceRatio(None, "no certificate: the other sources are lower bounds on the CR")
         if certificate.exact:
             return SourceRatio(certificate.ratio, "the problem's exact certificate")
-        return SourceRatio(None, "the certificate bounds the CR from above: see upper_bound")
+        return SourceRatio(None, "no exact CR: the certificate bounds it from above (bound)")
 
     found["exact"] = clock.run("exact", exact_source)
     if certificate is None:

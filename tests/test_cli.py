@@ -209,3 +209,18 @@ def test_every_command_takes_every_problem_by_one_path():
     for name in ("k1-u10-oracle", "k2-u10-oracle", "owt-u10", "adwords-n10"):
         config = configs.load(Path(__file__).parents[1] / "experiments/configs" / f"{name}.toml")
         assert type(config.build_game()) is Game, name
+
+
+def test_a_note_shared_by_every_algorithm_is_printed_once(capsys):
+    flags = ["--problem", "one-way-trading", "--setting", "rounds=8", "--setting", "levels=8"]
+    assert main(["evaluate", *flags, *TINY[4:], "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert len(report["results"]) > 1
+    assert all(r["sources"]["exact"] is None for r in report["results"])
+    exact_notes = {r["notes"]["exact"] for r in report["results"]}
+    assert main(["evaluate", *flags, *TINY[4:]]) == 0
+    notes = [line for line in capsys.readouterr().out.splitlines() if line.startswith("note:")]
+    assert [n for n in notes if n.startswith("note: exact")] == [
+        f"note: exact (every algorithm): {note}" for note in exact_notes
+    ]
+    assert len(notes) == len(set(notes))

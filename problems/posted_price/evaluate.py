@@ -126,7 +126,9 @@ def exact_source(setting: Setting, policy: Policy, budget: Budget) -> SourceRati
     """The DP certificate where it fits the budget, else the closed form in its regime
     (deterministic policies; a randomised policy gets :func:`upper_bound` instead)."""
     if not policy.deterministic:
-        return SourceRatio(None, "exact CR for deterministic policies only; see upper_bound")
+        return SourceRatio(
+            None, "exact CR for deterministic policies only: the certificate bounds it (bound)"
+        )
     found = grid_certify.certify_policy(setting, policy, _work_limit(setting))
     if found.ratio is not None:
         return SourceRatio(found.ratio, found.note)
