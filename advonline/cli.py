@@ -644,8 +644,9 @@ def run_export(args: argparse.Namespace) -> int:
         run, args.out, algorithm, budget, table=args.table, say=say
     )
     figure = "" if measured is None else f"; measured CR {format_ratio(measured.competitive_ratio)}"
-    version = "version 1, table" if args.table else "version 2, network"
-    print(f"wrote {path} ({algorithm}, {version}, {run.steps} training steps{figure})")
+    written = json.loads(Path(path).read_text())  # its format, as the problem wrote it
+    form = " ".join(str(written[key]) for key in ("format", "version") if key in written)
+    print(f"wrote {path} ({algorithm}, {form}, {run.steps} training steps{figure})")
     return 0
 
 

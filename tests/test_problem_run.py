@@ -186,6 +186,7 @@ def test_every_command_takes_a_run_of_the_interface(tmp_path, capsys):
         assert cli.main([*export, "--out", str(copy), refused]) == 2
         assert message in capsys.readouterr().err and not copy.exists()
     assert cli.main([*export, "--out", str(copy)]) == 0
+    assert "(learned, advonline-one-way-trading-curve, " in capsys.readouterr().out
     assert curve_of(copy) == curve_of(run / "policy.json")
     edited = tmp_path / "edited.json"  # the copy with one fraction changed by hand
     document = json.loads(copy.read_text())
