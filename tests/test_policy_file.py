@@ -136,6 +136,7 @@ BAD_NETWORKS = {
     "atoms": (_set(["network", "price_atoms"], [3.0, 2.0]), "increasing"),
     "shape": (_set(["network", "layers", 1, "bias"], [0.0, 1.0]), "must have weights"),
     "nan": (_set(["network", "layers", 0, "bias", 0], float("nan")), "NaN"),
+    "beyond float32": (_set(["network", "layers", 0, "weights", 0, 0], -1e39), "float32's range"),
     "outputs": (
         _set(["network", "layers", 2], {"weights": [[0.0] * 5] * 16, "bias": [0.0] * 5}),
         "last layer must have 6 outputs",

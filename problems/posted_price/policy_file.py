@@ -374,6 +374,15 @@ def _array(value, source: str, name: str, ndim: int) -> np.ndarray:
     return array
 
 
+def _network_array(value, source: str, name: str, ndim: int) -> np.ndarray:
+    """A network's numbers: as :func:`_array`, and within float32's range, where the network
+    is evaluated (a larger number would become infinite there)."""
+    array = _array(value, source, name, ndim)
+    if np.any(np.abs(array) > np.finfo(np.float32).max):
+        _fail(source, f"{name} holds numbers beyond float32's range, where the network runs")
+    return array
+
+
 def _validate_setting(document: dict, source: str) -> None:
     """The fields both versions share; the first failure raises :class:`PolicyFileError`."""
     for field in ("kind", "setting"):
@@ -415,7 +424,7 @@ def _validate_network(document: dict, source: str) -> None:
         _fail(source, "network.round_input must be true or false")
     if network.get("activation") != "tanh":
         _fail(source, f"network.activation must be 'tanh', got {network.get('activation')!r}")
-    atoms = _array(network.get("price_atoms"), source, "network.price_atoms", 1)
+    atoms = _network_array(network.get("price_atoms"), source, "network.price_atoms", 1)
     if atoms.size < 1 or np.any(atoms < 0) or np.any(np.diff(atoms) <= 0):
         _fail(source, "network.price_atoms must be non-negative and increasing")
     layers = network.get("layers")
@@ -428,8 +437,8 @@ def _validate_network(document: dict, source: str) -> None:
         name = f"network.layers[{index}]"
         if not isinstance(layer, dict) or not {"weights", "bias"} <= layer.keys():
             _fail(source, f"{name} must be an object with 'weights' and 'bias'")
-        weights = _array(layer["weights"], source, f"{name}.weights", 2)
-        bias = _array(layer["bias"], source, f"{name}.bias", 1)
+        weights = _network_array(layer["weights"], source, f"{name}.weights", 2)
+        bias = _network_array(layer["bias"], source, f"{name}.bias", 1)
         if weights.shape[0] != width or bias.size != weights.shape[1]:
             _fail(
                 source,
