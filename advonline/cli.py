@@ -38,6 +38,7 @@ from advonline.configs import ConfigError
 from advonline.errors import InputError
 from advonline.export import ExportError, check_target
 from advonline.folders import FolderError, check_path
+from advonline.oracle_loop import TrainingDiverged
 from advonline.parallel import DevicesError
 from advonline.pipeline import RunError
 from advonline.preflight import PreflightError
@@ -358,6 +359,7 @@ def _main(argv: list[str] | None) -> int:
         FolderError,
         PreflightError,
         DevicesError,
+        TrainingDiverged,
     ) as error:
         print(f"advonline: error: {error}", file=sys.stderr)
         return EXIT_BAD_INPUT

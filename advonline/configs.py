@@ -255,8 +255,7 @@ class OracleConfig:
             problems.append("oracle.closing_rounds must be >= 0")
         if self.descent_epochs < 0 or self.descent_steps < 0:
             problems.append("oracle.descent_epochs and oracle.descent_steps must be >= 0")
-        if not 0 < self.descent_learning_rate < float("inf"):
-            problems.append("oracle.descent_learning_rate must be a finite number > 0")
+        problems += positive_float("oracle", self, "descent_learning_rate")
         if not 0 <= self.closing_tolerance < float("inf"):
             problems.append("oracle.closing_tolerance must be a finite number >= 0")
         return problems
@@ -661,6 +660,15 @@ def positive(section: str, config, *names: str) -> list[str]:
     return [f"{section}.{n} must be >= 1" for n in names if getattr(config, n) < 1]
 
 
+#: The largest float32: training computes in float32, where a larger number is infinite.
+FLOAT32_MAX = 3.4028234663852886e38
+
+
 def positive_float(section: str, config, *names: str) -> list[str]:
-    """What is wrong with the number fields ``names`` of ``config`` (each must be > 0)."""
-    return [f"{section}.{n} must be > 0" for n in names if not getattr(config, n) > 0]
+    """What is wrong with the number fields ``names`` of ``config`` (each must be > 0, and
+    finite in float32, where training uses it)."""
+    return [
+        f"{section}.{n} must be > 0 and at most {FLOAT32_MAX:.3g} (float32)"
+        for n in names
+        if not 0 < getattr(config, n) <= FLOAT32_MAX
+    ]

@@ -603,6 +603,23 @@ def train_epoch(
     return state.replace(algorithm=params, algorithm_opt=opt_state, step=state.step + steps)
 
 
+class TrainingDiverged(ArithmeticError):
+    """The algorithm's parameters stopped being finite in training (too large a learning
+    rate): the run stops before it measures or saves them, and its last checkpoint stays."""
+
+
+def check_finite(params, step: int) -> None:
+    """Raise :class:`TrainingDiverged` unless every leaf of ``params``, the algorithm's
+    parameters after training up to ``step``, is finite."""
+    leaves = jax.tree.leaves(params)
+    if not all(bool(jnp.all(jnp.isfinite(leaf))) for leaf in leaves):
+        raise TrainingDiverged(
+            f"training diverged by step {step}: the algorithm's parameters are no longer "
+            "finite; lower [algorithm] learning_rate (or oracle.descent_learning_rate) and "
+            "train again (checkpoints written before it are kept)"
+        )
+
+
 class Epoch(NamedTuple):
     """One epoch of :func:`run_epochs`: the state after it, its measurement, the step the
     measurement was taken at and the seconds of its training (None after the last one)."""
@@ -638,6 +655,7 @@ def run_epochs(
                 epochs = steps // oracle.epoch_steps
                 state = train_epoch(game, oracle, temperature, state, epochs)
                 jax.block_until_ready(state.algorithm)  # asynchronous dispatch: time the work
+            check_finite(state.algorithm, int(state.step))
             seconds = time.perf_counter() - trained
         yield Epoch(state, record, measured_at, seconds)
 

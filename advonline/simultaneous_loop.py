@@ -35,7 +35,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from advonline import parallel, simultaneous
-from advonline.oracle_loop import snapshot_payoffs
+from advonline.oracle_loop import check_finite, snapshot_payoffs
 from advonline.ratio import ratio_of_payoff
 from advonline.simultaneous import GameState, StepMetrics
 
@@ -125,6 +125,7 @@ def run_epochs(game, oracle, seed: int, state: GameState, epochs: int) -> Iterat
             state, last_step = step_once(game, state)
         jax.block_until_ready(state.algorithm)  # asynchronous dispatch: time the work
         seconds = time.perf_counter() - started
+        check_finite(state.algorithm, int(state.step))
         state, record = measure_everywhere(game, oracle.budget(), seed, epoch, state, last_step)
         yield Epoch(state, record, int(state.step), seconds)
 

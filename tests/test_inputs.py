@@ -160,6 +160,8 @@ def write_config(tmp_path: Path, text: str) -> str:
             "lower adversary.batch",
         ),
         ("[algorithm]\nlearning_rate = inf\n", "finite"),
+        ("[algorithm]\nlearning_rate = 1e39\n", "at most 3.4e+38 (float32)"),
+        ("[game]\ntemperature = 1e300\n", "at most 3.4e+38 (float32)"),
         ('[game]\nloop = "simultaneous"\n[adversary]\nentropy = nan\n', "finite"),
         ("[game]\ntemperature = inf\n", "finite"),
         ("[game]\nepochs = 2.0\n", "whole number"),

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 from flax import serialization
 
-from advonline import checkpoint, checksums, configs
+from advonline import checkpoint, checksums, configs, oracle_loop
 from advonline.cli import main
 from advonline.simultaneous import delivered_params
 from advonline.train import train
@@ -272,3 +272,34 @@ def test_a_resume_drops_rows_after_the_checkpoint_and_a_row_cut_short(tmp_path, 
     with open(folder / "metrics.csv", newline="") as handle:
         logged = [int(row["step"]) for row in csv.DictReader(handle)]
     assert logged == list(range(1, 7))
+
+
+@pytest.mark.parametrize("loop", ["simultaneous", "oracle"])
+def test_a_run_whose_network_stops_being_finite_ends_in_one_line(tmp_path, capsys, loop):
+    """Parameters that turn NaN after step 2 (as too large a learning rate makes them) end the
+    run with one line and exit 2: neither measured nor saved, the checkpoint of step 2 kept."""
+    from tests.test_oracle_loop import TINY_ORACLE_TOML
+
+    path = tmp_path / "tiny.toml"
+    path.write_text((TINY_TOML if loop == "simultaneous" else TINY_ORACLE_TOML).format(epochs=6))
+    game_class = type(configs.load(path).build_game())
+    step_function, train_epoch = game_class.step_function, oracle_loop.train_epoch
+
+    def poisoned(state):
+        if int(state.step) <= 2:
+            return state
+        return state.replace(algorithm=jax.tree.map(lambda x: x * np.nan, state.algorithm))
+
+    def poisoned_step(game):
+        step = step_function(game)
+        return lambda game, state: (lambda out: (poisoned(out[0]), out[1]))(step(game, state))
+
+    with pytest.MonkeyPatch.context() as patched:
+        patched.setattr(game_class, "step_function", poisoned_step)
+        patched.setattr(oracle_loop, "train_epoch", lambda *args: poisoned(train_epoch(*args)))
+        assert main(["train", str(path), "--out", str(tmp_path / "run"), "--quiet"]) == 2
+    error = capsys.readouterr().err.strip().splitlines()
+    assert len(error) == 1 and "training diverged by step" in error[0]
+    state = checkpoint.load(tmp_path / "run")[0]
+    assert int(state.step) == 2
+    assert all(np.all(np.isfinite(leaf)) for leaf in jax.tree.leaves(state.algorithm))
