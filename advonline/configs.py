@@ -471,8 +471,8 @@ def from_tables(data: dict, origin: str = "config") -> RunConfig:
     problems = game.check() + oracle.check() + algorithm.check()
     problems += adversary.check() if adversary is not None else []
     problems += writer_options.check() if writer_options is not None else []
-    if min(oracle.chains, oracle.search_steps, oracle.candidates) < 1:
-        problems.append("oracle.chains, search_steps and candidates must be >= 1")
+    if min(oracle.chains, oracle.search_steps) < 1:
+        problems.append("oracle.chains and search_steps must be >= 1")
     if problem.check_run is not None:
         problems += problem.check_run(config)
     if problems:
