@@ -85,7 +85,7 @@ TRAINING_RATIOS = (
     ("restricted_ratio", "s-", "restricted game's CR (snapshots x archive)"),
     ("probe_ratio", "o-", "probe: worst ratio a stronger search found"),
     ("mixture_ratio", "d-", "equilibrium mixture of snapshots: worst ratio found"),
-    ("guarantee", "k-", "guarantee: best so far (K = 1: DP upper bound; else worst found)"),
+    ("guarantee", "k-", "guarantee: best so far (certified bound, else worst found)"),
 )
 
 
@@ -203,9 +203,9 @@ def bars_figure(
 ) -> list[Path]:
     """Grouped bars: one group per setting, one bar per algorithm's measured CR (log scale; an
     infinite ratio is drawn as a hatched bar reaching the top and labelled inf; ``ratio``:
-    what the ratios are). ``bounds``
-    (per row, algorithm -> DP upper bound of a randomised policy) are drawn as markers above the
-    bar: the true CR lies between the bar (worst instance found) and the marker."""
+    what the ratios are). ``bounds`` (per row, algorithm -> the certificate's upper bound,
+    where it is not the CR itself) are drawn as markers above the bar: the true CR lies
+    between the bar (worst instance found) and the marker."""
     algorithms = list(dict.fromkeys(a for _, ratios in rows for a in ratios))
     finite = [v for _, ratios in rows for v in ratios.values() if _finite(v)]
     top = max(finite) * 3 if finite else 10.0
@@ -229,7 +229,7 @@ def bars_figure(
                 [shown],
                 "kv",
                 markersize=5,
-                label="DP upper bound (randomised)" if not bound_drawn else None,
+                label="certified upper bound" if not bound_drawn else None,
             )
             bound_drawn = True
             marked[index] = shown
@@ -263,7 +263,9 @@ def bars_figure(
                     xytext=(0, 1 if marker is None else 5),
                     textcoords="offset points",
                 )
-    axis.set_xticks(np.arange(len(rows)), [label for label, _ in rows], fontsize=7)
+    group_width = figure_width / max(len(rows), 1)  # a label wraps to its group's width
+    labels = [_wrapped(label, group_width, per_inch=14) for label, _ in rows]
+    axis.set_xticks(np.arange(len(rows)), labels, fontsize=7)
     axis.set_yscale("log")
     axis.set_ylim(bottom=1.0, top=top * 2)
     axis.set_ylabel(f"measured {ratio_label(ratio)}")
@@ -272,9 +274,10 @@ def bars_figure(
     return save(figure, out, stem)
 
 
-def _wrapped(title: str, figure_width: float) -> str:
-    """``title`` with each line wrapped to fit a figure ``figure_width`` inches wide."""
-    characters = int(figure_width * 13)  # about 13 characters of 9-point text per inch
+def _wrapped(title: str, figure_width: float, per_inch: int = 13) -> str:
+    """``title`` with each line wrapped to fit ``figure_width`` inches: about 13 characters
+    of 9-point text an inch inside the axes (14 of 7-point text under a bar group)."""
+    characters = int(figure_width * per_inch)
     return "\n".join(textwrap.fill(line, characters) for line in title.split("\n"))
 
 

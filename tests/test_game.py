@@ -204,7 +204,10 @@ def test_every_shipped_config_is_valid():
             {"problem": {"name": "adwords"}, "oracle": {"descent_epochs": 1}},
             "certificate has no gradient to descend",
         ),
-        ({"game": {"loop": "oracle"}, "oracle": {"descent_learning_rate": 0}}, "must be a finite"),
+        (
+            {"game": {"loop": "oracle"}, "oracle": {"descent_learning_rate": 0}},
+            "descent_learning_rate must be > 0",
+        ),
         ({"algorithm": {"update": "adam"}}, "algorithm.update must be one of"),
         ({"setting": {"low": 3.0, "high": 2.0}}, "must exceed L"),
         ({"game": {"loop": "oracle"}, "oracle": {"mixtures": 1}}, "expected true or false"),
