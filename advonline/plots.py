@@ -111,16 +111,16 @@ def ratio_figure(
     last = rows[-1]["step"] if rows else 0
     unplotted = []
     for index, result in enumerate(evaluation["results"]):
-        ratio, label = result["competitive_ratio"], result["algorithm"]
-        text = f"{label}: measured CR {ratio:.3g} ({result['worst_source']})"
-        if not _finite(ratio):
+        measured, label = result["competitive_ratio"], result["algorithm"]
+        text = f"{label}: measured CR {measured:.3g} ({result['worst_source']})"
+        if not _finite(measured):
             unplotted.append(f"{label}: inf")
         elif label in LEARNED:
             axis.plot(
-                [last], [ratio], "*", markersize=12, color=colours[(index + 2) % 10], label=text
+                [last], [measured], "*", markersize=12, color=colours[(index + 2) % 10], label=text
             )
         else:
-            axis.axhline(ratio, linestyle=":", color=colours[(index + 2) % 10], label=text)
+            axis.axhline(measured, linestyle=":", color=colours[(index + 2) % 10], label=text)
     if reference is not None:
         label, value = reference
         axis.axhline(
