@@ -17,7 +17,12 @@ import matplotlib
 matplotlib.use("Agg")  # files only, no display
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
-from matplotlib.ticker import NullFormatter, ScalarFormatter  # noqa: E402
+from matplotlib.ticker import (  # noqa: E402
+    FuncFormatter,
+    LogLocator,
+    NullFormatter,
+    ScalarFormatter,
+)
 
 from advonline.ratio import RATIO_NAMES  # noqa: E402
 
@@ -70,12 +75,17 @@ def _finite(value) -> bool:
 
 
 def _ratio_scale(axis, values: list) -> None:
-    """Log scale with plain tick labels when the ratios span more than 10x, else linear."""
+    """Log scale with plain tick labels when the ratios span more than 10x, else linear; over
+    at most three decades the ticks at 2, 3 and 5 times a power of ten are labelled too."""
     finite = [v for v in values if _finite(v) and v > 0]
     if finite and max(finite) > 10 * min(finite):
         axis.set_yscale("log")
         axis.yaxis.set_major_formatter(ScalarFormatter())
-        axis.yaxis.set_minor_formatter(NullFormatter())
+        if max(finite) > 1000 * min(finite):
+            axis.yaxis.set_minor_formatter(NullFormatter())
+            return
+        axis.yaxis.set_minor_locator(LogLocator(subs=(2.0, 3.0, 5.0)))
+        axis.yaxis.set_minor_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
 
 
 #: Ratios logged during training, by loop: (column, line style, legend label).
@@ -186,6 +196,8 @@ def _oracle_exploitability_figure(
     gap.axhline(0.05, color="grey", linestyle="--", linewidth=1, label="0.05")
     if any(_finite(v) and v > 0 for v in values):
         gap.set_yscale("symlog", linthresh=0.01)
+        gap.yaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
+    gap.set_ylabel("exploitability (relative gap)")
     gap.legend(fontsize=8)
     for axis in (ratios, gap):
         axis.set_xlabel("training step")
