@@ -345,7 +345,9 @@ def verdict(
     shown = " (certified)" if below else ""  # its guarantee, not the worst found, is judged
     versus = f"{best.algorithm} {_short(theirs)}{shown}"
     if figure < theirs * (1 - MATCHING):
-        return f"verdict: {described} beats {versus}: {figure / theirs:.2f}x"
+        factor = figure / theirs
+        shown = f"{factor:.2f}x" if factor <= 0.99 else _times(factor)
+        return f"verdict: {described} beats {versus}: {shown}"
     if figure <= theirs * (1 + MATCHING):
         return f"verdict: {described} matches {versus}: 1.00x"
     factor = _times(figure / theirs)
@@ -368,13 +370,14 @@ def _judged(measured: Measurement) -> float:
 
 
 def _times(factor: float) -> str:
-    """A factor to 4 significant digits (1.044x, 517.4x, 0.9621x), and one less than 1% above
-    1 to its first two digits past 1 (1.0000031x): a small excess is never printed as 1x."""
+    """A factor to 4 significant digits (1.044x, 517.4x, 0.9621x), and one within 1% of 1 to
+    its first two digits that differ from 1 (1.0000031x, 0.99981x): a small difference is
+    never printed as 1x."""
     if math.isinf(factor):
         return "inf"
-    if not 1.0 < factor < 1.01:
+    if not (0.99 < factor < 1.01 and factor != 1.0):
         return f"{factor:.4g}x"
-    return f"{factor:.{1 - math.floor(math.log10(factor - 1.0))}f}x"
+    return f"{factor:.{1 - math.floor(math.log10(abs(factor - 1.0)))}f}x"
 
 
 def _short(ratio: float) -> str:
