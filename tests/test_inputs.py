@@ -131,6 +131,7 @@ def test_sizes_beyond_memory_are_refused_before_work(capsys, flags, message):
         ("one-way-trading", "levels=100000000"),
         ("adwords", "queries=100000000"),
         ("posted-price", "demand_levels=7273023478"),  # a 58 GB demand table if ever built
+        ("ski-rental", "rounds=100000000"),  # one token a season of 10^8 days
     ],
 )
 def test_every_problem_gets_the_memory_pre_flight(tmp_path, capsys, problem, setting):

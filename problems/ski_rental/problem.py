@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from advonline.baselines.ski_rental import BASELINES, karlin_ratio
+from advonline.preflight import FLOAT32, FLOAT64, Need
 from advonline.problem import Cases, Problem
 from advonline.problems.ski_rental import by_hand, exact, model, policy, policy_file
 
@@ -15,6 +16,38 @@ def reference(setting: model.Setting) -> tuple[str, float] | None:
     if setting.rounds < 2 * setting.buy - 1:
         return None
     return "1 / (1 - (1 - 1/B)^B)", karlin_ratio(setting.buy)
+
+
+def evaluation_needs(setting: model.Setting, budget) -> list[Need]:
+    """The evaluator's largest arrays: a token is a whole season, simulated day by day, so the
+    encoding's one token per input does not size them. The lower bound's LP holds every
+    buying day's cost on every season, and the search scores its proposals over every day."""
+    days, lower = setting.rounds + 1, "the setting's rounds"
+    proposals = budget.search_chains * budget.search_candidates
+    return [
+        Need(
+            "the lower bound's cost of every buying day on every season [T + 1, T + 1]",
+            FLOAT64 * days**2,
+            lower,
+        ),
+        Need(
+            "the search's proposals, day by day [proposals, T]", FLOAT64 * proposals * days, lower
+        ),
+    ]
+
+
+def training_needs(config) -> list[Need]:
+    """Training's largest array: the archive or the probe's proposals, day by day."""
+    oracle = config.oracle
+    probe = oracle.budget().scaled(oracle.probe_scale)
+    seasons = max(oracle.archive_size, probe.chains * probe.candidates)
+    return [
+        Need(
+            "the archive's or the probe's seasons, day by day [seasons, T]",
+            FLOAT32 * seasons * (config.setting.rounds + 1),
+            "setting.rounds",
+        )
+    ]
 
 
 PROBLEM = Problem(
@@ -34,6 +67,8 @@ PROBLEM = Problem(
     load=policy_file.load,
     restore=policy.restore,
     reference=reference,
+    evaluation_needs=evaluation_needs,
+    training_needs=training_needs,
     cases=Cases(({"buy": 4, "rounds": 10}, {"buy": 7, "rounds": 5}), by_hand.paid, by_hand.optimum),
     objective="pay",
 )
