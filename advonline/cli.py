@@ -832,7 +832,7 @@ def _train_seeds(args, run_config, parent: Path) -> int:
     for (seed, folder, _, _), state in zip(plan, states, strict=True):
         last_rows[seed] = plots.read_metrics(Path(folder) / METRICS_NAME)[-1]
         print(f"seed {seed}: trained {int(state.step)} steps; run folder {folder}")
-    summary = seeds.summarise_training(args.config, last_rows)
+    summary = seeds.summarise_training(args.config, run_config.setting.describe(), last_rows)
     return _summarised(parent, summary, seeds.training_table(summary), plan)
 
 

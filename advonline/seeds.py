@@ -22,6 +22,7 @@ from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from pathlib import Path
 from typing import TypeVar
 
+from advonline.evaluation import Budget, setting_line
 from advonline.ratio import format_ratio
 
 SUMMARY_NAME = "summary.json"
@@ -126,6 +127,7 @@ def summarise(config: str, reports: dict[int, dict]) -> dict:
         "config": config,
         "seeds": seeds,
         "setting": first["setting"],
+        "budget": first["budget"],
         "ratio": first.get("ratio"),
         "lower_bound": first.get("lower_bound"),
         "algorithms": algorithms,
@@ -142,10 +144,11 @@ def summarise(config: str, reports: dict[int, dict]) -> dict:
 _POSITION = ("step", "epoch", "steps_per_second")
 
 
-def summarise_training(config: str, last_rows: dict[int, dict]) -> dict:
-    """The summary of ``train --seeds``: every figure of the seeds' last ``metrics.csv`` rows
-    (``{seed: {column: number or None}}``) that each seed measured, as :func:`spread` over
-    the seeds (``wall_seconds`` is the training time)."""
+def summarise_training(config: str, setting: dict, last_rows: dict[int, dict]) -> dict:
+    """The summary of ``train --seeds`` on ``setting`` (as the problem describes it): every
+    figure of the seeds' last ``metrics.csv`` rows (``{seed: {column: number or None}}``) that
+    each seed measured, as :func:`spread` over the seeds (``wall_seconds`` is the training
+    time)."""
     seeds = sorted(last_rows)
     columns = [
         name
@@ -155,6 +158,7 @@ def summarise_training(config: str, last_rows: dict[int, dict]) -> dict:
     return {
         "config": config,
         "seeds": seeds,
+        "setting": setting,
         "trained": {
             name: spread([float(last_rows[seed][name]) for seed in seeds]) for name in columns
         },
@@ -165,7 +169,10 @@ def summarise_training(config: str, last_rows: dict[int, dict]) -> dict:
 def training_table(summary: dict) -> str:
     """The lines ``train --seeds`` prints: each figure of the last epoch over the seeds, then
     the training time (the seconds per phase are left to the summary file)."""
-    lines = [f"over seeds {', '.join(map(str, summary['seeds']))}: median [min, max]"]
+    lines = [
+        f"setting: {setting_line(summary['setting'])}",
+        f"over seeds {', '.join(map(str, summary['seeds']))}: median [min, max]",
+    ]
     figures = summary["trained"]
     for name, figure in figures.items():
         if "seconds" not in name:
@@ -190,9 +197,17 @@ def _cell(figure: dict) -> str:
 
 
 def summary_table(summary: dict) -> str:
-    """The summary as the lines ``run --seeds`` prints: one per algorithm."""
+    """The summary as the lines ``run --seeds`` prints: the setting and the budget, the lower
+    bound on every algorithm where there is one, then one line per algorithm."""
     seeds = summary["seeds"]
     lines = [
+        f"setting: {setting_line(summary['setting'])}",
+        f"budget: {Budget(**summary['budget']).summary()}",
+    ]
+    if summary["lower_bound"] is not None:
+        ratio = summary["lower_bound"]["ratio"]
+        lines.append(f"lower bound on every online algorithm (certified): {ratio:.4f}")
+    lines += [
         f"over seeds {', '.join(map(str, seeds))}: median [min, max]; ratio {summary['ratio']}",
         f"{'algorithm':<24}{'CR':>30}{'certified <=':>30}",
     ]

@@ -47,6 +47,8 @@ def test_several_seeds_run_in_one_process_and_are_summarised(tmp_path, capsys):
     printed = capsys.readouterr().out
     summary = json.loads((out / "summary.json").read_text())
     assert summary["seeds"] == [0, 1] and "over seeds 0, 1" in printed
+    # the summary says what it was measured on, as every table does
+    assert "setting: ski-rental buy=10, rounds=30\nbudget: fresh adversary 2 steps" in printed
     learned, rows = [], []
     for seed in (0, 1):
         report = json.loads((out / f"seed{seed}" / "evaluation.json").read_text())
@@ -114,6 +116,7 @@ def test_train_seeds_summarises_the_last_epochs_and_run_resume_measures_them(tmp
     printed = capsys.readouterr().out
     summary = json.loads((out / "summary.json").read_text())
     assert summary["seeds"] == [0, 1] and "over seeds 0, 1" in printed
+    assert "setting: ski-rental buy=10, rounds=30\nover seeds 0, 1" in printed
     guarantees = []
     for seed in (0, 1):
         rows = _metrics(out / f"seed{seed}")
