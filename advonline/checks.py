@@ -67,7 +67,8 @@ def setting_round_trip(problem: Problem, setting) -> str:
 
 def encoding_in_vocabulary(problem: Problem, setting) -> str:
     """Random and mutated token sequences stay in ``[0, vocabulary)``, with the encoding's
-    length, and a mutation changes most sequences."""
+    length, and a mutation changes most sequences (where the random inputs differ at all: a
+    setting with one possible input leaves nothing to mutate to)."""
     encoding = problem.encoding(setting)
     tokens = encoding.random(jax.random.key(0), 32)
     _require(tokens.shape == (32, encoding.length), f"random() gave shape {tokens.shape}")
@@ -77,8 +78,11 @@ def encoding_in_vocabulary(problem: Problem, setting) -> str:
         low, high = int(found.min()), int(found.max())
         _require(0 <= low and high < encoding.vocabulary, f"tokens in [{low}, {high}]")
     changed = int(jnp.sum(jnp.any(mutated != tokens, axis=1)))
+    described = f"vocabulary {encoding.vocabulary}, length {encoding.length}"
+    if changed == 0 and bool(jnp.all(tokens == tokens[:1])):
+        return f"{described}; random() draws one input only, so there is nothing to mutate"
     _require(changed >= 16, f"mutate() changed {changed} of 32 sequences")
-    return f"vocabulary {encoding.vocabulary}, length {encoding.length}; {changed}/32 mutated"
+    return f"{described}; {changed}/32 mutated"
 
 
 def payoffs_in_range(problem: Problem, setting) -> str:

@@ -84,6 +84,19 @@ def test_every_check_of_advonline_check_passes(name, index):
     assert not failed, failed
 
 
+def test_the_encoding_check_needs_mutations_unless_one_input_is_possible():
+    """A season of at most one day is the only input there is: nothing to mutate, and the
+    check says so. A mutation that changes nothing where inputs differ fails it."""
+    problem = registry.get("ski-rental")
+    single = checks.encoding_in_vocabulary(problem, problem.setting(buy=3, rounds=1))
+    assert "draws one input only" in single
+    frozen = type("Frozen", (problem.encoding,), {"mutate": lambda self, key, tokens: tokens})
+    with pytest.raises(checks.CheckFailed, match="mutate\\(\\) changed 0 of 32"):
+        checks.encoding_in_vocabulary(
+            dataclasses.replace(problem, encoding=frozen), problem.setting(buy=3, rounds=10)
+        )
+
+
 def test_the_by_hand_check_catches_a_simulator_off_by_a_little():
     """A loop by hand that disagrees with the simulator by 1e-6 on one day fails the check,
     and so does a solver whose OPT is 1e-6 off: the check compares, it does not just run."""
