@@ -374,13 +374,18 @@ class RunConfig:
 
     def training_needs(self) -> list:
         """The largest arrays of training (:mod:`advonline.preflight`): the problem's estimate
-        where it has one, else as its encoding sizes them
-        (:func:`advonline.preflight.token_needs`): the adversary networks' batch, the probe's
-        candidates or the archive, whichever is larger, and the networks' weights."""
-        from advonline.preflight import network_needs, token_needs
-
+        where it has one, else :meth:`encoding_needs`."""
         if self.problem.training_needs is not None:
             return self.problem.training_needs(self)
+        return self.encoding_needs()
+
+    def encoding_needs(self) -> list:
+        """Training's largest arrays as the problem's encoding sizes them
+        (:func:`advonline.preflight.token_needs`): the adversary networks' batch, the probe's
+        candidates or the archive, whichever is larger, and the networks' weights. A problem's
+        own estimate may start from these."""
+        from advonline.preflight import network_needs, token_needs
+
         oracle = self.oracle
         probe = oracle.budget().scaled(oracle.probe_scale)
         game = self.build_game()

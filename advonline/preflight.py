@@ -85,6 +85,13 @@ def evaluation_needs(problem, setting, budget) -> list[Need]:
     (:func:`token_needs`)."""
     if problem.evaluation_needs is not None:
         return problem.evaluation_needs(setting, budget)
+    return encoding_evaluation_needs(problem, setting, budget)
+
+
+def encoding_evaluation_needs(problem, setting, budget) -> list[Need]:
+    """The evaluator's largest arrays as ``problem``'s encoding sizes them: the fresh
+    adversary networks' logits and the search's proposals. A problem's own estimate may start
+    from these."""
     proposals = budget.search_chains * budget.search_candidates
     encoding = problem.encoding(setting)
     # without its networks (too large: skipped) one input's logits are still a floor on what

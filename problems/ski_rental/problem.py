@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from advonline.baselines.ski_rental import BASELINES, karlin_ratio
-from advonline.preflight import FLOAT32, FLOAT64, Need
+from advonline.preflight import FLOAT32, FLOAT64, Need, encoding_evaluation_needs
 from advonline.problem import Cases, Problem
 from advonline.problems.ski_rental import by_hand, exact, model, policy, policy_file
 
@@ -20,11 +20,12 @@ def reference(setting: model.Setting) -> tuple[str, float] | None:
 
 def evaluation_needs(setting: model.Setting, budget) -> list[Need]:
     """The evaluator's largest arrays: a token is a whole season, simulated day by day, so the
-    encoding's one token per input does not size them. The lower bound's LP holds every
+    encoding's one token per input sizes only some of them. The lower bound's LP holds every
     buying day's cost on every season, and the search scores its proposals over every day."""
     days, lower = setting.rounds + 1, "the setting's rounds"
     proposals = budget.search_chains * budget.search_candidates
     return [
+        *encoding_evaluation_needs(PROBLEM, setting, budget),
         Need(
             "the lower bound's cost of every buying day on every season [T + 1, T + 1]",
             FLOAT64 * days**2,
@@ -37,16 +38,18 @@ def evaluation_needs(setting: model.Setting, budget) -> list[Need]:
 
 
 def training_needs(config) -> list[Need]:
-    """Training's largest array: the archive or the probe's proposals, day by day."""
+    """Training's largest arrays: the encoding's (the networks' weights among them), and the
+    archive or the probe's proposals, day by day."""
     oracle = config.oracle
     probe = oracle.budget().scaled(oracle.probe_scale)
     seasons = max(oracle.archive_size, probe.chains * probe.candidates)
     return [
+        *config.encoding_needs(),
         Need(
             "the archive's or the probe's seasons, day by day [seasons, T]",
             FLOAT32 * seasons * (config.setting.rounds + 1),
             "setting.rounds",
-        )
+        ),
     ]
 
 
