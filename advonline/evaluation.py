@@ -346,8 +346,8 @@ def verdict(
     versus = f"{best.algorithm} {_short(theirs)}{shown}"
     if figure < theirs * (1 - MATCHING):
         factor = figure / theirs
-        shown = f"{factor:.2f}x" if factor <= 0.99 else _times(factor)
-        return f"verdict: {described} beats {versus}: {shown}"
+        times = f"{factor:.2f}x" if factor <= 0.99 else _times(factor)
+        return f"verdict: {described} beats {versus}: {times}"
     if figure <= theirs * (1 + MATCHING):
         return f"verdict: {described} matches {versus}: 1.00x"
     factor = _times(figure / theirs)
