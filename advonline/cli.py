@@ -647,7 +647,8 @@ def run_export(args: argparse.Namespace) -> int:
     )
     figure = "" if measured is None else f"; measured CR {format_ratio(measured.competitive_ratio)}"
     written = json.loads(Path(path).read_text())  # its format, as the problem wrote it
-    form = " ".join(str(written[key]) for key in ("format", "version") if key in written)
+    form = str(written.get("format"))
+    form += f" version {written['version']}" if "version" in written else ""
     print(f"wrote {path} ({algorithm}, {form}, {run.steps} training steps{figure})")
     return 0
 
