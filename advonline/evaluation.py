@@ -456,6 +456,11 @@ def setting_line(described: dict) -> str:
     return f"{described['problem']} " + ", ".join(fields)
 
 
+#: A CR this far below the certified lower bound on every algorithm (relative) is a worst
+#: input found short of the worst, not a figure within float rounding of the bound.
+BELOW_BOUND = 1 - 1e-6
+
+
 def table(document: dict) -> str:
     """A report (:func:`report`) as printed: the setting, the budget, the known optimum and
     the lower bound beside every algorithm's sources; then what a missing figure means."""
@@ -496,6 +501,14 @@ def table(document: dict) -> str:
     for (column, note), names in notes.items():
         of = "every algorithm" if len(names) == len(results) > 1 else ", ".join(names)
         lines.append(f"note: {column} ({of}): {note}")
+    if document["lower_bound"]:
+        bound = document["lower_bound"]["ratio"]
+        below = [r["algorithm"] for r in results if r["competitive_ratio"] < bound * BELOW_BOUND]
+        if below:
+            lines.append(
+                f"note: below the lower bound ({', '.join(below)}): the worst inputs found, "
+                f"not the CR, which is at least {bound:.4f}: more --search-steps search further"
+            )
     if document["verdict"]:
         lines.append(document["verdict"])
     return "\n".join(lines)

@@ -224,3 +224,13 @@ def test_a_note_shared_by_every_algorithm_is_printed_once(capsys):
         f"note: exact (every algorithm): {note}" for note in exact_notes
     ]
     assert len(notes) == len(set(notes))
+    assert not any("below the lower bound" in note for note in notes)
+    # a worst found under the certified lower bound on every algorithm is said to be short
+    from advonline.evaluation import table
+
+    lowest = min(r["competitive_ratio"] for r in report["results"])
+    report["lower_bound"]["ratio"] = lowest * 1.001
+    below = [r["algorithm"] for r in report["results"] if r["competitive_ratio"] == lowest]
+    assert f"note: below the lower bound ({', '.join(below)}): the worst inputs found" in table(
+        report
+    )
