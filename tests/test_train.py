@@ -292,7 +292,12 @@ def test_a_run_whose_network_stops_being_finite_ends_in_one_line(tmp_path, capsy
 
     def poisoned_step(game):
         step = step_function(game)
-        return lambda game, state: (lambda out: (poisoned(out[0]), out[1]))(step(game, state))
+
+        def stepped(game, state):
+            state, metrics = step(game, state)
+            return poisoned(state), metrics
+
+        return stepped
 
     with pytest.MonkeyPatch.context() as patched:
         patched.setattr(game_class, "step_function", poisoned_step)
