@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import jax
+import numpy as np
 
 from advonline.folders import read_text
 from advonline.seeds import SEED_LIMIT
@@ -666,7 +667,7 @@ def positive(section: str, config, *names: str) -> list[str]:
 
 
 #: The largest float32: training computes in float32, where a larger number is infinite.
-FLOAT32_MAX = 3.4028234663852886e38
+FLOAT32_MAX = float(np.finfo(np.float32).max)
 
 
 def positive_float(section: str, config, *names: str) -> list[str]:
