@@ -73,20 +73,24 @@ def encoding_in_vocabulary(problem: Problem, setting) -> str:
     encoding = problem.encoding(setting)
     tokens = encoding.random(jax.random.key(0), 32)
     _require(tokens.shape == (32, encoding.length), f"random() gave shape {tokens.shape}")
+    _require_in_vocabulary(tokens, encoding.vocabulary)
     changed = jnp.zeros(32, bool)
     for key in jax.random.split(jax.random.key(1), MUTATION_TRIES):
         mutated = encoding.mutate(key, tokens)
         _require(mutated.shape == tokens.shape, f"mutate() gave shape {mutated.shape}")
+        _require_in_vocabulary(mutated, encoding.vocabulary)
         changed = changed | jnp.any(mutated != tokens, axis=1)
-        for found in (tokens, mutated):
-            low, high = int(found.min()), int(found.max())
-            _require(0 <= low and high < encoding.vocabulary, f"tokens in [{low}, {high}]")
     count = int(changed.sum())
     described = f"vocabulary {encoding.vocabulary}, length {encoding.length}"
     if count == 0 and bool(jnp.all(tokens == tokens[:1])):
         return f"{described}; random() draws one input only, so there is nothing to mutate"
     _require(count >= 16, f"mutate() changed {count} of 32 sequences in {MUTATION_TRIES} tries")
     return f"{described}; {count}/32 changed within {MUTATION_TRIES} mutations"
+
+
+def _require_in_vocabulary(tokens, vocabulary: int) -> None:
+    low, high = int(tokens.min()), int(tokens.max())
+    _require(0 <= low and high < vocabulary, f"tokens in [{low}, {high}]")
 
 
 #: Independent mutations of each sequence the encoding check tries: a mutation may leave a
