@@ -12,10 +12,23 @@ from tiers import first_by_default
 
 from advonline import problems as registry
 from advonline.baselines.posted_price import BASELINES, make_baseline
-from advonline.evaluation import LOWER_BOUND, SOURCE_NAMES, Budget, report, time_line
+from advonline.evaluation import (
+    LOWER_BOUND,
+    SOURCE_NAMES,
+    Budget,
+    SourceRatio,
+    from_sources,
+    report,
+    time_line,
+)
 from advonline.evaluation import measure as measure_on
-from advonline.problems.posted_price.evaluate import families_source
-from advonline.problems.posted_price.families import make_family, stopping_densities, write_out
+from advonline.problems.posted_price.evaluate import families_source, random_source
+from advonline.problems.posted_price.families import (
+    make_family,
+    random_instances,
+    stopping_densities,
+    write_out,
+)
 from advonline.problems.posted_price.model import Setting
 from advonline.problems.posted_price.optimum import lp_optimum
 from advonline.problems.posted_price.problem import PROBLEM as POSTED
@@ -54,6 +67,18 @@ def test_every_baseline_gets_every_source(name, setting):
     assert found.sources["families"].ratio <= exact * (1 + 1e-9)
     assert found.sources["random"].ratio <= exact * (1 + 1e-9)
     assert found.sources["adversary"].ratio <= exact * (1 + 1e-9)
+
+
+@pytest.mark.parametrize("deciding", SOURCE_NAMES)
+def test_any_source_can_decide_the_measured_ratio(deciding):
+    """The CR is the worst of every source with a ratio, whichever source found it; a source
+    without one (None) is passed over."""
+    ratios = {name: 1.5 + 0.1 * index for index, name in enumerate(SOURCE_NAMES)}
+    ratios[deciding] = 7.0
+    sources = {name: SourceRatio(ratio, name) for name, ratio in ratios.items()}
+    sources["missing"] = SourceRatio(None, "cannot run here")
+    measured = from_sources("rule", sources, SourceRatio(None, "no bound"))
+    assert (measured.competitive_ratio, measured.worst_source) == (7.0, deciding)
 
 
 def test_several_resources_with_indivisible_buyers_are_measured_without_the_oracle():
@@ -321,9 +346,9 @@ def test_every_source_of_a_randomised_policy_is_a_ratio_recomputed_by_hand():
     policy = RandomTablePolicy(levels=jnp.asarray([1.0, 3.0, 6.0]), probs=jnp.asarray(probs))
     budget = Budget(random_instances=16, family_members=9, adversary_steps=4, search_steps=8)
     measured = measure_on(POSTED, setting, "random-table", policy, budget)
-    for name, source in measured.sources.items():
-        if source.ratio is not None:
-            assert source.ratio >= 1.0, name
+    found = {name: s.ratio for name, s in measured.sources.items() if s.ratio is not None}
+    assert min(found.values()) >= 1.0, found
+    assert measured.competitive_ratio == max(found.values())
     worst = measured.sources["adversary"].worst_input
     values, demands = np.asarray(worst["values"]), np.asarray(worst["demands"])
     optimum = lp_optimum(values, demands, np.asarray(setting.capacities))
@@ -343,6 +368,31 @@ def test_every_source_of_a_randomised_policy_is_a_ratio_recomputed_by_hand():
     optimum = lp_optimum(values, demands, np.asarray(setting.capacities))
     by_hand = optimum / _expected_welfare_by_hand(setting, policy, values, demands)
     assert measured.sources["families"].ratio == pytest.approx(by_hand, rel=1e-9)
+
+
+def test_the_random_source_is_the_worst_of_its_instances_by_hand():
+    """Posted pricing's ``random`` source is the largest ratio over its instances, each
+    measured here by the recursion above against HiGHS's OPT, and it names that instance."""
+    setting = Setting(rounds=6, max_demand=0.25, demand_levels=2)
+    rng = np.random.default_rng(11)
+    probs = rng.dirichlet(np.ones(3), size=(setting.rounds, setting.grid_size + 1))
+    policy = RandomTablePolicy(levels=jnp.asarray([1.0, 2.5, 7.0]), probs=jnp.asarray(probs))
+    budget = Budget(random_instances=12)
+    key = jax.random.key(4)
+    with jax.enable_x64(True):
+        found = random_source(setting, policy, budget, key)
+        key_instances, _ = jax.random.split(key)  # as the source splits its key
+        instances = random_instances(setting, key_instances, budget.random_instances, jnp.float64)
+    by_hand = [
+        lp_optimum(values, demands, np.asarray(setting.capacities))
+        / _expected_welfare_by_hand(setting, policy, values, demands)
+        for values, demands in zip(
+            np.asarray(instances.values), np.asarray(instances.demands), strict=True
+        )
+    ]
+    assert found.worst_input["index"] == int(np.argmax(by_hand))
+    assert found.ratio == pytest.approx(max(by_hand), rel=1e-9)
+    assert min(by_hand) < max(by_hand) * (1 - 1e-3)  # the instances tell the two apart
 
 
 class _Heard:

@@ -23,7 +23,7 @@ from advonline.evaluation import Budget, measure
 from advonline.problems.adwords import by_hand as allocation_by_hand
 from advonline.problems.adwords import model as allocation
 from advonline.problems.one_way_trading import exact
-from advonline.sources import hard_starts, input_ratios
+from advonline.sources import families_source, hard_starts, input_ratios
 
 
 @pytest.mark.parametrize(
@@ -179,6 +179,30 @@ def test_evaluator_search_climbs_from_the_families_and_given_inputs(name, index)
         start_ratios = [float(input_ratios(problem, setting, policy, s)[0]) for s in starts]
     measured = measure(problem, setting, algorithm, policy, budget, starts=given)
     assert measured.sources["adversary"].ratio >= max(start_ratios) * (1 - 1e-9), algorithm
+
+
+@pytest.mark.parametrize(
+    "name", [name for name in registry.names() if registry.get(name).sources is None]
+)
+def test_the_families_source_is_the_worst_member_of_every_family(name):
+    """The core's ``families`` source reports, for every baseline, the largest ratio of any
+    member of any held-out family, names that family, and keeps the input that attains it
+    (each family scored here on its own)."""
+    problem, setting = _case(name, 0)
+    families = problem.families_of(setting)
+    with jax.enable_x64(True):
+        for algorithm, make in problem.baselines.items():
+            policy = make(setting)
+            worst = {
+                family: np.asarray(input_ratios(problem, setting, policy, jnp.asarray(tokens)))
+                for family, tokens in families.items()
+            }
+            found = families_source(problem, setting, policy)
+            chosen = found.worst_input["family"]
+            assert found.ratio == max(float(r.max()) for r in worst.values()), algorithm
+            assert found.ratio == float(worst[chosen].max()), algorithm
+            tokens = jnp.asarray([found.worst_input["tokens"]])
+            assert float(input_ratios(problem, setting, policy, tokens)[0]) == found.ratio
 
 
 def test_one_way_trading_ratios_match_closed_forms():
