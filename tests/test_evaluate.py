@@ -137,6 +137,8 @@ def test_greedy_and_fixed_known_ratios():
     assert greedy.sources["families"].ratio == pytest.approx(10.0, rel=0.02)
     fixed = measure(setting, "fixed", make_baseline("fixed", setting), Budget())
     assert fixed.competitive_ratio == math.inf
+    # a family priced below the fixed price sells nothing: an input's ratio is inf, not large
+    assert fixed.sources["families"].ratio == math.inf
 
 
 def test_k1_adversary_source_is_the_training_oracle(monkeypatch):

@@ -72,7 +72,7 @@ def test_every_mutation_keeps_a_valid_type_sequence(threshold_target):
 def test_the_search_kernel_moves_each_chain_to_its_best_candidate():
     """Candidates are laid out chain-major (rows b M .. b M + M - 1 belong to chain b): with a
     mutation that adds its candidate index to every token, each step moves each chain by
-    M - 1, and a chain that no candidate improves stays (a score that caps the tokens)."""
+    M - 1; a chain whose every candidate is worse stays (a score that caps the tokens)."""
     from advonline.search import hill_climb
 
     chains, candidates, steps = 3, 4, 5
@@ -92,16 +92,19 @@ def test_the_search_kernel_moves_each_chain_to_its_best_candidate():
     )
     np.testing.assert_array_equal(tokens, starts + steps * (candidates - 1))
     np.testing.assert_array_equal(scores, tokens.sum(1))
-    capped, _ = hill_climb(
+    capped, capped_scores = hill_climb(
         lambda t: -jnp.abs(t.sum(1) - 7).astype(jnp.float32),  # best at a sum of 7
-        offset_by_candidate,
+        lambda key, t: offset_by_candidate(key, t) + 1,  # every candidate moves
         jax.random.key(0),
         starts,
         steps,
         candidates,
     )
-    # chain 0 (sum 1) reaches 7 in one step (3 added to each of its two tokens), then stays
-    assert int(capped[0].sum()) == 7
+    # chains 0 and 1 (sums 1 and 5) reach 7 in one step, then stay, every candidate being
+    # worse; chain 2 (sum 9) never moves: each of its candidates is further from 7
+    assert [int(total) for total in capped.sum(1)] == [7, 7, 9]
+    np.testing.assert_array_equal(capped[2], starts[2])
+    np.testing.assert_array_equal(capped_scores, [0.0, 0.0, -2.0])
 
 
 def test_float64_everywhere_inside_a_float64_scope_leaves_the_global_flag_off():

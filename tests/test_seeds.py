@@ -12,7 +12,7 @@ import time
 import pytest
 
 from advonline import cli, folders
-from advonline.seeds import MOST_SEEDS, Stopped, concurrently, parse_seeds
+from advonline.seeds import MOST_SEEDS, Stopped, concurrently, parse_seeds, spread
 from tests.test_oracle_loop import TINY_ORACLE_TOML
 
 BUDGET = ["--search-steps", "4", "--random-instances", "8", "--adversary-steps", "2"]
@@ -37,6 +37,17 @@ def test_seed_lists_read_and_bad_ones_refused():
     ):
         with pytest.raises(ValueError):
             parse_seeds(bad)
+
+
+def test_a_figure_over_seeds_is_its_median_min_and_max_in_seed_order():
+    """Median, not mean: one seed far off moves the mean, not the median."""
+    assert spread([2.0, 9.0, 1.5]) == {
+        "median": 2.0,
+        "min": 1.5,
+        "max": 9.0,
+        "by_seed": [2.0, 9.0, 1.5],
+    }
+    assert spread([1.0, 3.0, 2.0, 8.0])["median"] == 2.5  # an even count: the middle two
 
 
 @pytest.mark.end_to_end
