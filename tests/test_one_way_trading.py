@@ -59,7 +59,11 @@ def _curves(levels: int) -> list[np.ndarray]:
     [(4, 2), (4, 3), (3, 5), (5, 3)],
     ids=["T2-G4", "T3-G4", "T5-G3", "T3-G5"],
 )
-def test_no_input_goes_above_the_certificate(levels, rounds):
+@pytest.mark.parametrize("points", [exact.ROUND_POINTS, 1], ids=["fine", "grid-rates-only"])
+def test_no_input_goes_above_the_certificate(levels, rounds, points, monkeypatch):
+    """With the bound's records on the grid rates alone (``points`` 1), real rates between
+    them are what only the bound's cells between records cover."""
+    monkeypatch.setattr(exact, "ROUND_POINTS", points)
     setting = Setting(low=1.0, high=9.0, rounds=rounds, levels=levels)
     tokens = np.asarray(setting.token_rates)
     every = np.asarray(list(itertools.product(range(len(tokens)), repeat=rounds)))
