@@ -111,6 +111,42 @@ def test_water_filling_raises_the_lowest_bidders_to_one_level():
                 assert np.all(spent[passed] >= level[raised].max() - 1e-12)
 
 
+def test_whole_query_rules_follow_their_formulas():
+    """Greedy, Balance and MSVV against their formulas on random queries: the whole query to
+    the eligible advertiser of the highest ``min(bid, budget left)``, lowest ``spent``, highest
+    ``bid (1 - e^(spent - 1))`` (ties: lowest index); nothing where none is eligible. Bids
+    differ between advertisers in half the queries, where MSVV and Balance part."""
+    formulas = {
+        "greedy": lambda bids, spent: np.minimum(bids, 1.0 - spent),
+        "balance": lambda bids, spent: -spent,
+        "msvv": lambda bids, spent: bids * (1.0 - np.exp(spent - 1.0)),
+    }
+    setting = PROBLEM.setting(advertisers=5)
+    rules = {name: PROBLEM.baselines[name](setting) for name in formulas}
+    generator = np.random.default_rng(1)
+    parted = 0
+    with jax.enable_x64(True):
+        for query in range(300):
+            spent = generator.choice([0.0, 0.3, 0.95, 1.0], 5) * generator.random(5) ** 0.2
+            bid = np.full(5, generator.choice([0.02, 0.1, 0.4]))
+            if query % 2:
+                bid = generator.choice([0.02, 0.1, 0.4], 5)
+            bids = np.where(generator.random(5) < 0.8, bid, 0.0)
+            observation = model.Observation(jnp.asarray(bids), jnp.asarray(spent), jnp.asarray(0.5))
+            open_ = np.asarray(eligible(bids, spent))
+            chosen = {}
+            for name, formula in formulas.items():
+                shares = np.asarray(rules[name](observation))
+                expected = np.zeros(5)
+                if open_.any():
+                    score = np.where(open_, formula(bids, spent), -np.inf)
+                    expected[int(np.argmax(score))] = 1.0
+                np.testing.assert_array_equal(shares, expected, err_msg=name)
+                chosen[name] = int(np.argmax(shares))
+            parted += chosen["msvv"] != chosen["balance"]
+    assert parted > 0  # the queries tell MSVV from Balance
+
+
 def _best_response(m: int, phases: int, length: int, bid: Fraction, shares) -> Fraction:
     """The most any online algorithm that splits each query by one of ``shares`` (over the
     wanted advertisers, each sum at most 1) earns in expectation on the upper-triangular
