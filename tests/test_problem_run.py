@@ -241,6 +241,10 @@ def test_every_command_takes_a_run_of_the_interface(tmp_path, capsys):
     assert archived[0]["ratio_delivered"] == worst and len(archived[0]["tokens"]) == 17
     # the final archive's worst input against the delivered curve is what training recorded
     assert worst == pytest.approx(archive_source(run), rel=1e-6)
+    # and the evaluator's search, whose chains also start from the hardest archived inputs and
+    # never step down, finds at least as bad
+    sources = by_algorithm(json.loads((run / "evaluation.json").read_text()))["learned"]["sources"]
+    assert sources["adversary"] >= sources["archive"] * (1 - 1e-6)  # float32 rounding
 
 
 def curve_of(path) -> tuple[list, list]:
