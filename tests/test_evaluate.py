@@ -338,6 +338,19 @@ def _expected_welfare_by_hand(setting, policy, values, demands) -> float:
     return value_from(0, 0)
 
 
+def test_the_report_s_verdict_measures_the_learned_figure_against_its_lower_bound():
+    """The report hands the verdict the problem's certified lower bound itself (a ratio,
+    not its inverse), so the factor printed is the learned figure over the bound's ratio."""
+    problem = registry.get("ski-rental")
+    setting = problem.setting.from_config(dict(problem.cases.settings[0]))
+    bound = problem.lower_bound(setting).ratio
+    figure = bound * 1.25
+    results = [_measured("learned", figure, None, "exact"), _measured("never", 9.0, None)]
+    document = report(problem, setting, Budget(), results, learned="learned", baselines=("never",))
+    assert document["lower_bound"]["ratio"] == bound > 1.0
+    assert f"{figure / bound:.4g}x the lower bound" in document["verdict"]  # 1.25x
+
+
 def test_every_source_of_a_randomised_policy_is_a_ratio_recomputed_by_hand():
     """For a randomised K = 1 policy, each source's worst input, rebuilt from what the report
     says and measured by a recursion written here against HiGHS's OPT, gives the source's
