@@ -211,7 +211,7 @@ def test_every_command_takes_every_problem_by_one_path():
         assert type(config.build_game()) is Game, name
 
 
-def test_a_note_shared_by_every_algorithm_is_printed_once(capsys):
+def test_the_table_prints_its_report_cell_by_cell_and_a_shared_note_once(capsys):
     flags = ["--problem", "one-way-trading", "--setting", "rounds=8", "--setting", "levels=8"]
     assert main(["evaluate", *flags, *TINY[4:], "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
@@ -219,7 +219,21 @@ def test_a_note_shared_by_every_algorithm_is_printed_once(capsys):
     assert all(r["sources"]["exact"] is None for r in report["results"])
     exact_notes = {r["notes"]["exact"] for r in report["results"]}
     assert main(["evaluate", *flags, *TINY[4:]]) == 0
-    notes = [line for line in capsys.readouterr().out.splitlines() if line.startswith("note:")]
+    printed = capsys.readouterr().out.splitlines()
+    bound = report["lower_bound"]["ratio"]
+    assert f"lower bound on every online algorithm (certified): {bound:.4f}" in printed
+    header = next(line for line in printed if line.startswith("algorithm")).split()
+    assert header[:3] == ["algorithm", "CR", "worst"] and header[-1] == "bound"
+    for result in report["results"]:
+        row = next(line for line in printed if line.startswith(result["algorithm"] + " "))
+        cells = dict(zip(header, row.split(), strict=True))
+        expected = {**result["sources"], "CR": result["competitive_ratio"]}
+        expected["bound"] = result["upper_bound"]
+        assert cells["worst"] == result["worst_source"]
+        for column, figure in expected.items():
+            assert cells[column] == format_ratio(figure), (result["algorithm"], column)
+    assert any(r["upper_bound"] is not None for r in report["results"])  # a bound is shown
+    notes = [line for line in printed if line.startswith("note:")]
     assert [n for n in notes if n.startswith("note: exact")] == [
         f"note: exact (every algorithm): {note}" for note in exact_notes
     ]
