@@ -12,6 +12,7 @@ import time
 import pytest
 
 from advonline import cli, folders
+from advonline.ratio import format_ratio
 from advonline.seeds import MOST_SEEDS, Stopped, concurrently, parse_seeds, spread
 from tests.test_oracle_loop import TINY_ORACLE_TOML
 
@@ -78,6 +79,8 @@ def test_several_seeds_run_in_one_process_and_are_summarised(tmp_path, capsys):
     figure = summary["algorithms"]["learned"]["competitive_ratio"]
     assert figure["by_seed"] == learned and figure["median"] == statistics.median(learned)
     assert learned[0] != learned[1]  # two seeds, two runs
+    low, high = format_ratio(min(learned)), format_ratio(max(learned))
+    assert f"{format_ratio(figure['median'])} [{low}, {high}]" in printed
     # the same folder again: refused in one line without --resume, nothing touched
     before = (out / "summary.json").read_bytes()
     again = ["run", CONFIG, "--seeds", "0-2", "--out", str(out), "--quiet", *BUDGET]
