@@ -112,6 +112,37 @@ def test_the_by_hand_check_catches_a_simulator_off_by_a_little():
             checks.matches_references(dataclasses.replace(problem, cases=bad), setting)
 
 
+def test_the_range_and_certificate_checks_catch_a_problem_that_claims_a_little_too_much():
+    """Each off by 1e-6, past float rounding: payoffs that beat OPT (above 1), an exact
+    certificate its worst input does not attain, and a lower bound above the least of the
+    baselines' certificates each fail their check; the shipped problem passes both."""
+    problem = registry.get("ski-rental")
+    setting = problem.setting(buy=4, rounds=10)
+    checks.payoffs_in_range(problem, setting)
+    checks.certificates_hold(problem, setting)
+    least = min(
+        problem.certificate(setting, make(setting)).ratio for make in problem.baselines.values()
+    )
+
+    def generous(s, policy, instances, optimum):
+        return problem.payoffs(s, policy, instances, optimum) * (1 + 1e-6)
+
+    def loose(s, policy):  # claims exact, 1e-6 above what its worst input attains
+        found = problem.certificate(s, policy)
+        return found._replace(ratio=found.ratio * (1 + 1e-6))
+
+    def too_high(s):
+        found = problem.lower_bound(s)
+        return found._replace(ratio=least * (1 + 1e-6), best_response=1 / (least * (1 + 1e-6)))
+
+    with pytest.raises(checks.CheckFailed, match="payoffs in"):
+        checks.payoffs_in_range(dataclasses.replace(problem, payoffs=generous), setting)
+    with pytest.raises(checks.CheckFailed, match="its worst input has ratio"):
+        checks.certificates_hold(dataclasses.replace(problem, certificate=loose), setting)
+    with pytest.raises(checks.CheckFailed, match="below the lower bound"):
+        checks.certificates_hold(dataclasses.replace(problem, lower_bound=too_high), setting)
+
+
 def test_the_policy_file_check_catches_a_lax_or_wrong_reader():
     """A reader that drops a setting field it does not know, or reads a file back on another
     setting, fails the policy-file check: a file is read on the setting it names or not."""
