@@ -222,6 +222,32 @@ def test_the_evaluator_s_estimate_counts_the_adversary_s_table_where_it_runs():
     assert "sale chances" not in largest.what
 
 
+def test_the_core_s_estimate_grows_with_the_search_and_the_writers_batch():
+    """A problem sized by its encoding alone: the search's proposals are chains x candidates
+    inputs of T tokens, the writer's logits batch x T x vocabulary, each float64; doubling
+    the chains, the candidates or the batch doubles that need."""
+    from advonline import problems as registry
+    from advonline.evaluation import Budget
+
+    problem = registry.get("one-way-trading")
+    setting = problem.setting(rounds=8, levels=8)
+    encoding = problem.encoding(setting)
+
+    def needs(**fields) -> dict[str, float]:
+        sizes = {"search_chains": 4, "search_candidates": 2, "adversary_batch": 8}
+        budget = Budget(**(sizes | fields))
+        found = preflight.encoding_evaluation_needs(problem, setting, budget)
+        return {need.what.split(" [")[0]: need.bytes for need in found}
+
+    base = needs()
+    logits, proposals = "an adversary network's logits", "the search's candidate inputs"
+    assert base[proposals] == 8 * 4 * 2 * encoding.length
+    assert base[logits] == 8 * 8 * encoding.length * encoding.vocabulary
+    assert needs(search_chains=8)[proposals] == needs(search_candidates=4)[proposals]
+    assert needs(search_chains=8)[proposals] == 2 * base[proposals]
+    assert needs(adversary_batch=16)[logits] == 2 * base[logits]
+
+
 @pytest.mark.parametrize("resources", [1, 2, 3])
 def test_the_estimate_counts_the_buyer_types_the_adversary_builds(resources):
     from advonline.problems.posted_price.buyer_types import BuyerTypes
