@@ -1,5 +1,6 @@
 """The evaluator: every baseline through one fixture, and the known ratios it must recover."""
 
+import dataclasses
 import functools
 import math
 
@@ -79,6 +80,19 @@ def test_any_source_can_decide_the_measured_ratio(deciding):
     sources["missing"] = SourceRatio(None, "cannot run here")
     measured = from_sources("rule", sources, SourceRatio(None, "no bound"))
     assert (measured.competitive_ratio, measured.worst_source) == (7.0, deciding)
+
+
+def test_the_budget_s_seed_draws_other_random_inputs():
+    """``--seed`` reaches the evaluator's key stream: another seed measures other random
+    instances, while the exact certificate stays what it is."""
+    setting = Setting(rounds=40, max_demand=0.05)
+    policy = make_baseline("threshold", setting)
+    first, second = (
+        measure(setting, "threshold", policy, dataclasses.replace(SMALL_BUDGET, seed=seed))
+        for seed in (0, 1)
+    )
+    assert first.sources["random"].ratio != second.sources["random"].ratio
+    assert first.sources["exact"].ratio == second.sources["exact"].ratio
 
 
 def test_several_resources_with_indivisible_buyers_are_measured_without_the_oracle():

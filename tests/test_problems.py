@@ -236,6 +236,27 @@ def test_the_families_source_is_the_worst_member_of_every_family(name):
             assert float(input_ratios(problem, setting, policy, tokens)[0]) == found.ratio
 
 
+def test_the_cross_check_of_an_exact_certificate_starts_at_its_worst_input():
+    """Against an exact certificate the search is a cross-check whose first chain starts at
+    the certificate's worst input and never steps down, so even a search of one step of one
+    candidate finds the certificate's figure again, for every ski rental rule."""
+    problem = registry.get("ski-rental")
+    setting = problem.setting(buy=10, rounds=30)
+    budget = Budget(
+        adversary_restarts=0,
+        search_chains=2,
+        search_candidates=1,
+        search_steps=1,
+        random_instances=1,
+        family_members=3,
+    )
+    with jax.enable_x64(True):
+        for algorithm, make in problem.baselines.items():
+            measured = measure(problem, setting, algorithm, make(setting), budget)
+            exact = measured.sources["exact"].ratio
+            assert measured.sources["adversary"].ratio == pytest.approx(exact, rel=1e-12)
+
+
 def test_one_way_trading_ratios_match_closed_forms():
     from advonline.baselines.one_way_trading import optimal_ratio
 
