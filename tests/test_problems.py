@@ -162,6 +162,18 @@ def test_the_policy_file_check_catches_a_lax_or_wrong_reader():
             checks.policy_file_round_trip(dataclasses.replace(problem, restore=reader), setting)
 
 
+#: A search far too small to find a hard input from random starts: no adversary networks, one
+#: step of one candidate a chain, one random input, three members a family.
+ONE_STEP = Budget(
+    adversary_restarts=0,
+    search_chains=16,
+    search_candidates=1,
+    search_steps=1,
+    random_instances=1,
+    family_members=3,
+)
+
+
 @pytest.mark.parametrize(
     ("name", "index"),
     # by default posted pricing (its own sources) and ski rental (the smallest problem on the
@@ -188,14 +200,7 @@ def test_evaluator_search_climbs_from_the_families_and_given_inputs(name, index)
         if getattr(make(setting), "deterministic", True)
     )
     policy = make(setting)
-    budget = Budget(
-        adversary_restarts=0,
-        search_chains=16,
-        search_candidates=1,
-        search_steps=1,
-        random_instances=1,
-        family_members=3,
-    )
+    budget = ONE_STEP
     with jax.enable_x64(True):
         candidates = encoding.random(jax.random.key(7), 64)
         scored = np.asarray(input_ratios(problem, setting, policy, candidates))
@@ -242,14 +247,7 @@ def test_the_cross_check_of_an_exact_certificate_starts_at_its_worst_input():
     candidate finds the certificate's figure again, for every ski rental rule."""
     problem = registry.get("ski-rental")
     setting = problem.setting(buy=10, rounds=30)
-    budget = Budget(
-        adversary_restarts=0,
-        search_chains=2,
-        search_candidates=1,
-        search_steps=1,
-        random_instances=1,
-        family_members=3,
-    )
+    budget = dataclasses.replace(ONE_STEP, search_chains=2)  # one from the worst, one random
     with jax.enable_x64(True):
         for algorithm, make in problem.baselines.items():
             measured = measure(problem, setting, algorithm, make(setting), budget)
