@@ -281,7 +281,8 @@ class Problem:
       run on a user's input file (``advonline evaluate --instances``); default: refused in
       one line.
     - ``evaluation_needs(setting, budget) -> [advonline.preflight.Need]``: the evaluator's
-      largest arrays, checked before it runs; default: no estimate.
+      largest arrays, checked before it runs (default: as the encoding sizes them, a
+      floor; a problem whose simulator or OPT holds more per input says so here).
     - ``exact_optimum(setting) -> solve | None``: for a setting where ``offline_optimum`` is
       only a lower bound on OPT (a heuristic's feasible solution), ``solve(setting,
       instance) -> float``, OPT of one instance exactly, on the host (a solver, outside

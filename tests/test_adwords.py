@@ -601,6 +601,46 @@ def test_bad_settings_get_one_line_and_no_folder(tmp_path, capsys):
     assert not any(tmp_path.glob("run*"))
 
 
+@pytest.mark.parametrize(
+    ("advertisers", "max_bid"),
+    [(10, 0.1), (14, 0.1), (14, math.pi / 10)],
+    ids=["minimum-cut", "exact-flow", "proportional-flow"],
+)
+def test_the_pre_flight_counts_what_the_compiled_optimum_holds(advertisers, max_bid):
+    """The pre-flight's OPT table, its copies counted, holds at least the compiled optimum's
+    temporaries on a batch, whichever way OPT is computed, and for the minimum cut (which
+    grows as 2^n) at most twice them: it refuses what cannot fit, not what can."""
+    from advonline.problems.adwords.problem import optimum_need
+
+    setting = PROBLEM.setting(advertisers=advertisers, queries=50, max_bid=max_bid)
+    encoding = PROBLEM.encoding(setting)
+    tokens = jax.ShapeDtypeStruct((256, encoding.length), jnp.int32)
+    with jax.enable_x64(True):
+        optimum = jax.jit(lambda t: model.offline_optimum(setting, encoding.decode(t)))
+        held = optimum.lower(tokens).compile().memory_analysis().temp_size_in_bytes
+    need = optimum_need(setting, 256, 8, "")
+    assert held <= need.copies * need.bytes
+    if advertisers <= model.EXACT_ADVERTISERS:
+        assert need.copies * need.bytes <= 2 * held
+
+
+def test_a_setting_whose_optimum_cannot_fit_is_refused_before_any_work(tmp_path, capsys):
+    """The minimum cut's table for 100,000 queries of 12 advertisers is hundreds of GB:
+    ``evaluate`` and ``train`` refuse it in one line naming it, before anything is written."""
+    config = tmp_path / "huge.toml"
+    huge = "advertisers = 12\nqueries = 100000"
+    config.write_text(TINY.replace("advertisers = 4\nqueries = 24", huge))
+    commands = [
+        ["evaluate", "--problem", "adwords", "--setting", "queries=100000", "--quiet"],
+        ["train", str(config), "--out", str(tmp_path / "run")],
+    ]
+    for command in commands:
+        assert cli.main(command) == 2
+        error = capsys.readouterr().err.strip()
+        assert error.count("\n") == 0 and "OPT's table [B, T, 2^n]" in error
+    assert not (tmp_path / "run").exists()
+
+
 def test_where_the_optimum_is_a_heuristic_the_hardest_finds_get_highs_opt():
     """Where the bids do not scale to whole numbers and there are more advertisers than the
     min cut enumerates, the JAX optimum is a feasible flow (a lower bound on OPT): each

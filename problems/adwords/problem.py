@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 
 from advonline.baselines.adwords import BASELINES
+from advonline.preflight import FLOAT32, FLOAT64, Need, encoding_evaluation_needs
 from advonline.problem import Cases, Problem
 from advonline.problems.adwords import (
     by_hand,
@@ -33,6 +34,52 @@ def reference(setting: model.Setting) -> tuple[str, float]:
     return "e / (e - 1): the best ratio as bids get small", math.e / (math.e - 1.0)
 
 
+def optimum_need(setting: model.Setting, batch: int, itemsize: int, lower: str) -> Need:
+    """OPT's largest array for ``batch`` instances scored at once (:func:`model.offline_optimum`):
+    for ``n <= EXACT_ADVERTISERS`` the minimum cut's table of which queries each advertiser set
+    leaves unmet, ``[B, T, 2^n]``; above, the flows' ``[B, T, n]``. Compiled, the programme's
+    temporaries are the cut's table and about 1% more, or about 2.7 of the flows' (the split,
+    its greedy orders), so the copies counted allow a little more."""
+    if setting.advertisers <= model.EXACT_ADVERTISERS:
+        what, size, copies = "[B, T, 2^n]", 2**setting.advertisers, 1.25
+    else:
+        what, size, copies = "[B, T, n]", setting.advertisers, 3
+    table = itemsize * batch * setting.queries * size
+    return Need(f"OPT's table {what} of {batch} inputs", table, lower, copies)
+
+
+def evaluation_needs(setting: model.Setting, budget) -> list[Need]:
+    """The evaluator's largest arrays: the encoding's, and OPT's table (:func:`optimum_need`)
+    for the largest batch the sources score at once."""
+    batch = max(
+        budget.adversary_restarts * budget.adversary_batch,
+        budget.search_chains * budget.search_candidates,
+        budget.random_instances,
+    )
+    return [
+        *encoding_evaluation_needs(PROBLEM, setting, budget),
+        optimum_need(setting, batch, FLOAT64, "the setting's queries or advertisers"),
+    ]
+
+
+def training_needs(config) -> list[Need]:
+    """Training's largest arrays: the encoding's (the networks' weights among them), and OPT's
+    table (:func:`optimum_need`) for the archive, the probe's proposals or the adversary's
+    batch, whichever is largest."""
+    oracle = config.oracle
+    probe = oracle.budget().scaled(oracle.probe_scale)
+    batch = max(
+        oracle.archive_size, probe.chains * probe.candidates, probe.restarts * probe.adversary_batch
+    )
+    if config.game.simultaneous:
+        batch = max(batch, config.adversary.batch)
+    lower = (
+        "setting.queries or setting.advertisers, or the batch (oracle.archive_size, "
+        "oracle.chains x oracle.candidates, adversary.batch)"
+    )
+    return [*config.encoding_needs(), optimum_need(config.setting, batch, FLOAT32, lower)]
+
+
 PROBLEM = Problem(
     name="adwords",
     setting=model.Setting,
@@ -50,6 +97,8 @@ PROBLEM = Problem(
     restore=policy.restore,
     exact_optimum=exact_optimum,
     reference=reference,
+    evaluation_needs=evaluation_needs,
+    training_needs=training_needs,
     cases=Cases(
         settings=(
             {"advertisers": 4, "queries": 12, "max_bid": 0.25, "bid_levels": 3},
