@@ -9,7 +9,8 @@
   known hard inputs (:func:`hard_starts`: the certificate's worst input, a trained run's
   archive, the held-out families) and the rest from fresh random inputs; the worst input
   either found (the networks are skipped, with a note, where their logits over the
-  vocabulary would exceed :data:`~advonline.preflight.WRITER_LOGITS`);
+  vocabulary would exceed :data:`~advonline.preflight.WRITER_LOGITS` at once, or
+  :data:`WRITER_WORK` over all their steps);
 - ``families``: the worst member of the problem's held-out hard families;
 - ``random``: ``random_instances`` fresh random inputs.
 
@@ -47,6 +48,10 @@ from advonline.search import hill_climb
 
 #: The fresh adversary networks' sizes and training (the simultaneous loop's defaults).
 WRITER = AdversaryTable()
+#: The most logits (batch x T x vocabulary, times steps and restarts) the fresh networks write
+#: in all; past it they are skipped with a note: their time grows with the vocabulary (about
+#: 43 ns a logit on 2 CPU cores, so 46 s at the limit) while the local search's does not.
+WRITER_WORK = 2**30
 #: How many of a source's hardest inputs are scored again with an exact OPT, where the
 #: problem's own OPT is a lower bound.
 RESCORED = 16
@@ -153,10 +158,14 @@ def adversary_source(
     encoding = problem.encoding(setting)
     key_networks, key_starts, key_climb = jax.random.split(key, 3)
     found, ratios, parts = [], [], []
+    logits = f"{budget.adversary_batch} x {encoding.length} x {encoding.vocabulary} logits"
+    work = budget.adversary_restarts * budget.adversary_steps * budget.adversary_batch
     if budget.adversary_restarts > 0 and not writer_fits(encoding, budget.adversary_batch):
+        parts.append(f"no adversary network: {logits} exceed {WRITER_LOGITS:.1e}")
+    elif work * encoding.length * encoding.vocabulary > WRITER_WORK:
         parts.append(
-            f"no adversary network: {budget.adversary_batch} x {encoding.length} x "
-            f"{encoding.vocabulary} logits exceed {WRITER_LOGITS:.1e}"
+            f"no adversary network: {budget.adversary_restarts} x {budget.adversary_steps} "
+            f"steps of {logits} exceed {WRITER_WORK:.1e} in all (lower --adversary-steps)"
         )
     elif budget.adversary_restarts > 0:
         network = AdversaryNetwork(encoding.vocabulary, WRITER.hidden, WRITER.layers)

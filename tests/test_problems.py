@@ -255,6 +255,30 @@ def test_the_cross_check_of_an_exact_certificate_starts_at_its_worst_input():
             assert measured.sources["adversary"].ratio == pytest.approx(exact, rel=1e-12)
 
 
+def test_the_fresh_networks_run_up_to_their_work_limit_and_are_skipped_past_it(monkeypatch):
+    """The evaluator's fresh adversary networks write batch x T x vocabulary logits a step:
+    with a limit of exactly what a budget writes over its steps and restarts they train (and
+    the note says so); one logit less and they are skipped with a note naming the flag to
+    lower, the search's figure standing alone."""
+    from advonline import sources
+
+    problem = registry.get("ski-rental")
+    setting = problem.setting(buy=4, rounds=10)
+    encoding = problem.encoding(setting)
+    budget = dataclasses.replace(ONE_STEP, adversary_restarts=2, adversary_steps=3)
+    written = 2 * 3 * budget.adversary_batch * encoding.length * encoding.vocabulary
+    policy = problem.baselines["break-even"](setting)
+    key = jax.random.key(0)
+    for limit, networks in ((written, True), (written - 1, False)):
+        monkeypatch.setattr(sources, "WRITER_WORK", limit)
+        with jax.enable_x64(True):
+            found = sources.adversary_source(problem, setting, policy, budget, key)
+        assert ("fresh noise-conditioned adversary network" in found.note) == networks
+        assert ("no adversary network" in found.note) != networks
+        assert networks or "--adversary-steps" in found.note
+        assert found.ratio >= 1
+
+
 def test_one_way_trading_ratios_match_closed_forms():
     from advonline.baselines.one_way_trading import optimal_ratio
 
