@@ -380,6 +380,12 @@ class RunConfig:
             return self.problem.training_needs(self)
         return self.encoding_needs()
 
+    def searched_inputs(self) -> int:
+        """The most inputs training's search scores at once: the probe's proposals (chains x
+        candidates, scaled by ``oracle.probe_scale``) or the archive, whichever is larger."""
+        probe = self.oracle.budget().scaled(self.oracle.probe_scale)
+        return max(probe.chains * probe.candidates, self.oracle.archive_size)
+
     def encoding_needs(self) -> list:
         """Training's largest arrays as the problem's encoding sizes them
         (:func:`advonline.preflight.token_needs`): the adversary networks' batch, the probe's
@@ -388,15 +394,13 @@ class RunConfig:
         from advonline.preflight import network_needs, token_needs
 
         oracle = self.oracle
-        probe = oracle.budget().scaled(oracle.probe_scale)
         game = self.build_game()
         networks = {"the algorithm network": (game.init_params, "[algorithm] hidden or layers")}
         batch = 0
         if self.adversary is not None:
             batch = self.adversary.batch if self.game.simultaneous else oracle.adversary_batch
             networks["the adversary network"] = (game.adversary.init, "[adversary] hidden")
-        proposals = max(probe.chains * probe.candidates, oracle.archive_size)
-        return token_needs(game.encoding, batch, proposals) + network_needs(networks)
+        return token_needs(game.encoding, batch, self.searched_inputs()) + network_needs(networks)
 
     def with_seed(self, seed: int) -> RunConfig:
         """This config with ``game.seed = seed`` (``run --seeds``)."""

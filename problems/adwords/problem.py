@@ -64,13 +64,10 @@ def evaluation_needs(setting: model.Setting, budget) -> list[Need]:
 
 def training_needs(config) -> list[Need]:
     """Training's largest arrays: the encoding's (the networks' weights among them), and OPT's
-    table (:func:`optimum_need`) for the archive, the probe's proposals or the adversary's
-    batch, whichever is largest."""
-    oracle = config.oracle
-    probe = oracle.budget().scaled(oracle.probe_scale)
-    batch = max(
-        oracle.archive_size, probe.chains * probe.candidates, probe.restarts * probe.adversary_batch
-    )
+    table (:func:`optimum_need`) for the search's inputs, the probe's networks' or the
+    adversary's batch, whichever is largest."""
+    probe = config.oracle.budget().scaled(config.oracle.probe_scale)
+    batch = max(config.searched_inputs(), probe.restarts * probe.adversary_batch)
     if config.game.simultaneous:
         batch = max(batch, config.adversary.batch)
     lower = (

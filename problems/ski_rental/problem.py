@@ -40,9 +40,7 @@ def evaluation_needs(setting: model.Setting, budget) -> list[Need]:
 def training_needs(config) -> list[Need]:
     """Training's largest arrays: the encoding's (the networks' weights among them), and the
     archive or the probe's proposals, day by day."""
-    oracle = config.oracle
-    probe = oracle.budget().scaled(oracle.probe_scale)
-    seasons = max(oracle.archive_size, probe.chains * probe.candidates)
+    seasons = config.searched_inputs()
     return [
         *config.encoding_needs(),
         Need(
