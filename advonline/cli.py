@@ -38,6 +38,7 @@ from advonline.configs import ConfigError
 from advonline.errors import InputError
 from advonline.export import ExportError, check_target
 from advonline.folders import FolderError, check_path
+from advonline.mixture import member_count
 from advonline.oracle_loop import TrainingDiverged
 from advonline.parallel import DevicesError
 from advonline.pipeline import RunError
@@ -427,7 +428,8 @@ def run_evaluate(args: argparse.Namespace) -> int:
         return 0
     if not path:
         setting = problem.setting.from_config(_setting_table(args.setting))
-    preflight.check(preflight.evaluation_needs(problem, setting, budget))
+    members = max((member_count(policy) for policy in policies.values()), default=1)
+    preflight.check(preflight.evaluation_needs(problem, setting, budget, members))
     mesh = parallel.batch_mesh(_given(args.devices, 0))
     bar = MeasuringBar(args.quiet)
     results = pipeline.measure_policies(
@@ -475,7 +477,8 @@ def _evaluate_checkpoint(args: argparse.Namespace, budget: evaluation.Budget) ->
     if args.problem is not None and args.problem != problem.name:
         raise UsageError(f"{args.checkpoint} is a run of {problem.name}, not {args.problem}")
     names = _baseline_names(args.algorithm or [], problem)
-    preflight.check(preflight.evaluation_needs(problem, run.setting, budget))
+    members = 1 if (mixture := run.mixture()) is None else mixture.size
+    preflight.check(preflight.evaluation_needs(problem, run.setting, budget, members))
     mesh = parallel.batch_mesh(_given(args.devices, 0))
     bar = MeasuringBar(args.quiet)
     document, _ = pipeline.evaluate_run(run, budget, names, mesh, store=False, progress=bar)
@@ -750,13 +753,9 @@ def run_main_job(args: argparse.Namespace) -> int:
 
 def _preflight(run_config, budget) -> tuple[preflight.Need, float]:
     """The memory pre-flight of training and measuring (PreflightError: not enough)."""
-    problem = run_config.problem
-    return preflight.check(
-        [
-            *run_config.training_needs(),
-            *preflight.evaluation_needs(problem, run_config.setting, budget),
-        ]
-    )
+    setting, members = run_config.setting, run_config.mixture_members()
+    measuring = preflight.evaluation_needs(run_config.problem, setting, budget, members)
+    return preflight.check([*run_config.training_needs(), *measuring])
 
 
 def _one_run(args, run_config, budget, baselines, folder, resume: bool) -> pipeline.FinishedRun:

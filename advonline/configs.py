@@ -146,7 +146,8 @@ class AdversaryTable:
     entropy: float = 0.01  # the entropy bonus on each round's token distribution
 
     def check(self) -> list[str]:
-        problems = positive("adversary", self, "hidden", "layers", "latent", "batch")
+        problems = positive("adversary", self, "hidden", "latent", "batch")
+        problems += layers_problems("adversary", self.layers)
         problems += positive_float("adversary", self, "learning_rate")
         if not self.entropy >= 0:
             problems.append("adversary.entropy must be >= 0")
@@ -244,6 +245,8 @@ class OracleConfig:
         )
         if self.probe_every < 0:
             problems.append("oracle.probe_every must be >= 0")
+        if self.certificate_instances < 0:
+            problems.append("oracle.certificate_instances must be >= 0")
         if min(self.restarts, self.adversary_steps, self.chains, self.search_steps) < 0:
             problems.append("oracle budgets (restarts, steps, chains) must be >= 0")
         if not 0 <= self.anchor < float("inf"):
@@ -359,9 +362,8 @@ class RunConfig:
         step = self.game.step_config() if self.game.simultaneous else None
         head = dict(self.algorithm.head)
         args = (self.problem, self.setting, head, self.algorithm.learning_rate, mesh)
-        mixtures = self.oracle.mixtures and not self.game.simultaneous
         draws = self.oracle.certificate_instances
-        return Game.build(*args, step, self.adversary, mixtures, self.writer_options, draws)
+        return Game.build(*args, step, self.adversary, self.mixes, self.writer_options, draws)
 
     def initial_state(self, game, key: jax.Array):
         """The state a run of this config starts from (either loop)."""
@@ -380,26 +382,44 @@ class RunConfig:
             return self.problem.training_needs(self)
         return self.encoding_needs()
 
+    @property
+    def mixes(self) -> bool:
+        """Whether the run may measure and deliver mixtures of snapshots: ``oracle.mixtures``
+        in the oracle loop (a problem's certificate may still rule them out)."""
+        return self.oracle.mixtures and not self.game.simultaneous
+
+    def mixture_members(self) -> int:
+        """The most networks a policy this run delivers can draw from: ``oracle.snapshots``
+        where it may deliver a mixture of them, else 1."""
+        return self.oracle.snapshots if self.mixes else 1
+
     def searched_inputs(self) -> int:
-        """The most inputs training's search scores at once: the probe's proposals (chains x
-        candidates, scaled by ``oracle.probe_scale``) or the archive, whichever is larger."""
-        probe = self.oracle.budget().scaled(self.oracle.probe_scale)
-        return max(probe.chains * probe.candidates, self.oracle.archive_size)
+        """The most inputs training scores at once: the probe's proposals (chains x
+        candidates, scaled by ``oracle.probe_scale``), the archive, or the certificate's draws
+        of an epoch (``oracle.certificate_instances``), whichever is largest."""
+        oracle = self.oracle
+        probe = oracle.budget().scaled(oracle.probe_scale)
+        drawn = oracle.certificate_instances
+        return max(probe.chains * probe.candidates, oracle.archive_size, drawn)
 
     def encoding_needs(self) -> list:
         """Training's largest arrays as the problem's encoding sizes them
-        (:func:`advonline.preflight.token_needs`): the adversary networks' batch, the probe's
-        candidates or the archive, whichever is larger, and the networks' weights. A problem's
-        own estimate may start from these."""
+        (:func:`advonline.preflight.token_needs`): the inputs the adversary networks write at
+        once (the probe's restarts x batch, or the simultaneous loop's writer's batch), the
+        inputs the search scores at once (:meth:`searched_inputs`) and the networks' weights.
+        A problem's own estimate may start from these."""
         from advonline.preflight import network_needs, token_needs
 
-        oracle = self.oracle
         game = self.build_game()
         networks = {"the algorithm network": (game.init_params, "[algorithm] hidden or layers")}
         batch = 0
         if self.adversary is not None:
-            batch = self.adversary.batch if self.game.simultaneous else oracle.adversary_batch
-            networks["the adversary network"] = (game.adversary.init, "[adversary] hidden")
+            probe = self.oracle.budget().scaled(self.oracle.probe_scale)
+            batch = probe.restarts * probe.adversary_batch  # vmapped: written at once
+            if self.game.simultaneous:
+                batch = max(batch, self.adversary.batch)
+            lower = "[adversary] hidden or latent"
+            networks["the adversary network"] = (game.adversary.init, lower)
         return token_needs(game.encoding, batch, self.searched_inputs()) + network_needs(networks)
 
     def with_seed(self, seed: int) -> RunConfig:
@@ -668,6 +688,18 @@ def _convert(value, hint, where: str):
 def positive(section: str, config, *names: str) -> list[str]:
     """What is wrong with the whole-number fields ``names`` of ``config`` (each must be >= 1)."""
     return [f"{section}.{n} must be >= 1" for n in names if getattr(config, n) < 1]
+
+
+#: The deepest network a config may ask for. Each layer is built in Python, so a mistyped
+#: depth (a million layers) would hang before the memory pre-flight could size it.
+MAX_LAYERS = 64
+
+
+def layers_problems(section: str, layers: int) -> list[str]:
+    """What is wrong with a network's ``layers`` (each network: 1 to :data:`MAX_LAYERS`)."""
+    if 1 <= layers <= MAX_LAYERS:
+        return []
+    return [f"{section}.layers must lie in [1, {MAX_LAYERS}], got {layers}"]
 
 
 #: The largest float32: training computes in float32, where a larger number is infinite.

@@ -63,6 +63,11 @@ class SnapshotMixture:
         )
 
 
+def member_count(policy) -> int:
+    """How many networks ``policy`` draws from: a mixture's members, else 1."""
+    return policy.size if isinstance(policy, SnapshotMixture) else 1
+
+
 def positive_members(snapshots: dict, weights) -> tuple[dict, jax.Array]:
     """The members of the stacked ``snapshots`` (leading ``[S]`` axis) whose ``weights``
     ``[S]`` are positive, still stacked, and their weights renormalised to sum to 1: the

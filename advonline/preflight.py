@@ -30,13 +30,27 @@ class PreflightError(ValueError):
 
 @dataclasses.dataclass(frozen=True)
 class Need:
-    """One large array: what it is, how many bytes, what makes it smaller, and how many
-    copies of it the computation holds at its peak."""
+    """One large array: what it is, how many bytes, what makes it smaller, how many copies
+    of it the computation holds at its peak, and how many more copies each member of a
+    mixture of snapshots adds (where the array is built once per member)."""
 
     what: str
     bytes: float
     lower: str
     copies: float = WORKING_COPIES
+    member_copies: float = 0.0
+
+    def for_members(self, members: int) -> Need:
+        """This need where the policy measured is a mixture of ``members`` networks (one
+        network: the need itself)."""
+        if members <= 1 or not self.member_copies:
+            return self
+        return dataclasses.replace(
+            self,
+            what=f"{self.what} for each of {members} mixture members",
+            copies=self.copies + self.member_copies * members,
+            member_copies=0.0,
+        )
 
 
 def available_bytes() -> float:
@@ -79,13 +93,16 @@ def check(needs: list[Need], available: float | None = None) -> tuple[Need, floa
     return largest, available
 
 
-def evaluation_needs(problem, setting, budget) -> list[Need]:
+def evaluation_needs(problem, setting, budget, members: int = 1) -> list[Need]:
     """The evaluator's largest arrays on ``setting`` with ``budget``, as ``problem`` estimates
     them, or where it makes no estimate of its own as its encoding sizes them
-    (:func:`token_needs`)."""
+    (:func:`token_needs`); for a policy that is a mixture of up to ``members`` networks, the
+    arrays built once per member counted for each (:meth:`Need.for_members`)."""
     if problem.evaluation_needs is not None:
-        return problem.evaluation_needs(setting, budget)
-    return encoding_evaluation_needs(problem, setting, budget)
+        needs = problem.evaluation_needs(setting, budget)
+    else:
+        needs = encoding_evaluation_needs(problem, setting, budget)
+    return [need.for_members(members) for need in needs]
 
 
 def encoding_evaluation_needs(problem, setting, budget) -> list[Need]:

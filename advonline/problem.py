@@ -21,6 +21,8 @@ from typing import Any, NamedTuple, Protocol
 
 import jax
 
+from advonline.configs import MAX_LAYERS
+
 
 def setting_from_table(setting_class: type, table: dict, error: type[Exception] = ValueError):
     """The frozen dataclass ``setting_class`` that a config's ``[setting]`` table (or the
@@ -44,7 +46,8 @@ def setting_from_table(setting_class: type, table: dict, error: type[Exception] 
 
 def network_sizes(config: dict, hidden: int = 32, layers: int = 2) -> dict[str, int]:
     """``{"hidden": .., "layers": ..}`` from a config's ``[algorithm]`` table, for a policy head
-    that is a small network; ValueError names a key or value it cannot use."""
+    that is a small network (at most :data:`~advonline.configs.MAX_LAYERS` layers); ValueError
+    names a key or value it cannot use."""
     unknown = sorted(set(config) - {"hidden", "layers"})
     if unknown:
         raise ValueError(f"unknown key {unknown[0]!r}; known: hidden, layers")
@@ -52,6 +55,8 @@ def network_sizes(config: dict, hidden: int = 32, layers: int = 2) -> dict[str, 
     for name, value in sizes.items():
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ValueError(f"{name} must be a whole number >= 1, got {value!r}")
+    if sizes["layers"] > MAX_LAYERS:
+        raise ValueError(f"layers must be at most {MAX_LAYERS}, got {sizes['layers']}")
     return sizes
 
 
@@ -282,7 +287,8 @@ class Problem:
       one line.
     - ``evaluation_needs(setting, budget) -> [advonline.preflight.Need]``: the evaluator's
       largest arrays, checked before it runs (default: as the encoding sizes them, a
-      floor; a problem whose simulator or OPT holds more per input says so here).
+      floor; a problem whose simulator or OPT holds more per input says so here, and an
+      array built once per member of a mixture says so by its ``member_copies``).
     - ``exact_optimum(setting) -> solve | None``: for a setting where ``offline_optimum`` is
       only a lower bound on OPT (a heuristic's feasible solution), ``solve(setting,
       instance) -> float``, OPT of one instance exactly, on the host (a solver, outside

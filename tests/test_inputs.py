@@ -169,6 +169,19 @@ def write_config(tmp_path: Path, text: str) -> str:
         ("[setting]\nrounds = 2e9\n", "whole number"),
         ("[game]\nseed = 4294967296\n", "game.seed must lie in [0, 2**32)"),
         ("[oracle]\narchive_size = 8\nnew_per_epoch = 9\n", "must be <= oracle.archive_size"),
+        ("[oracle]\ncertificate_instances = -1\n", "certificate_instances must be >= 0"),
+        # the head's price atoms are built as the config is read, before the pre-flight
+        ("[algorithm]\nprice_atoms = 1000000000\n", "price_atoms must lie in [2, 65536]"),
+        (  # the probe's fresh networks write restarts x batch inputs at once
+            '[problem]\nname = "one-way-trading"\n[adversary]\nhidden = 8\n'
+            "[oracle]\nrestarts = 100000\n",
+            "an adversary network's logits",
+        ),
+        (  # the certificate's draws of an epoch are scored at once
+            '[problem]\nname = "one-way-trading"\n[oracle]\ncertificate_instances = 1000000000\n',
+            "would take",
+        ),
+        ("[oracle]\ncertificate_instances = 1000000000\n", "certificate's draws"),
         (  # a problem without an estimate of its own: its networks sized by tracing their init
             '[problem]\nname = "adwords"\n[algorithm]\nhidden = 1000000000\n',
             "the algorithm network's weights would take",
@@ -177,6 +190,16 @@ def write_config(tmp_path: Path, text: str) -> str:
             '[problem]\nname = "ski-rental"\n[game]\nloop = "simultaneous"\n'
             "[adversary]\nhidden = 1000000000\n",
             "the adversary network's weights would take",
+        ),
+        # a depth past the limit, refused before a network of it is built (each layer is
+        # built in Python: a million of them would hang): posted pricing's head, another
+        # problem's, the core's writer
+        ("[algorithm]\nlayers = 1000000\n", "algorithm.layers must lie in [1, 64]"),
+        ('[problem]\nname = "one-way-trading"\n[algorithm]\nlayers = 65\n', "at most 64"),
+        (
+            '[problem]\nname = "ski-rental"\n[game]\nloop = "simultaneous"\n'
+            "[adversary]\nlayers = 1000000\n",
+            "adversary.layers must lie in [1, 64]",
         ),
         (  # the oracle loop's exact payoffs over 51^3 utilisation states
             "[setting]\nresources = 3\ncapacities = [1.0, 1.0, 1.0]\nmax_demand = 0.02\n"

@@ -3,14 +3,16 @@ episode, its exact payoff is the weighted sum of its members', local search scor
 and its policy file reads back to the same mixture."""
 
 import copy
+import dataclasses
 import json
+import math
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from advonline import configs, meta, oracle_loop
+from advonline import cli, configs, export, meta, oracle_loop, preflight
 from advonline.archive import add_instances, add_snapshot, empty_archive, restricted_game
 from advonline.archive_view import archive_rows
 from advonline.configs import OracleBudget
@@ -19,8 +21,10 @@ from advonline.mixture import snapshot_mixture
 from advonline.oracle_loop import delivered_mixture, init_oracle_state, keep_best
 from advonline.pipeline import TrainedRun, delivered_policies, export_run
 from advonline.plots import read_metrics
-from advonline.problems.posted_price import policy_writer
+from advonline.problems.posted_price import memory, policy_writer
 from advonline.problems.posted_price import training as game_module
+from advonline.problems.posted_price.adversary import build_adversary
+from advonline.problems.posted_price.config import AdversaryConfig
 from advonline.problems.posted_price.model import Instance, rollout, simulate
 from advonline.problems.posted_price.optimum import device_optimum, offline_optimum
 from advonline.problems.posted_price.oracles import (
@@ -419,3 +423,82 @@ def test_member_sale_tables_are_built_once_per_snapshot(three_members, monkeypat
     assert slot == 0
     np.testing.assert_array_equal(sales.stacked(game, archive, np.array([0]))[0], fresh(newer))
     assert len(built) == 4
+
+
+def _sale_need(setting, members: int):
+    """The evaluator's need for the sale tables of a policy of ``members`` networks."""
+    (need,) = [
+        need
+        for need in preflight.evaluation_needs(POSTED, setting, Budget(), members)
+        if "sale chances" in need.what
+    ]
+    return need
+
+
+@pytest.mark.parametrize("members", [2, 8])
+def test_the_pre_flight_holds_the_search_against_every_member(members):
+    """The search against a mixture scores all its members' sale tables ``[M, T, S, types]``
+    at once: the pre-flight counts one table more for each member, and covers what the
+    compiled search holds (its arguments and temporaries) by at most a quarter more."""
+    setting = POSTED.setting(
+        resources=2, capacities=(1.0, 1.0), rounds=20, max_demand=0.1, demand_levels=2
+    )
+    single, mixed = _sale_need(setting, 1), _sale_need(setting, members)
+    assert f"{members} mixture members" in mixed.what and mixed.bytes == single.bytes
+    assert mixed.copies == single.copies + members
+    vocabulary = build_adversary(setting, AdversaryConfig(conditioning="state")).buyer_types
+    states = (setting.grid_size + 1) ** setting.resources
+    table = (setting.rounds, states, vocabulary.count)
+    assert mixed.bytes == 8 * math.prod(table)  # float64, the tables the search reads
+    sales = jax.ShapeDtypeStruct((members, *table), jnp.float64)
+    weights = jax.ShapeDtypeStruct((members,), jnp.float64)
+    budget = OracleBudget(chains=64, candidates=16, search_steps=4)
+
+    def search(sales, weights, key):
+        return mixture_search(setting, vocabulary, sales, weights, budget, key, jnp.float64).ratios
+
+    with jax.enable_x64(True):
+        compiled = jax.jit(search).lower(sales, weights, jax.random.key(0)).compile()
+    held = compiled.memory_analysis()
+    held = held.argument_size_in_bytes + held.temp_size_in_bytes
+    assert held <= mixed.copies * mixed.bytes <= 1.25 * held
+
+
+def test_a_mixture_that_cannot_fit_is_refused_before_any_work(three_members, tmp_path, capsys):
+    """``evaluate --policy`` on a mixture counts its members in the pre-flight: with memory
+    for every need of one network but not for three members' sale tables (on a finer grid,
+    where those tables are the largest need), the mixture of three is refused in one line
+    naming them, and nothing is measured."""
+    game, mixture, _ = three_members
+    setting = dataclasses.replace(game.setting, rounds=20, max_demand=0.05)
+    path = tmp_path / "mixture.json"
+    document = policy_writer.mixture_document(setting, mixture, {"algorithm": "learned"})
+    export.write(path, document)
+    one = max(n.copies * n.bytes for n in preflight.evaluation_needs(POSTED, setting, Budget()))
+    three = _sale_need(setting, 3)
+    assert three.copies * three.bytes > one
+    available = (one + three.copies * three.bytes) / 2
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(preflight, "available_bytes", lambda: available)
+        assert cli.main(["evaluate", "--policy", str(path), "--quiet"]) == 2
+    error = capsys.readouterr().err.strip()
+    assert error.count("\n") == 0 and "for each of 3 mixture members" in error, error
+
+
+def test_training_counts_the_tables_its_mixture_probe_keeps():
+    """The mixture probe keeps each snapshot's sale table between epochs and stacks them for
+    its search: training's estimate counts two of each snapshot's, and none where the run
+    has no mixtures; a run's measuring counts up to ``oracle.snapshots`` members."""
+
+    def config(**oracle) -> configs.RunConfig:
+        return configs.from_tables(TINY | {"oracle": TINY["oracle"] | oracle})
+
+    def probe_needs(run_config: configs.RunConfig) -> list:
+        return [n for n in memory.training_needs(run_config) if "mixture probe" in n.what]
+
+    (three,) = probe_needs(config())
+    (nine,) = probe_needs(config(snapshots=9))
+    assert nine.bytes == three.bytes and nine.copies - three.copies == 2 * (9 - 3)
+    assert probe_needs(config(mixtures=False)) == []
+    assert config(snapshots=9).mixture_members() == 9
+    assert config(mixtures=False).mixture_members() == 1

@@ -9,9 +9,12 @@ from __future__ import annotations
 import dataclasses
 import functools
 
-from advonline.configs import AdversaryTable, RunConfig, positive, read_options
+from advonline.configs import AdversaryTable, RunConfig, layers_problems, positive, read_options
 
 UPDATES = ("per-round", "reinforce")
+#: The most price atoms a network may post: the head's atoms are a static tuple built when
+#: the config is read, before the memory pre-flight sizes the arrays they drive.
+MAX_PRICE_ATOMS = 2**16
 CONDITIONINGS = ("noise", "state")
 
 
@@ -38,13 +41,13 @@ class HeadConfig:
             self,
             "price_atoms",
             "hidden",
-            "layers",
             "reinforce_samples",
             "rollout_rounds",
             "payoff_runs",
         )
-        if self.price_atoms < 2:
-            problems.append("algorithm.price_atoms must be >= 2")
+        problems += layers_problems("algorithm", self.layers)
+        if not 2 <= self.price_atoms <= MAX_PRICE_ATOMS:
+            problems.append(f"algorithm.price_atoms must lie in [2, {MAX_PRICE_ATOMS}]")
         if self.update not in UPDATES:
             problems.append(f"algorithm.update must be one of {', '.join(UPDATES)}")
         return problems

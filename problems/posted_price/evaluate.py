@@ -273,9 +273,7 @@ def adversary_source(
         f"x {searched.search_steps} steps{fewer}, seed {budget.seed}"
     )
     if mixture:
-        members = [policy.member(m) for m in range(policy.size)]
-        tables = [algorithm_table(setting, member, jnp.float64) for member in members]
-        sales = jnp.stack([model.type_sale_table(table, jnp.float64) for table in tables])
+        sales = member_sale_tables(setting, model, policy)
         weights = jnp.asarray(policy.weights, jnp.float64)
         found = mixture_search(
             setting, vocabulary, sales, weights, searched, key_oracle, jnp.float64, starts
@@ -300,8 +298,8 @@ def adversary_source(
         if not mixture:  # the table the oracle searched against, as a one-member mixture
             sales = model.type_sale_table(table, jnp.float64)[None]
             weights = jnp.ones(1, jnp.float64)
-        payoffs = jnp.stack(
-            [typed_payoffs(setting, vocabulary, sale, hardest.types, optimum) for sale in sales]
+        payoffs = jax.lax.map(  # one member at a time: no copy of every table at once
+            lambda sale: typed_payoffs(setting, vocabulary, sale, hardest.types, optimum), sales
         )
         welfare = np.asarray(optimum) * np.asarray(weights @ payoffs)
     rescored = ratios(optimum, welfare)
@@ -310,6 +308,18 @@ def adversary_source(
     return SourceRatio(
         float(rescored[index]), note, {"values": worst.values, "demands": worst.demands}
     )
+
+
+def member_sale_tables(setting: Setting, model, mixture: SnapshotMixture) -> jax.Array:
+    """``[M, T, S, types]``: each member's per-type sale table, built one member at a time
+    into the stacked result (``lax.map``), so that the peak holds the M tables and one
+    member's temporaries, not a second copy of them all."""
+
+    def one(index):
+        table = algorithm_table(setting, mixture.member(index), jnp.float64)
+        return model.type_sale_table(table, jnp.float64)
+
+    return jax.lax.map(one, jnp.arange(mixture.size))
 
 
 #: The oracle's finds re-scored exactly (the hardest few).

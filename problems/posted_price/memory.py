@@ -60,8 +60,10 @@ def evaluation_needs(setting: Setting, budget) -> list[Need]:
                 FLOAT64 * rounds * states**k * type_count(setting, AdversaryConfig.density_levels),
                 "the setting's rounds, max_demand, demand_levels or resources",
                 # read, not differentiated: the peak holds about 2.3 of it (17 GB for a 7.5 GB
-                # table at K = 4, T = 100, 14641 states, 636 types)
+                # table at K = 4, T = 100, 14641 states, 636 types); a mixture's search holds
+                # every member's table beside two more (built and scored one at a time)
                 copies=3,
+                member_copies=1,
             )
         )
     if k == 1:
@@ -131,9 +133,9 @@ def training_needs(config: RunConfig) -> list[Need]:
         scale = oracle.probe_scale
         needs += [
             Need(
-                "the local search's candidates [chains x candidates, T, G + 1]",
-                FLOAT32 * scale * oracle.chains * oracle.candidates * rounds * states,
-                "oracle.chains, oracle.candidates or setting.rounds",
+                "the local search's candidates or the certificate's draws [inputs, T, G + 1]",
+                FLOAT32 * config.searched_inputs() * rounds * states,
+                "oracle.chains, oracle.candidates, oracle.certificate_instances or setting.rounds",
             ),
             Need(
                 "the probe's adversary logits [restarts x batch, T, types]",
@@ -160,4 +162,15 @@ def training_needs(config: RunConfig) -> list[Need]:
                     "oracle.archive_size, setting.max_demand or setting.demand_levels",
                 ),
             ]
+            if config.mixes and not algorithm.grid_certificate:
+                # the mixture probe: each snapshot's table kept between epochs and stacked
+                # for the search, which holds two more while it scores
+                needs.append(
+                    Need(
+                        "each snapshot's sale chances for the mixture probe [T, (G + 1)^K, types]",
+                        FLOAT32 * rounds * grid * types,
+                        "oracle.snapshots, setting.max_demand or adversary.density_levels",
+                        copies=2 * oracle.snapshots + 2,
+                    )
+                )
     return needs
