@@ -160,6 +160,10 @@ def write_config(tmp_path: Path, text: str) -> str:
             '[game]\nloop = "simultaneous"\n[adversary]\nbatch = 100000000\n',
             "lower adversary.batch",
         ),
+        (
+            '[game]\nloop = "simultaneous"\n[adversary]\nlatent = 100000000\n',
+            "lower adversary.latent",
+        ),
         ("[algorithm]\nlearning_rate = inf\n", "finite"),
         ("[algorithm]\nlearning_rate = 1e39\n", "at most 3.4e+38 (float32)"),
         ("[game]\ntemperature = 1e300\n", "at most 3.4e+38 (float32)"),

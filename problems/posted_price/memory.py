@@ -115,6 +115,11 @@ def training_needs(config: RunConfig) -> list[Need]:
             "adversary.hidden or adversary.density_levels",
         ),
         Need(
+            "the adversary's noise, fed to every round [batch, T, latent]",
+            FLOAT32 * adversary.batch * rounds * adversary.latent,
+            "adversary.latent or adversary.batch",
+        ),
+        Need(
             "the replay of hard instances, written out for training [replay, T, K]",
             FLOAT32 * config.game.replay_size * rounds * (k + 1),
             "game.replay_size or setting.rounds",
