@@ -5,6 +5,7 @@ as the algorithm's LP, and the policy file's draws."""
 from __future__ import annotations
 
 import csv
+import fractions
 import json
 
 import jax
@@ -15,7 +16,9 @@ from scipy.optimize import linprog
 
 from advonline.baselines.ski_rental import BASELINES, karlin_ratio
 from advonline.problems.ski_rental import exact, model, policy, policy_file
+from advonline.problems.ski_rental.exact import season_costs, season_optima
 from advonline.problems.ski_rental.problem import PROBLEM
+from advonline.sources import input_ratios
 
 SETTINGS = [
     model.Setting(buy=b, rounds=t) for b, t in ((10, 30), (4, 10), (3, 3), (7, 5), (4, 7), (4, 6))
@@ -109,6 +112,44 @@ def test_classic_rules_have_their_known_ratios(setting):
     assert ratios["randomised"] == pytest.approx(karlin_ratio(buy), rel=1e-12)
     assert ratios["never"] == pytest.approx(setting.rounds / buy, rel=1e-12)
     assert ratios["buy-at-once"] == pytest.approx(buy, rel=1e-12)
+
+
+@pytest.mark.parametrize("buy", [1, 2, 10, 1000, 10**12, 10**18])
+def test_the_randomised_rule_is_its_buying_chances_summed_over_the_season(buy):
+    """Its chance of owning the skis by day ``d`` is the sum of its chances of buying on days
+    1 .. d, ``(1 - 1/B)^(B - d) / (B (1 - (1 - 1/B)^B))`` (here in exact rationals for small
+    ``B``); for a huge ``B`` the rule is built from the season's days alone and still costs
+    ``karlin_ratio(B)`` times OPT on every season (OPT rents: the skis never pay off)."""
+    setting = model.Setting(buy=buy, rounds=12)
+    with jax.enable_x64(True):
+        owned = np.asarray(BASELINES["randomised"](setting).owned)
+        if buy <= 1000:
+            q = fractions.Fraction(buy - 1, buy)
+            chance = [q ** (buy - d) / (buy * (1 - q**buy)) for d in range(1, buy + 1)]
+            summed = [min(sum(chance[:d]), 1) for d in range(1, setting.rounds + 1)]
+            np.testing.assert_allclose(owned, [float(x) for x in summed], rtol=1e-13, atol=1e-15)
+        else:
+            ratio = exact.certificate(setting, model.BuyingRule(owned=jnp.asarray(owned))).ratio
+            assert ratio == pytest.approx(karlin_ratio(buy), rel=1e-12)
+
+
+@pytest.mark.parametrize("buy", [39, 40, 10**12])
+def test_the_simulator_and_the_bounds_agree_whatever_the_price(buy):
+    """Seasons are int32 tokens and OPT compares them with ``buy``: past 2^31 every season
+    still gets its OPT, so the simulator's ratio of every classic rule on every season is its
+    certificate's; and where no season outlasts the price (``buy >= rounds``) renting is
+    optimal online too, so the lower bound is 1 (above 1 for a price one day shorter, and at
+    most the ``T / B`` of never buying)."""
+    setting = model.Setting(buy=buy, rounds=40)
+    seasons = model.every_season(setting)
+    with jax.enable_x64(True):
+        for make in BASELINES.values():
+            rule = make(setting)
+            by_season = season_costs(setting, rule.owned)[1:] / season_optima(setting)[1:]
+            simulated = input_ratios(PROBLEM, setting, rule, seasons)
+            np.testing.assert_allclose(simulated, by_season, rtol=1e-12)
+    bound = exact.lower_bound(setting).ratio
+    assert bound == 1.0 if buy >= setting.rounds else 1.0 < bound <= 40 / 39
 
 
 def _best_mixed_rule(setting) -> float:

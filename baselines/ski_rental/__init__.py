@@ -12,6 +12,8 @@ signature). With ``B = buy``:
 
 from __future__ import annotations
 
+import math
+
 import jax.numpy as jnp
 import numpy as np
 
@@ -19,8 +21,9 @@ from advonline.problems.ski_rental.model import BuyingRule, Setting
 
 
 def karlin_ratio(buy: int) -> float:
-    """``1 / (1 - (1 - 1/B)^B)``."""
-    return 1.0 / (1.0 - (1.0 - 1.0 / buy) ** buy)
+    """``1 / (1 - (1 - 1/B)^B)``, through ``log1p`` and ``expm1`` (exact to rounding for any
+    ``B``, where ``1 - 1/B`` itself rounds to 1 past 2^53)."""
+    return 1.0 if buy == 1 else 1.0 / -math.expm1(buy * math.log1p(-1.0 / buy))
 
 
 def buy_on(day: int):
@@ -38,13 +41,18 @@ def break_even(setting: Setting) -> BuyingRule:
 
 
 def randomised(setting: Setting) -> BuyingRule:
+    """Its chance of owning the skis by day ``d``, the sum of its buying chances over days
+    1 .. d: ``(1 - 1/B)^(B - d) (1 - (1 - 1/B)^d) / (1 - (1 - 1/B)^B)`` (1 from day ``B`` on),
+    for the season's days only and to rounding for any ``B`` (``log1p``, ``expm1``)."""
     buy = setting.buy
-    days = np.arange(1, buy + 1)
-    chances = (1 - 1 / buy) ** (buy - days) / (buy * (1 - (1 - 1 / buy) ** buy))
-    on_day = np.zeros(max(setting.rounds, buy))
-    on_day[:buy] = chances
-    owned = np.minimum(np.cumsum(on_day)[: setting.rounds], 1.0)
-    return BuyingRule(owned=jnp.asarray(owned))
+    days = np.arange(1, setting.rounds + 1, dtype=np.float64)
+    if buy == 1:
+        owned = np.ones_like(days)
+    else:
+        step = math.log1p(-1.0 / buy)  # log(1 - 1/B)
+        waited = np.exp(np.maximum(buy - days, 0.0) * step)
+        owned = waited * -np.expm1(days * step) / -math.expm1(buy * step)
+    return BuyingRule(owned=jnp.asarray(np.minimum(owned, 1.0)))
 
 
 BASELINES = {

@@ -67,10 +67,15 @@ def lower_bound(setting: Setting) -> LowerBound:
     """The best ratio any online rule can have on ``setting``: the adversary's distribution
     ``q`` over seasons of 1 .. T days that maximises ``min_d E_q[cost_d] / E_q[OPT]`` (an LP,
     HiGHS), then ``best_response = max_d E_q[OPT] / E_q[cost_d]`` over every deterministic
-    rule, computed exactly from ``q``, and ``ratio = 1 / best_response``."""
+    rule, computed exactly from ``q``, and ``ratio = 1 / best_response``. Where no season is
+    longer than ``buy``, renting throughout is optimal online too: ``q`` is the longest
+    season, whose best reply is renting, and no LP is solved (its costs would span 1 to
+    ``buy``)."""
     costs = deterministic_costs(setting)[:, 1:]  # [rules, seasons]
     optima = season_optima(setting)[1:]
     seasons = optima.size
+    if setting.buy >= setting.rounds:
+        return _bound_of(np.eye(seasons)[-1], costs, optima)
     # variables: q (seasons), v; maximise v s.t. costs @ q >= v, optima @ q = 1, q >= 0
     objective = np.concatenate([np.zeros(seasons), [-1.0]])
     upper = np.concatenate([-costs, np.ones((costs.shape[0], 1))], axis=1)
@@ -85,8 +90,15 @@ def lower_bound(setting: Setting) -> LowerBound:
         bounds=bounds,
         method="highs",
     )
+    if not solved.success:
+        raise RuntimeError(f"ski rental's lower-bound LP failed on {setting}: {solved.message}")
     weights = np.clip(solved.x[:seasons], 0.0, None)
-    distribution = weights / weights.sum()
+    return _bound_of(weights / weights.sum(), costs, optima)
+
+
+def _bound_of(distribution: np.ndarray, costs: np.ndarray, optima: np.ndarray) -> LowerBound:
+    """The lower bound the adversary's ``distribution`` over seasons proves: the best
+    deterministic rule's ``E[OPT] / E[cost]``, computed exactly."""
     best_response = float(np.max((distribution @ optima) / (costs @ distribution)))
     support = np.flatnonzero(distribution > 0)
     return LowerBound(

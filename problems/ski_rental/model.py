@@ -71,7 +71,8 @@ def rollout(setting: Setting, rule: BuyingRule, season: jax.Array, key=None) -> 
 
 def offline_optimum(setting: Setting, seasons: jax.Array) -> jax.Array:
     """OPT ``[B]``: rent through a short season, buy on day 1 for one of ``buy`` days or more."""
-    return jnp.minimum(seasons, setting.buy).astype(jnp.result_type(float))
+    dtype = jnp.result_type(float)  # buy as a float: it may be past the tokens' int32
+    return jnp.minimum(seasons.astype(dtype), jnp.asarray(setting.buy, dtype))
 
 
 def payoffs(setting: Setting, rule: BuyingRule, seasons: jax.Array, optimum: jax.Array):
