@@ -16,7 +16,7 @@ import numpy as np
 from scipy.optimize import linprog
 
 from advonline.problem import Certificate, LowerBound
-from advonline.problems.ski_rental.model import BuyingRule, Setting
+from advonline.problems.ski_rental.model import BuyingRule, Setting, SettingError
 
 
 def season_costs(setting: Setting, owned) -> np.ndarray:
@@ -91,7 +91,7 @@ def lower_bound(setting: Setting) -> LowerBound:
         method="highs",
     )
     if not solved.success:
-        raise RuntimeError(f"ski rental's lower-bound LP failed on {setting}: {solved.message}")
+        raise SettingError(f"the lower bound's LP failed on {setting}: {solved.message}")
     weights = np.clip(solved.x[:seasons], 0.0, None)
     return _bound_of(weights / weights.sum(), costs, optima)
 
