@@ -118,8 +118,8 @@ def test_classic_rules_have_their_known_ratios(setting):
 def test_the_randomised_rule_is_its_buying_chances_summed_over_the_season(buy):
     """Its chance of owning the skis by day ``d`` is the sum of its chances of buying on days
     1 .. d, ``(1 - 1/B)^(B - d) / (B (1 - (1 - 1/B)^B))`` (here in exact rationals for small
-    ``B``); for a huge ``B`` the rule is built from the season's days alone and still costs
-    ``karlin_ratio(B)`` times OPT on every season (OPT rents: the skis never pay off)."""
+    ``B``); for a huge ``B`` the rule is built from the season's days alone and its exact
+    ratio is still ``karlin_ratio(B)`` (OPT rents: the skis never pay off)."""
     setting = model.Setting(buy=buy, rounds=12)
     with jax.enable_x64(True):
         owned = np.asarray(BASELINES["randomised"](setting).owned)
