@@ -3,7 +3,6 @@ episode, its exact payoff is the weighted sum of its members', local search scor
 and its policy file reads back to the same mixture."""
 
 import copy
-import dataclasses
 import json
 import math
 
@@ -12,7 +11,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from advonline import cli, configs, export, meta, oracle_loop, preflight
+from advonline import checkpoint, cli, configs, export, meta, oracle_loop, preflight
 from advonline.archive import add_instances, add_snapshot, empty_archive, restricted_game
 from advonline.archive_view import archive_rows
 from advonline.configs import OracleBudget
@@ -464,23 +463,35 @@ def test_the_pre_flight_holds_the_search_against_every_member(members):
     assert held <= mixed.copies * mixed.bytes <= 1.25 * held
 
 
-def test_a_mixture_that_cannot_fit_is_refused_before_any_work(three_members, tmp_path, capsys):
-    """``evaluate --policy`` on a mixture counts its members in the pre-flight: with memory
-    for every need of one network but not for three members' sale tables (on a finer grid,
-    where those tables are the largest need), the mixture of three is refused in one line
-    naming them, and nothing is measured."""
+@pytest.mark.parametrize("given", ["policy", "checkpoint"])
+def test_a_mixture_that_cannot_fit_is_refused_before_any_work(
+    three_members, tmp_path, capsys, given
+):
+    """``evaluate`` counts a mixture's members in the pre-flight, whether it comes as a
+    policy file or as what a run delivers: with memory for every need of one network but not
+    for three members' sale tables (on a finer grid, where those tables are the largest
+    need), the mixture of three is refused in one line naming them, and nothing is measured."""
     game, mixture, _ = three_members
-    setting = dataclasses.replace(game.setting, rounds=20, max_demand=0.05)
-    path = tmp_path / "mixture.json"
-    document = policy_writer.mixture_document(setting, mixture, {"algorithm": "learned"})
-    export.write(path, document)
+    tables = TINY | {"setting": TINY["setting"] | {"rounds": 20, "max_demand": 0.05}}
+    config = configs.from_tables(tables)
+    setting = config.setting
+    if given == "policy":
+        source = tmp_path / "mixture.json"
+        document = policy_writer.mixture_document(setting, mixture, {"algorithm": "learned"})
+        export.write(source, document)
+    else:
+        source = tmp_path / "run"
+        source.mkdir()
+        state = init_oracle_state(config.build_game(), config.oracle, jax.random.key(0))
+        state = state.replace(best_members=mixture.members.params, best_weights=mixture.weights)
+        checkpoint.save(source, state, config, 0.0)
     one = max(n.copies * n.bytes for n in preflight.evaluation_needs(POSTED, setting, Budget()))
     three = _sale_need(setting, 3)
     assert three.copies * three.bytes > one
     available = (one + three.copies * three.bytes) / 2
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(preflight, "available_bytes", lambda: available)
-        assert cli.main(["evaluate", "--policy", str(path), "--quiet"]) == 2
+        assert cli.main(["evaluate", f"--{given}", str(source), "--quiet"]) == 2
     error = capsys.readouterr().err.strip()
     assert error.count("\n") == 0 and "for each of 3 mixture members" in error, error
 
