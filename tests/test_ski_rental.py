@@ -152,10 +152,26 @@ def test_the_simulator_and_the_bounds_agree_whatever_the_price(buy):
     assert bound == 1.0 if buy >= setting.rounds else 1.0 < bound <= 40 / 39
 
 
+def _deterministic_costs(setting) -> np.ndarray:
+    """``[T + 1 rules, T seasons]``: the simulator's cost of buying on the morning of day
+    ``d`` (row ``d - 1``; the last row never buys) on every season of 1 .. T days, a dense
+    table built apart from the lower bound's running sums."""
+    days = setting.rounds
+    owned = np.concatenate([np.triu(np.ones((days, days))), np.zeros((1, days))])
+    return np.stack([season_costs(setting, row)[1:] for row in owned])
+
+
+@pytest.mark.parametrize("setting", SETTINGS, ids=str)
+def test_the_running_sums_are_the_rules_expected_costs(setting):
+    distribution = np.random.default_rng(setting.rounds).dirichlet(np.ones(setting.rounds))
+    expected = _deterministic_costs(setting) @ distribution
+    np.testing.assert_allclose(exact.rule_costs(setting, distribution), expected, rtol=1e-13)
+
+
 def _best_mixed_rule(setting) -> float:
     """The algorithm's LP: the distribution over buying days (and never) with the smallest
     worst ratio over every season, solved on its own (the lower bound solves the dual)."""
-    costs = exact.deterministic_costs(setting)[:, 1:]  # [rules, seasons]
+    costs = _deterministic_costs(setting)  # [rules, seasons]
     optima = exact.season_optima(setting)[1:]
     rules = costs.shape[0]
     # variables: p (rules), r; minimise r s.t. p @ costs <= r optima, sum p = 1

@@ -13,6 +13,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 import numpy as np
+from scipy import sparse
 from scipy.optimize import linprog
 
 from advonline.problem import Certificate, LowerBound
@@ -54,15 +55,6 @@ def certificate(setting: Setting, rule) -> Certificate | None:
     return Certificate(float(ratios[worst]), True, np.asarray([worst + 1], np.int32))
 
 
-def deterministic_costs(setting: Setting) -> np.ndarray:
-    """``[T + 1 rules, T + 1 seasons]``: the cost of buying on the morning of day ``d`` (row
-    ``d - 1``; the last row never buys) on every season of 0 .. T days."""
-    days = setting.rounds
-    owned = np.triu(np.ones((days, days)))  # row d - 1 owns from day d on
-    rules = np.concatenate([owned, np.zeros((1, days))])
-    return np.stack([season_costs(setting, row) for row in rules])
-
-
 def lower_bound(setting: Setting) -> LowerBound:
     """The best ratio any online rule can have on ``setting``: the adversary's distribution
     ``q`` over seasons of 1 .. T days that maximises ``min_d E_q[cost_d] / E_q[OPT]`` (an LP,
@@ -71,35 +63,75 @@ def lower_bound(setting: Setting) -> LowerBound:
     longer than ``buy``, renting throughout is optimal online too: ``q`` is the longest
     season, whose best reply is renting, and no LP is solved (its costs would span 1 to
     ``buy``)."""
-    costs = deterministic_costs(setting)[:, 1:]  # [rules, seasons]
-    optima = season_optima(setting)[1:]
-    seasons = optima.size
-    if setting.buy >= setting.rounds:
-        return _bound_of(np.eye(seasons)[-1], costs, optima)
-    # variables: q (seasons), v; maximise v s.t. costs @ q >= v, optima @ q = 1, q >= 0
-    objective = np.concatenate([np.zeros(seasons), [-1.0]])
-    upper = np.concatenate([-costs, np.ones((costs.shape[0], 1))], axis=1)
-    equal = np.concatenate([optima, [0.0]])[None, :]
-    bounds = [(0, None)] * seasons + [(None, None)]
-    solved = linprog(
-        objective,
-        A_ub=upper,
-        b_ub=np.zeros(costs.shape[0]),
-        A_eq=equal,
-        b_eq=[1.0],
-        bounds=bounds,
-        method="highs",
-    )
+    seasons = setting.rounds
+    if setting.buy >= seasons:
+        return _bound_of(setting, np.eye(seasons)[-1])
+    solved = _adversary_lp(setting)
     if not solved.success:
         raise SettingError(f"the lower bound's LP failed on {setting}: {solved.message}")
     weights = np.clip(solved.x[:seasons], 0.0, None)
-    return _bound_of(weights / weights.sum(), costs, optima)
+    return _bound_of(setting, weights / weights.sum())
 
 
-def _bound_of(distribution: np.ndarray, costs: np.ndarray, optima: np.ndarray) -> LowerBound:
+def _adversary_lp(setting: Setting):
+    """The adversary's LP, ``max v`` over ``q >= 0`` with ``E_q[OPT] = 1`` and every rule's
+    ``E_q[cost_d] >= v``, written with running sums so that it has O(T) nonzeros, not the
+    dense ``[T + 1, T]`` cost table's T^2 (HiGHS then solves T = 10,000 in a second, not
+    minutes). Rule ``d`` (buy on day ``d``; ``d = T + 1``: never) pays ``n`` on a season of
+    ``n < d`` days and ``d - 1 + B`` on a longer one, so ``E_q[cost_d] = rent_d + (d - 1 + B)
+    left_d`` with ``rent_d = sum_{n < d} n q_n`` and ``left_d = sum_{n >= d} q_n``, each a
+    running sum: ``rent_{d+1} = rent_d + d q_d``, ``left_d = left_{d+1} + q_d``."""
+    days, buy = setting.rounds, setting.buy
+    # variables: q_1..q_T, rent_1..rent_{T+1}, left_1..left_{T+1}, v
+    q, rent, left, v = 0, days, 2 * days + 1, 3 * days + 2
+    size = v + 1
+    day = np.arange(1, days + 1)
+    index = np.arange(days)
+    equal = sparse.lil_matrix((2 * days + 3, size))
+    equal[index, rent + index + 1] = 1.0  # rent_{d+1} - rent_d - d q_d = 0
+    equal[index, rent + index] = -1.0
+    equal[index, q + index] = -day
+    equal[days + index, left + index] = 1.0  # left_d - left_{d+1} - q_d = 0
+    equal[days + index, left + index + 1] = -1.0
+    equal[days + index, q + index] = -1.0
+    equal[2 * days, rent] = 1.0  # rent_1 = 0
+    equal[2 * days + 1, left + days] = 1.0  # left_{T+1} = 0
+    equal[2 * days + 2, q + index] = np.minimum(day, buy)  # E_q[OPT] = 1
+    rules = np.arange(1, days + 2)  # v - rent_d - (d - 1 + B) left_d <= 0
+    upper = sparse.lil_matrix((days + 1, size))
+    upper[rules - 1, v] = 1.0
+    upper[rules - 1, rent + rules - 1] = -1.0
+    upper[rules[:-1] - 1, left + rules[:-1] - 1] = -(rules[:-1] - 1.0 + buy)
+    objective = np.zeros(size)
+    objective[v] = -1.0
+    b_equal = np.zeros(2 * days + 3)
+    b_equal[-1] = 1.0
+    return linprog(
+        objective,
+        A_ub=upper.tocsr(),
+        b_ub=np.zeros(days + 1),
+        A_eq=equal.tocsr(),
+        b_eq=b_equal,
+        bounds=[(0, None)] * v + [(None, None)],
+        method="highs",
+    )
+
+
+def rule_costs(setting: Setting, distribution: np.ndarray) -> np.ndarray:
+    """``[T + 1]``: each deterministic rule's expected cost on seasons of 1 .. T days drawn
+    from ``distribution`` ``[T]`` (rule ``d`` buys on day ``d``; the last never buys), by the
+    running sums of :func:`_adversary_lp`, in float64."""
+    day = np.arange(1, setting.rounds + 1)
+    rent = np.concatenate([[0.0], np.cumsum(day * distribution)])  # sum_{n < d} n q_n
+    left = np.concatenate([np.cumsum(distribution[::-1])[::-1], [0.0]])  # sum_{n >= d} q_n
+    return rent + (np.arange(setting.rounds + 1) + setting.buy) * left
+
+
+def _bound_of(setting: Setting, distribution: np.ndarray) -> LowerBound:
     """The lower bound the adversary's ``distribution`` over seasons proves: the best
     deterministic rule's ``E[OPT] / E[cost]``, computed exactly."""
-    best_response = float(np.max((distribution @ optima) / (costs @ distribution)))
+    optimum = distribution @ season_optima(setting)[1:]
+    best_response = float(np.max(optimum / rule_costs(setting, distribution)))
     support = np.flatnonzero(distribution > 0)
     return LowerBound(
         ratio=1.0 / best_response,

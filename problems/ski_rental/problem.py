@@ -20,17 +20,12 @@ def reference(setting: model.Setting) -> tuple[str, float] | None:
 
 def evaluation_needs(setting: model.Setting, budget) -> list[Need]:
     """The evaluator's largest arrays: a token is a whole season, simulated day by day, so the
-    encoding's one token per input sizes only some of them. The lower bound's LP holds every
-    buying day's cost on every season, and the search scores its proposals over every day."""
+    encoding's one token per input sizes only some of them: the search scores its proposals
+    over every day (the lower bound's LP has O(T) nonzeros)."""
     days, lower = setting.rounds + 1, "the setting's rounds"
     proposals = budget.search_chains * budget.search_candidates
     return [
         *encoding_evaluation_needs(PROBLEM, setting, budget),
-        Need(
-            "the lower bound's cost of every buying day on every season [T + 1, T + 1]",
-            FLOAT64 * days**2,
-            lower,
-        ),
         Need(
             "the search's proposals, day by day [proposals, T]", FLOAT64 * proposals * days, lower
         ),
