@@ -75,12 +75,12 @@ def lower_bound(setting: Setting) -> LowerBound:
 
 def _adversary_lp(setting: Setting):
     """The adversary's LP, ``max v`` over ``q >= 0`` with ``E_q[OPT] = 1`` and every rule's
-    ``E_q[cost_d] >= v``, written with running sums so that it has O(T) nonzeros, not the
-    dense ``[T + 1, T]`` cost table's T^2 (HiGHS then solves T = 10,000 in a second, not
-    minutes). Rule ``d`` (buy on day ``d``; ``d = T + 1``: never) pays ``n`` on a season of
-    ``n < d`` days and ``d - 1 + B`` on a longer one, so ``E_q[cost_d] = rent_d + (d - 1 + B)
-    left_d`` with ``rent_d = sum_{n < d} n q_n`` and ``left_d = sum_{n >= d} q_n``, each a
-    running sum: ``rent_{d+1} = rent_d + d q_d``, ``left_d = left_{d+1} + q_d``."""
+    ``E_q[cost_d] >= v``, written with running sums so that it has O(T) nonzeros where the
+    dense ``[T + 1, T]`` cost table has T^2. Rule ``d`` (buy on day ``d``; ``d = T + 1``:
+    never) pays ``n`` on a season of ``n < d`` days and ``d - 1 + B`` on a longer one, so
+    ``E_q[cost_d] = rent_d + (d - 1 + B) left_d`` with ``rent_d = sum_{n < d} n q_n`` and
+    ``left_d = sum_{n >= d} q_n``, each a running sum: ``rent_{d+1} = rent_d + d q_d``,
+    ``left_d = left_{d+1} + q_d``."""
     days, buy = setting.rounds, setting.buy
     # variables: q_1..q_T, rent_1..rent_{T+1}, left_1..left_{T+1}, v
     q, rent, left, v = 0, days, 2 * days + 1, 3 * days + 2
