@@ -477,7 +477,7 @@ def _evaluate_checkpoint(args: argparse.Namespace, budget: evaluation.Budget) ->
     if args.problem is not None and args.problem != problem.name:
         raise UsageError(f"{args.checkpoint} is a run of {problem.name}, not {args.problem}")
     names = _baseline_names(args.algorithm or [], problem)
-    members = 1 if (mixture := run.mixture()) is None else mixture.size
+    members = member_count(run.mixture())  # None: one network
     preflight.check(preflight.evaluation_needs(problem, run.setting, budget, members))
     mesh = parallel.batch_mesh(_given(args.devices, 0))
     bar = MeasuringBar(args.quiet)

@@ -402,22 +402,28 @@ class RunConfig:
         drawn = oracle.certificate_instances
         return max(probe.chains * probe.candidates, oracle.archive_size, drawn)
 
+    def written_inputs(self) -> int:
+        """The most inputs adversary networks write at once: the probe's restarts x batch
+        (vmapped), or in the simultaneous loop the writer's batch where it is larger."""
+        probe = self.oracle.budget().scaled(self.oracle.probe_scale)
+        written = probe.restarts * probe.adversary_batch
+        if self.game.simultaneous and self.adversary is not None:
+            written = max(written, self.adversary.batch)
+        return written
+
     def encoding_needs(self) -> list:
         """Training's largest arrays as the problem's encoding sizes them
         (:func:`advonline.preflight.token_needs`): the inputs the adversary networks write at
-        once (the probe's restarts x batch, or the simultaneous loop's writer's batch), the
-        inputs the search scores at once (:meth:`searched_inputs`) and the networks' weights.
-        A problem's own estimate may start from these."""
+        once (:meth:`written_inputs`), the inputs the search scores at once
+        (:meth:`searched_inputs`) and the networks' weights. A problem's own estimate may start
+        from these."""
         from advonline.preflight import network_needs, token_needs
 
         game = self.build_game()
         networks = {"the algorithm network": (game.init_params, "[algorithm] hidden or layers")}
         batch = 0
         if self.adversary is not None:
-            probe = self.oracle.budget().scaled(self.oracle.probe_scale)
-            batch = probe.restarts * probe.adversary_batch  # vmapped: written at once
-            if self.game.simultaneous:
-                batch = max(batch, self.adversary.batch)
+            batch = self.written_inputs()
             lower = "[adversary] hidden or latent"
             networks["the adversary network"] = (game.adversary.init, lower)
         return token_needs(game.encoding, batch, self.searched_inputs()) + network_needs(networks)

@@ -64,7 +64,7 @@ class SnapshotMixture:
 
 
 def member_count(policy) -> int:
-    """How many networks ``policy`` draws from: a mixture's members, else 1."""
+    """How many networks ``policy`` (or None) draws from: a mixture's members, else 1."""
     return policy.size if isinstance(policy, SnapshotMixture) else 1
 
 

@@ -66,10 +66,7 @@ def training_needs(config) -> list[Need]:
     """Training's largest arrays: the encoding's (the networks' weights among them), and OPT's
     table (:func:`optimum_need`) for the search's inputs, the probe's networks' or the
     adversary's batch, whichever is largest."""
-    probe = config.oracle.budget().scaled(config.oracle.probe_scale)
-    batch = max(config.searched_inputs(), probe.restarts * probe.adversary_batch)
-    if config.game.simultaneous:
-        batch = max(batch, config.adversary.batch)
+    batch = max(config.searched_inputs(), config.written_inputs())
     lower = (
         "setting.queries or setting.advertisers, or the batch (oracle.archive_size, "
         "oracle.chains x oracle.candidates, adversary.batch)"
