@@ -12,11 +12,24 @@ def number_array(value, what: str, error: type[Exception]) -> np.ndarray:
     ``what`` when it holds anything else or is ragged."""
     try:
         array = np.asarray(value)
-    except ValueError:  # ragged rows
+    except (TypeError, ValueError):  # ragged rows
         raise error(f"{what} must be a regular array of numbers") from None
-    if array.dtype.kind not in "iuf":
+    if array.dtype.kind not in "iuf" or _holds_boolean(value):
         raise error(f"{what} must be numbers")
     return array.astype(np.float64)
+
+
+def _holds_boolean(value) -> bool:
+    """Whether the nested lists ``value`` hold a boolean anywhere: NumPy reads
+    ``[true, 1.5]`` as ``[1.0, 1.5]``, so a boolean among numbers is found here."""
+    pending = [value]
+    while pending:
+        item = pending.pop()
+        if isinstance(item, list):
+            pending.extend(item)
+        elif isinstance(item, bool):
+            return True
+    return False
 
 
 def number(value, what: str, error: type[Exception]) -> float:

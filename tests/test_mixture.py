@@ -225,7 +225,9 @@ def test_a_mixture_file_reads_back_to_the_same_mixture_and_measure(three_members
 @pytest.mark.parametrize(
     "change, message",
     [
-        (lambda d: d["members"][0].update(weight=0), "weight must be a number > 0"),
+        (lambda d: d["members"][0].update(weight=0), r"weight must lie in \(0, 1\]"),
+        (lambda d: d["members"][0].update(weight=float("nan")), r"weight must lie in \(0, 1\]"),
+        (lambda d: d["members"][0].update(weight=True), "weight must be a number"),
         (lambda d: d["members"][0].update(weight=0.9), "must sum to 1"),
         (lambda d: d.update(members=[]), "non-empty list"),
         (lambda d: d["setting"].update(resources=1), "K >= 2"),

@@ -147,18 +147,28 @@ BAD_NETWORKS = {
     "version": (_set(["version"], 3), "unsupported version 3"),
     "rounds": (_set(["setting", "rounds"], 20.0), "rounds must be a whole number"),
     "divisible": (_set(["setting", "divisible"], "no"), "divisible must be true or false"),
-    "strings": (_set(["network", "price_atoms"], ["1.0", "2.0"]), "not a rectangular array"),
-    "ragged": (_set(["network", "layers", 0, "bias"], [0.0, [1.0]]), "not a rectangular array"),
+    "strings": (_set(["network", "price_atoms"], ["1.0", "2.0"]), "must be numbers"),
+    "ragged": (_set(["network", "layers", 0, "bias"], [0.0, [1.0]]), "regular array of numbers"),
+    "boolean": (_set(["network", "layers", 0, "weights", 0, 0], True), "weights must be numbers"),
     "provenance": (_set(["provenance"], ["learned"]), "provenance must be an object"),
     "algorithm": (_set(["provenance", "algorithm"], 3), "provenance.algorithm must be a string"),
 }
 
 
-def test_an_unknown_setting_field_is_named_in_one_line():
+@pytest.mark.parametrize(
+    "key, value, message",
+    [
+        ("colour", "blue", r"unknown setting keys \['colour'\]"),
+        ("max_demand", True, "max_demand"),  # a boolean is no number, not 1.0
+        ("capacities", [True, 1.0], "capacities"),
+    ],
+)
+def test_the_setting_is_read_as_a_configs_is(key, value, message):
     document, *_ = _document(2, True, True)
-    document["setting"]["colour"] = "blue"
-    with pytest.raises(PolicyFileError, match="unknown setting field 'colour'; known: problem"):
+    document["setting"][key] = value
+    with pytest.raises(PolicyFileError, match=message) as raised:
         from_file(parse(document, "bad.json"))
+    assert "\n" not in str(raised.value) and str(raised.value).startswith("bad.json: setting: ")
 
 
 @pytest.mark.parametrize("case", list(BAD_NETWORKS))

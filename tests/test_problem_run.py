@@ -198,6 +198,7 @@ def test_every_command_takes_a_run_of_the_interface(tmp_path, capsys):
     for change, message in [
         (lambda d: d["fractions"].__setitem__(-1, 1.5), "fractions must lie in [0, 1]"),
         (lambda d: d["fractions"].__setitem__(0, "0.1"), "fractions must be numbers"),
+        (lambda d: d["rates"].__setitem__(0, True), "rates must be numbers"),  # not 1.0
         (lambda d: d["setting"].__setitem__("levels", True), "levels must be a whole number"),
         (lambda d: d.__setitem__("rates", d["rates"][::-1]), "rates must be finite and increasing"),
         (lambda d: d.pop("between"), "'between' must be 'linear'"),  # a held curve's file

@@ -90,6 +90,7 @@ import numpy as np
 from advonline import checksums
 from advonline.errors import InputError
 from advonline.export import read_json
+from advonline.file_arrays import number_array
 
 FORMAT = "advonline.pricing-policy"
 VERSION = 2  # what ``advonline export`` writes; version 1 (tables) is still read and written
@@ -287,8 +288,10 @@ class MixturePolicy(PricingPolicy):
             if not isinstance(member, dict) or not {"weight", "network"} <= member.keys():
                 _fail(source, f"members[{index}] must be an object with 'weight' and 'network'")
             weight = member["weight"]
-            if not isinstance(weight, (int, float)) or isinstance(weight, bool) or weight <= 0:
-                _fail(source, f"members[{index}].weight must be a number > 0")
+            if not isinstance(weight, (int, float)) or isinstance(weight, bool):
+                _fail(source, f"members[{index}].weight must be a number, got {weight!r}")
+            if not 0 < weight <= 1:  # NaN fails too
+                _fail(source, f"members[{index}].weight must lie in (0, 1], got {weight!r}")
             weights.append(float(weight))
             single = {**document, "kind": "randomised", "network": member["network"]}
             self.members.append(NetworkPolicy(single, f"{source} members[{index}]"))
@@ -360,13 +363,7 @@ def _fail(source: str, message: str) -> None:
 
 
 def _array(value, source: str, name: str, ndim: int) -> np.ndarray:
-    try:
-        array = np.asarray(value)
-    except (TypeError, ValueError):
-        array = None
-    if array is None or array.dtype.kind not in "iuf":  # strings, booleans, ragged lists
-        _fail(source, f"{name} is not a rectangular array of numbers")
-    array = array.astype(np.float64)
+    array = number_array(value, f"{source}: {name}", PolicyFileError)
     if array.ndim != ndim:
         _fail(source, f"{name} must have {ndim} axes, has shape {list(array.shape)}")
     if not np.all(np.isfinite(array)):

@@ -12,8 +12,6 @@ else.
 
 from __future__ import annotations
 
-import dataclasses
-
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -27,7 +25,6 @@ from advonline.problems.posted_price.model import (
     PriceDistribution,
     Setting,
     SettingError,
-    within_range,
 )
 from advonline.problems.posted_price.networks import AlgorithmNetwork
 from advonline.problems.posted_price.policy_file import (
@@ -74,18 +71,10 @@ class TabulatedPolicy:
 def from_file(policy: PricingPolicy) -> tuple[Setting, Policy]:
     """The setting a loaded policy file was made for, and the policy as an evaluable pytree."""
     fields = {key: value for key, value in policy.setting.items() if key != "problem"}
-    known = {field.name for field in dataclasses.fields(Setting)}
-    unknown = sorted(set(fields) - known)
-    if unknown:
-        raise PolicyFileError(
-            f"{policy.source}: unknown setting field {unknown[0]!r}; known: "
-            f"problem, {', '.join(sorted(known))}"
-        )
-    try:
-        fields["capacities"] = tuple(fields.get("capacities", (1.0,)))
-        setting = within_range(Setting(**fields))
-    except (TypeError, SettingError) as error:
-        raise PolicyFileError(f"policy file setting is not valid: {error}") from None
+    try:  # the one reader of settings: types checked, then the values
+        setting = Setting.from_config(fields)
+    except SettingError as error:
+        raise PolicyFileError(f"{policy.source}: setting: {error}") from None
     if isinstance(policy, MixturePolicy):
         members = [network_policy(member) for member in policy.members]
         stacked = jax.tree.map(lambda *leaves: jnp.stack(leaves), *(m.params for m in members))
