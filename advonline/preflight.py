@@ -107,14 +107,19 @@ def evaluation_needs(problem, setting, budget, members: int = 1) -> list[Need]:
 
 def encoding_evaluation_needs(problem, setting, budget) -> list[Need]:
     """The evaluator's largest arrays as ``problem``'s encoding sizes them: the fresh
-    adversary networks' logits and the search's proposals. A problem's own estimate may start
-    from these."""
+    adversary networks' logits, the search's proposals and the random source's inputs (each
+    batch scored at once). A problem's own estimate may start from these."""
     proposals = budget.search_chains * budget.search_candidates
     encoding = problem.encoding(setting)
     # without its networks (too large: skipped) one input's logits are still a floor on what
     # the setting's alphabet costs
     batch = budget.adversary_batch if writer_fits(encoding, budget.adversary_batch) else 1
-    return token_needs(encoding, batch, proposals)
+    drawn = Need(
+        "the random source's inputs [random instances, T]",
+        FLOAT64 * budget.random_instances * encoding.length,
+        "--random-instances",
+    )
+    return [*token_needs(encoding, batch, proposals), drawn]
 
 
 #: The most logits (batch x T x vocabulary) the evaluator's default fresh adversary networks

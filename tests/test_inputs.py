@@ -251,8 +251,9 @@ def test_the_evaluator_s_estimate_counts_the_adversary_s_table_where_it_runs():
 
 def test_the_core_s_estimate_grows_with_the_search_and_the_writers_batch():
     """A problem sized by its encoding alone: the search's proposals are chains x candidates
-    inputs of T tokens, the writer's logits batch x T x vocabulary, each float64; doubling
-    the chains, the candidates or the batch doubles that need."""
+    inputs of T tokens, the writer's logits batch x T x vocabulary, the random source's
+    inputs random instances x T, each float64; doubling the chains, the candidates, the batch
+    or the random instances doubles that need."""
     from advonline import problems as registry
     from advonline.evaluation import Budget
 
@@ -273,6 +274,17 @@ def test_the_core_s_estimate_grows_with_the_search_and_the_writers_batch():
     assert needs(search_chains=8)[proposals] == needs(search_candidates=4)[proposals]
     assert needs(search_chains=8)[proposals] == 2 * base[proposals]
     assert needs(adversary_batch=16)[logits] == 2 * base[logits]
+    drawn = "the random source's inputs"
+    assert needs(random_instances=8)[drawn] == 8 * 8 * encoding.length
+    assert needs(random_instances=16)[drawn] == 2 * needs(random_instances=8)[drawn]
+
+
+@pytest.mark.parametrize("problem", ["one-way-trading", "ski-rental", "adwords"])
+def test_a_random_set_that_cannot_fit_is_refused_before_any_work(problem, capsys):
+    flags = ["--problem", problem, "--random-instances", str(10**11), "--quiet"]
+    assert main(["evaluate", *flags]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "lower --random-instances" in err, err
 
 
 @pytest.mark.parametrize("resources", [1, 2, 3])

@@ -51,14 +51,17 @@ def optimum_need(setting: model.Setting, batch: int, itemsize: int, lower: str) 
 def evaluation_needs(setting: model.Setting, budget) -> list[Need]:
     """The evaluator's largest arrays: the encoding's, and OPT's table (:func:`optimum_need`)
     for the largest batch the sources score at once."""
-    batch = max(
+    searched = max(
         budget.adversary_restarts * budget.adversary_batch,
         budget.search_chains * budget.search_candidates,
-        budget.random_instances,
     )
+    batch = max(searched, budget.random_instances)
+    lower = "the setting's queries or advertisers"
+    if budget.random_instances > searched:
+        lower = f"--random-instances, or {lower}"
     return [
         *encoding_evaluation_needs(PROBLEM, setting, budget),
-        optimum_need(setting, batch, FLOAT64, "the setting's queries or advertisers"),
+        optimum_need(setting, batch, FLOAT64, lower),
     ]
 
 
