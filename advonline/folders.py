@@ -102,15 +102,24 @@ def claim(folder: str | Path, kind: str, about: dict) -> Path:
     return folder
 
 
+#: The largest file :func:`read_text` reads (every file a user gives is text to parse whole).
+MAX_TEXT_BYTES = 1 << 30
+
+
 def read_text(path: str | Path, what: str, error: type[Exception] = InputError) -> str:
     """The UTF-8 text of the file at ``path`` (a leading byte-order mark, which spreadsheet
     programs write, dropped); otherwise ``error``, one line naming ``what`` the file is and why
-    it cannot be read (no such file, a folder, not UTF-8, unreadable). Every file a user gives
-    (configs, traces, policy files, run reports) is read through here, so the wording is the
-    same for all."""
+    it cannot be read (no such file, a folder, not UTF-8, unreadable, larger than
+    :data:`MAX_TEXT_BYTES`: a device such as ``/dev/zero`` never ends). Every file a user
+    gives (configs, traces, policy files, run reports) is read through here, so the wording is
+    the same for all."""
     path = Path(path)
     try:
-        return path.read_text(encoding="utf-8").removeprefix("\ufeff")
+        with open(path, "rb") as handle:
+            payload = handle.read(MAX_TEXT_BYTES + 1)
+        if len(payload) > MAX_TEXT_BYTES:
+            raise error(f"{what} {path} is larger than {MAX_TEXT_BYTES / 2**20:g} MiB")
+        return payload.decode("utf-8").removeprefix("\ufeff")
     except FileNotFoundError:
         raise error(f"{what} {path}: no such file") from None
     except IsADirectoryError:

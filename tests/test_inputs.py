@@ -447,9 +447,12 @@ def test_evaluate_out_of_memory_names_the_setting_and_the_budget(capsys, monkeyp
     assert "the setting's sizes or the budget (--family-members" in last and "CONFIG" not in last
 
 
-def test_numbers_paths_and_folders_are_named_as_the_user_gave_them(tmp_path, capsys):
-    """Infinite or NaN flag values name the flag; a missing, folder or binary policy file says
-    which; plot on a folder that does not exist says so (not which file it lacks)."""
+def test_numbers_paths_and_folders_are_named_as_the_user_gave_them(
+    tmp_path, capsys, monkeypatch
+):
+    """Infinite or NaN flag values name the flag; a missing, folder, binary or endless policy
+    file says which; plot on a folder that does not exist says so (not which file it lacks)."""
+    monkeypatch.setattr(folders, "MAX_TEXT_BYTES", 1 << 20)  # /dev/zero is read up to it
     trace = tmp_path / "trace.csv"
     trace.write_text("value,demand\n1,0.5\n")
     binary = tmp_path / "binary.json"
@@ -466,6 +469,7 @@ def test_numbers_paths_and_folders_are_named_as_the_user_gave_them(tmp_path, cap
         (["evaluate", "--policy", str(tmp_path / "none.json")], "none.json: no such file"),
         (["evaluate", "--policy", str(tmp_path)], "is a folder, not a file"),
         (["evaluate", "--policy", str(binary)], "is not UTF-8 text"),
+        (["evaluate", "--policy", "/dev/zero"], "/dev/zero is larger than 1 MiB"),
         (["evaluate", "--instances", str(binary)], f"trace {binary} is not UTF-8 text"),
         (["evaluate", "--instances", str(tmp_path)], f"trace {tmp_path} is a folder"),
         (["train", str(binary), "--out", str(tmp_path / "r")], f"config {binary} is not UTF-8"),
