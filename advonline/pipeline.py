@@ -305,8 +305,8 @@ def _restore_read(problem, path: Path, document, verified: bool, what: str):
 
 
 def stored_evaluation(run: TrainedRun) -> dict | None:
-    """The run's stored report, if there is a complete one for its current checkpoint (else
-    None: the caller measures again and replaces it, a derived file)."""
+    """The run's stored report, if there is a complete one for its current checkpoint and
+    setting (else None: the caller measures again and replaces it, a derived file)."""
     path = run.folder / EVALUATION_NAME
     try:
         document = json.loads(path.read_text())
@@ -314,14 +314,24 @@ def stored_evaluation(run: TrainedRun) -> dict | None:
         # a report from an older evaluator (a budget field it did not have) is not current
         current = document["training_steps"] == run.steps
         current = current and Budget(**stored_budget).describe() == stored_budget
+        current = current and document["setting"] == json.loads(json.dumps(run.setting.describe()))
+        if (reference := document["reference"]) is not None:
+            current = current and isinstance(reference["label"], str)
+            _number(reference["ratio"])
         for result in document["results"]:
-            float(result["competitive_ratio"])
-            str(result["algorithm"])
+            _number(result["competitive_ratio"])
+            current = current and isinstance(result["algorithm"], str)
             if result["upper_bound"] is not None:
-                float(result["upper_bound"])
+                _number(result["upper_bound"])
     except (OSError, ValueError, KeyError, TypeError, RecursionError):
         return None
     return document if current else None
+
+
+def _number(value) -> None:
+    """TypeError unless ``value`` is a JSON number (a stored report's ratio)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise TypeError(f"not a number: {value!r}")
 
 
 def phase_seconds(run: TrainedRun) -> dict | None:

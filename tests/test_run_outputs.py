@@ -313,7 +313,7 @@ def test_plot_refuses_a_broken_metrics_table_before_drawing(
     assert not figures.exists()
 
 
-def test_a_stored_evaluation_without_results_is_measured_again(finished, tmp_path):
+def test_a_stored_evaluation_that_is_not_this_runs_is_measured_again(finished, tmp_path):
     run_folder = _copy_run(finished, tmp_path / "run")
     run = pipeline.open_run(run_folder)
     assert pipeline.stored_evaluation(run) is not None  # the main job's own report
@@ -322,7 +322,13 @@ def test_a_stored_evaluation_without_results_is_measured_again(finished, tmp_pat
         {key: value for key, value in stored.items() if key != "results"},
         {**stored, "results": [{"algorithm": "learned"}]},
         {**stored, "results": "none"},
+        {**stored, "results": [{**stored["results"][0], "competitive_ratio": "1.5"}]},
+        {**stored, "results": [{**stored["results"][0], "algorithm": None}]},
         {**stored, "budget": {"unknown": 1}},
+        # a report of another setting, or of none
+        {**stored, "setting": {**stored["setting"], "rounds": stored["setting"]["rounds"] + 1}},
+        {**stored, "setting": None},
+        {**stored, "reference": "1 + ln(U / L)"},
         # an older evaluator's report: a budget without the local search's fields
         {
             **stored,
