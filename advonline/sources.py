@@ -10,7 +10,8 @@
   archive, the held-out families) and the rest from fresh random inputs; the worst input
   either found (the networks are skipped, with a note, where their logits over the
   vocabulary would exceed :data:`~advonline.preflight.WRITER_LOGITS` at once, or
-  :data:`WRITER_WORK` over all their steps);
+  :data:`WRITER_WORK` over all their steps, and the search where its tokens scored would
+  exceed :data:`SEARCH_WORK`);
 - ``families``: the worst member of the problem's held-out hard families;
 - ``random``: ``random_instances`` fresh random inputs.
 
@@ -52,6 +53,11 @@ WRITER = AdversaryTable()
 #: in all; past it they are skipped with a note: their time grows with the vocabulary (about
 #: 43 ns a logit on 2 CPU cores, so 46 s at the limit) while the local search's does not.
 WRITER_WORK = 2**30
+#: The most tokens (chains x candidates x steps x T) the local search scores in all; past it
+#: it is skipped with a note: about 16 ns a token for one-way trading on 2 CPU cores, so some
+#: 5 minutes an algorithm at the limit, 30 times the default search on the longest inputs of
+#: a shipped setting (AdWords, 50 advertisers).
+SEARCH_WORK = 2**34
 #: How many of a source's hardest inputs are scored again with an exact OPT, where the
 #: problem's own OPT is a lower bound.
 RESCORED = 16
@@ -181,7 +187,14 @@ def adversary_source(
             f"{budget.adversary_restarts} fresh noise-conditioned adversary network(s) x "
             f"{steps} steps x {batch} inputs"
         )
-    if budget.search_steps > 0:
+    searched = budget.search_chains * budget.search_candidates * budget.search_steps
+    if searched * encoding.length > SEARCH_WORK:
+        parts.append(
+            f"no local search: {budget.search_chains} chains x {budget.search_candidates} "
+            f"candidates x {budget.search_steps} steps of {encoding.length} tokens exceed "
+            f"{SEARCH_WORK:.1e} (lower --search-steps)"
+        )
+    elif budget.search_steps > 0:
         chains = budget.search_chains
         hard = hard_starts(problem, setting, certificate, starts, chains // 2)
         fresh = np.asarray(encoding.random(key_starts, chains - len(hard)), np.int32)

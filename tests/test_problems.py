@@ -279,6 +279,26 @@ def test_the_fresh_networks_run_up_to_their_work_limit_and_are_skipped_past_it(m
         assert found.ratio >= 1
 
 
+def test_the_search_runs_up_to_its_work_limit_and_is_skipped_past_it(monkeypatch):
+    """The local search scores chains x candidates x steps inputs of T tokens: with a limit of
+    exactly that it climbs; one token less and it is skipped with a note naming the flag to
+    lower (with no networks either, the source has no figure)."""
+    from advonline import sources
+
+    problem = registry.get("one-way-trading")
+    setting = problem.setting(rounds=8, levels=8)
+    budget = dataclasses.replace(ONE_STEP, adversary_restarts=0, search_steps=3)
+    searched = budget.search_chains * budget.search_candidates * 3 * setting.rounds
+    policy = problem.baselines["threshold"](setting)
+    for limit, climbs in ((searched, True), (searched - 1, False)):
+        monkeypatch.setattr(sources, "SEARCH_WORK", limit)
+        with jax.enable_x64(True):
+            found = sources.adversary_source(problem, setting, policy, budget, jax.random.key(0))
+        assert ("local search" in found.note and "no local search" not in found.note) == climbs
+        assert climbs or ("--search-steps" in found.note and found.ratio is None)
+        assert not climbs or found.ratio >= 1
+
+
 def test_one_way_trading_ratios_match_closed_forms():
     from advonline.baselines.one_way_trading import optimal_ratio
 
