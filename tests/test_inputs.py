@@ -318,12 +318,14 @@ def test_traces_the_setting_does_not_allow_get_one_line(tmp_path, capsys, rows, 
     one_line_exit_2(capsys, ["evaluate", "--instances", str(trace), *flags], message)
 
 
-def test_a_trace_with_windows_line_ends_and_an_empty_round_reads(tmp_path, capsys):
+def test_a_trace_with_windows_line_ends_an_empty_round_and_blank_lines_reads(tmp_path, capsys):
+    """A row ``0,0`` is a round with nobody in it; a blank line (a spreadsheet's file often
+    ends in some) is no round at all."""
     trace = tmp_path / "trace.csv"
-    trace.write_bytes(b"value,demand\r\n2,0.2\r\n0,0\r\n5,0.8\r\n")
+    trace.write_bytes(b"value,demand\r\n2,0.2\r\n\r\n0,0\r\n5,0.8\r\n\r\n\r\n")
     assert main(["evaluate", "--instances", str(trace), "--algorithm", "greedy", "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
-    assert report["offline_optimum"] == pytest.approx(7.0)
+    assert report["offline_optimum"] == pytest.approx(7.0) and report["setting"]["rounds"] == 3
 
 
 @pytest.mark.parametrize(
@@ -447,9 +449,7 @@ def test_evaluate_out_of_memory_names_the_setting_and_the_budget(capsys, monkeyp
     assert "the setting's sizes or the budget (--family-members" in last and "CONFIG" not in last
 
 
-def test_numbers_paths_and_folders_are_named_as_the_user_gave_them(
-    tmp_path, capsys, monkeypatch
-):
+def test_numbers_paths_and_folders_are_named_as_the_user_gave_them(tmp_path, capsys, monkeypatch):
     """Infinite or NaN flag values name the flag; a missing, folder, binary or endless policy
     file says which; plot on a folder that does not exist says so (not which file it lacks)."""
     monkeypatch.setattr(folders, "MAX_TEXT_BYTES", 1 << 20)  # /dev/zero is read up to it

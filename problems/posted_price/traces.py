@@ -29,11 +29,13 @@ def load_trace(path: str | Path) -> tuple[np.ndarray, np.ndarray]:
     if "value" not in header:
         raise TraceError(f"trace {path} has no 'value' column (columns: {', '.join(header)})")
     demand_columns = _demand_columns(header, path)
-    if len(rows) < 2:
+    # blank lines (a spreadsheet's file often ends in some) hold no buyer
+    buyers = [(line, row) for line, row in enumerate(rows[1:], start=2) if row]
+    if not buyers:
         raise TraceError(f"trace {path} has a header but no buyers")
     wanted = [header.index("value")] + [header.index(name) for name in demand_columns]
-    table = np.empty((len(rows) - 1, len(wanted)))
-    for line, row in enumerate(rows[1:], start=2):
+    table = np.empty((len(buyers), len(wanted)))
+    for buyer, (line, row) in enumerate(buyers):
         if len(row) != len(header):
             raise TraceError(
                 f"trace {path} line {line}: {len(row)} cells, header has {len(header)}"
@@ -50,7 +52,7 @@ def load_trace(path: str | Path) -> tuple[np.ndarray, np.ndarray]:
                 raise TraceError(
                     f"trace {path} line {line}: {header[index]}={cell} must be finite and >= 0"
                 )
-            table[line - 2, column] = number
+            table[buyer, column] = number
     return table[:, 0], table[:, 1:]
 
 
