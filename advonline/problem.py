@@ -56,7 +56,7 @@ def network_sizes(config: dict, hidden: int = 32, layers: int = 2) -> dict[str, 
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ValueError(f"{name} must be a whole number >= 1, got {value!r}")
     if sizes["layers"] > MAX_LAYERS:
-        raise ValueError(f"layers must be at most {MAX_LAYERS}, got {sizes['layers']}")
+        raise ValueError(f"layers must lie in [1, {MAX_LAYERS}], got {sizes['layers']}")
     return sizes
 
 

@@ -199,7 +199,10 @@ def write_config(tmp_path: Path, text: str) -> str:
         # built in Python: a million of them would hang): posted pricing's head, another
         # problem's, the core's writer
         ("[algorithm]\nlayers = 1000000\n", "algorithm.layers must lie in [1, 64]"),
-        ('[problem]\nname = "one-way-trading"\n[algorithm]\nlayers = 65\n', "at most 64"),
+        (
+            '[problem]\nname = "one-way-trading"\n[algorithm]\nlayers = 65\n',
+            "[algorithm]: layers must lie in [1, 64], got 65",
+        ),
         (
             '[problem]\nname = "ski-rental"\n[game]\nloop = "simultaneous"\n'
             "[adversary]\nlayers = 1000000\n",
