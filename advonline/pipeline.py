@@ -315,9 +315,9 @@ def stored_evaluation(run: TrainedRun) -> dict | None:
         current = document["training_steps"] == run.steps
         current = current and Budget(**stored_budget).describe() == stored_budget
         current = current and document["setting"] == json.loads(json.dumps(run.setting.describe()))
-        if (reference := document["reference"]) is not None:
-            current = current and isinstance(reference["label"], str)
-            _number(reference["ratio"])
+        label, known = run.problem.reference_of(run.setting) or (None, None)
+        reference = None if known is None else {"label": label, "ratio": known}
+        current = current and document["reference"] == reference
         for result in document["results"]:
             _number(result["competitive_ratio"])
             current = current and isinstance(result["algorithm"], str)
