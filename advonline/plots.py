@@ -220,7 +220,9 @@ def bars_figure(
     between the bar (worst instance found) and the marker."""
     algorithms = list(dict.fromkeys(a for _, ratios in rows for a in ratios))
     finite = [v for _, ratios in rows for v in ratios.values() if _finite(v)]
-    top = max(finite) * 3 if finite else 10.0
+    # a bar past 1e100 is drawn to the top, labelled with its value: matplotlib's log axis
+    # overflows in its margins near float64's largest
+    top = min(max(finite), 1e100) * 3 if finite else 10.0
     width = 0.8 / max(len(algorithms), 1)
     bound_drawn = False
     figure_width = max(6, 1.6 * len(rows) + 3)
@@ -228,7 +230,7 @@ def bars_figure(
     for j, algorithm in enumerate(algorithms):
         xs = np.arange(len(rows)) + (j - (len(algorithms) - 1) / 2) * width
         values = [ratios.get(algorithm) for _, ratios in rows]
-        heights = [v if _finite(v) else (top if v is not None else 0) for v in values]
+        heights = [min(v, top) if _finite(v) else (top if v is not None else 0) for v in values]
         bars = axis.bar(xs, heights, width, label=algorithm)
         marked = [None] * len(rows)  # where a bound's marker stands above each bar
         for index, (x, row_bounds) in enumerate(zip(xs, bounds or [], strict=False)):
@@ -268,7 +270,7 @@ def bars_figure(
             elif value is not None:
                 axis.annotate(  # above the bar, or above its bound's marker
                     f"{value:.3g}",
-                    (bar.get_x() + bar.get_width() / 2, max(value, marker or value)),
+                    (bar.get_x() + bar.get_width() / 2, min(max(value, marker or value), top)),
                     ha="center",
                     va="bottom",
                     fontsize=6,

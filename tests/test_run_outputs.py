@@ -421,3 +421,14 @@ def test_evaluate_writes_nothing_into_a_run_another_process_holds(finished, tmp_
     assert "greedy" in captured.out and "stored in" not in captured.out
     assert "the report is not stored" in captured.err and "in use by process" in captured.err
     assert (run_folder / pipeline.EVALUATION_NAME).read_bytes() == stored
+
+
+@pytest.mark.parametrize("largest", [1e308, float("inf")])
+def test_the_bars_figure_draws_a_ratio_at_any_size(tmp_path, largest):
+    """A ratio near float64's largest (or infinite: a hatched bar) still gives the figure an
+    axis with finite limits."""
+    from advonline import plots
+
+    rows = [("setting", {"learned": 1.5, "threshold": largest})]
+    written = plots.bars_figure(rows, tmp_path, "bars", "title", [{"learned": 2.0}])
+    assert sorted(path.suffix for path in written) == [".pdf", ".png"]
