@@ -319,19 +319,20 @@ def stored_evaluation(run: TrainedRun) -> dict | None:
         reference = None if known is None else {"label": label, "ratio": known}
         current = current and document["reference"] == reference
         for result in document["results"]:
-            _number(result["competitive_ratio"])
+            _ratio(result["competitive_ratio"])
             current = current and isinstance(result["algorithm"], str)
             if result["upper_bound"] is not None:
-                _number(result["upper_bound"])
+                _ratio(result["upper_bound"])
     except (OSError, ValueError, KeyError, TypeError, RecursionError):
         return None
     return document if current else None
 
 
-def _number(value) -> None:
-    """TypeError unless ``value`` is a JSON number (a stored report's ratio)."""
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise TypeError(f"not a number: {value!r}")
+def _ratio(value) -> None:
+    """TypeError unless ``value`` is a JSON number > 0 (a stored report's ratio: infinite
+    where an algorithm earns nothing, never negative or NaN)."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
+        raise TypeError(f"not a ratio: {value!r}")
 
 
 def phase_seconds(run: TrainedRun) -> dict | None:

@@ -323,6 +323,7 @@ def test_a_stored_evaluation_that_is_not_this_runs_is_measured_again(finished, t
         {**stored, "results": [{"algorithm": "learned"}]},
         {**stored, "results": "none"},
         {**stored, "results": [{**stored["results"][0], "competitive_ratio": "1.5"}]},
+        {**stored, "results": [{**stored["results"][0], "competitive_ratio": -1.0}]},
         {**stored, "results": [{**stored["results"][0], "algorithm": None}]},
         {**stored, "budget": {"unknown": 1}},
         # a report of another setting, or of none
