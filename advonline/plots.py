@@ -70,14 +70,22 @@ def _column(rows: list[dict], key: str, x: str = "step") -> tuple[list, list]:
     return [r[x] for r in kept], [r[key] for r in kept]
 
 
-def _finite(value) -> bool:
-    return value is not None and math.isfinite(value)
+#: The largest ratio the figures draw to scale; past it (or infinite) a ratio is drawn at the
+#: top of its axis and labelled (matplotlib's log axis overflows in its margins near float64's
+#: largest).
+DRAWN_MAX = 1e100
+
+
+def _to_scale(value) -> bool:
+    """Whether ``value`` is a number the figures draw to scale (finite, at most
+    :data:`DRAWN_MAX` in size)."""
+    return value is not None and math.isfinite(value) and abs(value) <= DRAWN_MAX
 
 
 def _ratio_scale(axis, values: list) -> None:
     """Log scale with plain tick labels when the ratios span more than 10x, else linear; over
     at most three decades the ticks at 2, 3 and 5 times a power of ten are labelled too."""
-    finite = [v for v in values if _finite(v) and v > 0]
+    finite = [v for v in values if _to_scale(v) and v > 0]
     if finite and max(finite) > 10 * min(finite):
         axis.set_yscale("log")
         axis.yaxis.set_major_formatter(ScalarFormatter())
@@ -123,8 +131,8 @@ def ratio_figure(
     for index, result in enumerate(evaluation["results"]):
         measured, label = result["competitive_ratio"], result["algorithm"]
         text = f"{label}: measured CR {measured:.3g} ({result['worst_source']})"
-        if not _finite(measured):
-            unplotted.append(f"{label}: inf")
+        if not _to_scale(measured):
+            unplotted.append(f"{label}: {measured:.3g}")
         elif label in LEARNED:
             axis.plot(
                 [last], [measured], "*", markersize=12, color=colours[(index + 2) % 10], label=text
@@ -194,7 +202,7 @@ def _oracle_exploitability_figure(
         gap.plot(mixture_steps, mixture_gaps, "d-", label="mixture: its worst / restricted - 1")
         values = values + mixture_gaps
     gap.axhline(0.05, color="grey", linestyle="--", linewidth=1, label="0.05")
-    if any(_finite(v) and v > 0 for v in values):
+    if any(_to_scale(v) and v > 0 for v in values):
         gap.set_yscale("symlog", linthresh=0.01)
         gap.yaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
     gap.set_ylabel("exploitability (relative gap)")
@@ -219,10 +227,8 @@ def bars_figure(
     where it is not the CR itself) are drawn as markers above the bar: the true CR lies
     between the bar (worst instance found) and the marker."""
     algorithms = list(dict.fromkeys(a for _, ratios in rows for a in ratios))
-    finite = [v for _, ratios in rows for v in ratios.values() if _finite(v)]
-    # a bar past 1e100 is drawn to the top, labelled with its value: matplotlib's log axis
-    # overflows in its margins near float64's largest
-    top = min(max(finite), 1e100) * 3 if finite else 10.0
+    finite = [v for _, ratios in rows for v in ratios.values() if _to_scale(v)]
+    top = max(finite) * 3 if finite else 10.0
     width = 0.8 / max(len(algorithms), 1)
     bound_drawn = False
     figure_width = max(6, 1.6 * len(rows) + 3)
@@ -230,7 +236,7 @@ def bars_figure(
     for j, algorithm in enumerate(algorithms):
         xs = np.arange(len(rows)) + (j - (len(algorithms) - 1) / 2) * width
         values = [ratios.get(algorithm) for _, ratios in rows]
-        heights = [min(v, top) if _finite(v) else (top if v is not None else 0) for v in values]
+        heights = [v if _to_scale(v) else (top if v is not None else 0) for v in values]
         bars = axis.bar(xs, heights, width, label=algorithm)
         marked = [None] * len(rows)  # where a bound's marker stands above each bar
         for index, (x, row_bounds) in enumerate(zip(xs, bounds or [], strict=False)):
@@ -258,10 +264,10 @@ def bars_figure(
                     textcoords="offset points",
                 )
         for bar, value, marker in zip(bars, values, marked, strict=True):
-            if value is not None and not _finite(value):
+            if value is not None and not _to_scale(value):
                 bar.set_hatch("//")
                 axis.annotate(
-                    "inf",
+                    f"{value:.3g}",
                     (bar.get_x() + bar.get_width() / 2, top),
                     ha="center",
                     va="bottom",
@@ -270,7 +276,7 @@ def bars_figure(
             elif value is not None:
                 axis.annotate(  # above the bar, or above its bound's marker
                     f"{value:.3g}",
-                    (bar.get_x() + bar.get_width() / 2, min(max(value, marker or value), top)),
+                    (bar.get_x() + bar.get_width() / 2, max(value, marker or value)),
                     ha="center",
                     va="bottom",
                     fontsize=6,

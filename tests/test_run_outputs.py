@@ -426,8 +426,8 @@ def test_evaluate_writes_nothing_into_a_run_another_process_holds(finished, tmp_
 
 @pytest.mark.parametrize("largest", [1e308, float("inf")])
 def test_the_bars_figure_draws_a_ratio_at_any_size(tmp_path, largest):
-    """A ratio near float64's largest (or infinite: a hatched bar) still gives the figure an
-    axis with finite limits."""
+    """A ratio near float64's largest, or infinite, is drawn as a hatched bar at the top of an
+    axis with finite limits (no overflow warning, which the suite makes an error)."""
     from advonline import plots
 
     rows = [("setting", {"learned": 1.5, "threshold": largest})]
