@@ -426,7 +426,16 @@ class RunConfig:
             batch = self.written_inputs()
             lower = "[adversary] hidden or latent"
             networks["the adversary network"] = (game.adversary.init, lower)
-        return token_needs(game.encoding, batch, self.searched_inputs()) + network_needs(networks)
+        searched = self.searched_inputs()
+        written_keys = "oracle.restarts or oracle.adversary_batch"
+        if self.game.simultaneous:
+            written_keys = "adversary.batch, " + written_keys
+        searched_keys = (
+            "oracle.chains, oracle.candidates, oracle.probe_scale, oracle.archive_size "
+            "or oracle.certificate_instances"
+        )
+        needs = token_needs(game.encoding, batch, searched, written_keys, searched_keys)
+        return needs + network_needs(networks)
 
     def with_seed(self, seed: int) -> RunConfig:
         """This config with ``game.seed = seed`` (``run --seeds``)."""

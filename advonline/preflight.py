@@ -133,20 +133,27 @@ def writer_fits(encoding, batch: int) -> bool:
     return batch * encoding.length * encoding.vocabulary <= WRITER_LOGITS
 
 
-def token_needs(encoding, batch: int, proposals: int) -> list[Need]:
+def token_needs(
+    encoding, batch: int, proposals: int, batch_keys: str = "", proposal_keys: str = ""
+) -> list[Need]:
     """The largest arrays of a search over ``encoding``'s token sequences, a floor on what any
     problem of the interface needs: an adversary network's logits over the vocabulary for
     ``batch`` sequences (float64), and ``proposals`` candidate sequences scored at once, at
-    least a float64 per token once decoded."""
+    least a float64 per token once decoded. ``batch_keys`` and ``proposal_keys`` name the
+    config keys that set those counts, for the line that says what to lower."""
     length, vocabulary = encoding.length, encoding.vocabulary
     size = "the setting's sizes (the length of its inputs and their alphabet)"
     return [
         Need(
             "an adversary network's logits [batch, T, vocabulary]",
             FLOAT64 * batch * length * vocabulary,
-            size,
+            f"{batch_keys}, or {size}" if batch_keys else size,
         ),
-        Need("the search's candidate inputs [proposals, T]", FLOAT64 * proposals * length, size),
+        Need(
+            "the search's candidate inputs [proposals, T]",
+            FLOAT64 * proposals * length,
+            f"{proposal_keys}, or {size}" if proposal_keys else size,
+        ),
     ]
 
 

@@ -179,11 +179,11 @@ def write_config(tmp_path: Path, text: str) -> str:
         (  # the probe's fresh networks write restarts x batch inputs at once
             '[problem]\nname = "one-way-trading"\n[adversary]\nhidden = 8\n'
             "[oracle]\nrestarts = 100000\n",
-            "an adversary network's logits",
+            "lower oracle.restarts or oracle.adversary_batch, or the setting's sizes",
         ),
         (  # the certificate's draws of an epoch are scored at once
             '[problem]\nname = "one-way-trading"\n[oracle]\ncertificate_instances = 1000000000\n',
-            "would take",
+            "or oracle.certificate_instances, or the setting's sizes",
         ),
         ("[oracle]\ncertificate_instances = 1000000000\n", "certificate's draws"),
         (  # a problem without an estimate of its own: its networks sized by tracing their init
