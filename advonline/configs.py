@@ -402,6 +402,17 @@ class RunConfig:
         drawn = oracle.certificate_instances
         return max(probe.chains * probe.candidates, oracle.archive_size, drawn)
 
+    #: The keys that set :meth:`searched_inputs`, for a line that says what to lower.
+    SEARCHED_KEYS = (
+        "oracle.chains, oracle.candidates, oracle.probe_scale, oracle.archive_size "
+        "or oracle.certificate_instances"
+    )
+
+    def written_keys(self) -> str:
+        """The keys that set :meth:`written_inputs`, for a line that says what to lower."""
+        keys = "oracle.restarts or oracle.adversary_batch"
+        return f"adversary.batch, {keys}" if self.game.simultaneous else keys
+
     def written_inputs(self) -> int:
         """The most inputs adversary networks write at once: the probe's restarts x batch
         (vmapped), or in the simultaneous loop the writer's batch where it is larger."""
@@ -426,15 +437,8 @@ class RunConfig:
             batch = self.written_inputs()
             lower = "[adversary] hidden or latent"
             networks["the adversary network"] = (game.adversary.init, lower)
-        searched = self.searched_inputs()
-        written_keys = "oracle.restarts or oracle.adversary_batch"
-        if self.game.simultaneous:
-            written_keys = "adversary.batch, " + written_keys
-        searched_keys = (
-            "oracle.chains, oracle.candidates, oracle.probe_scale, oracle.archive_size "
-            "or oracle.certificate_instances"
-        )
-        needs = token_needs(game.encoding, batch, searched, written_keys, searched_keys)
+        searched, keys = self.searched_inputs(), self.SEARCHED_KEYS
+        needs = token_needs(game.encoding, batch, searched, self.written_keys(), keys)
         return needs + network_needs(networks)
 
     def with_seed(self, seed: int) -> RunConfig:

@@ -71,8 +71,8 @@ def training_needs(config) -> list[Need]:
     adversary's batch, whichever is largest."""
     batch = max(config.searched_inputs(), config.written_inputs())
     lower = (
-        "setting.queries or setting.advertisers, or the batch (oracle.archive_size, "
-        "oracle.chains x oracle.candidates, adversary.batch)"
+        f"setting.queries or setting.advertisers, or the batch ({config.SEARCHED_KEYS}; "
+        f"{config.written_keys()})"
     )
     return [*config.encoding_needs(), optimum_need(config.setting, batch, FLOAT32, lower)]
 
