@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh
 
@@ -108,6 +109,21 @@ class TrainedRun:
             return None
         return hardest_replayed(self.game, self.state)
 
+    def search_starts(self) -> np.ndarray | None:
+        """The :data:`KEPT_STARTS` hardest kept inputs as tokens of the evaluator's encoding,
+        for its search to start from: as they are where the run trained in that encoding;
+        else decoded and written again by its ``encode`` (the nearest inputs it can write),
+        where it has one; else None, as for a run that keeps none."""
+        if self.kept_inputs is None:
+            return None
+        kept = self.kept_inputs[0][:KEPT_STARTS]
+        encoding = self.problem.encoding(self.setting)
+        if self.game.encoding == encoding:
+            return kept
+        if (encode := getattr(encoding, "encode", None)) is None:
+            return None
+        return np.asarray(encode(self.game.encoding.decode(jnp.asarray(kept))), np.int32)
+
     def archive_source(self) -> SourceRatio | None:
         """The run's kept instances re-scored exactly against what it delivers: the worst
         ratio found there, or None for a run that keeps none."""
@@ -170,10 +186,8 @@ def evaluate_run(
     problem = run.problem
     baselines = tuple(problem.baselines) if baselines is None else baselines
     learned = run.policies()
-    starts = {}
-    if run.kept_inputs is not None and run.game.encoding == problem.encoding(run.setting):
-        kept = run.kept_inputs[0][:KEPT_STARTS]  # tokens mean the same to the evaluator
-        starts = dict.fromkeys(learned, kept)
+    kept = run.search_starts()
+    starts = {} if kept is None else dict.fromkeys(learned, kept)
     args = (problem, run.setting, learned, baselines, budget, mesh, starts, progress, measured)
     results = measure_policies(*args)
     if (archived := run.archive_source()) is not None:

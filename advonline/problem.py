@@ -61,7 +61,12 @@ def network_sizes(config: dict, hidden: int = 32, layers: int = 2) -> dict[str, 
 
 
 class Encoding(Protocol):
-    """What the adversary writes: token sequences ``[B, T]`` over ``vocabulary`` symbols."""
+    """What the adversary writes: token sequences ``[B, T]`` over ``vocabulary`` symbols.
+
+    Optionally also ``encode(instances) -> tokens`` (host, NumPy): the tokens ``[B, T]`` of
+    the inputs nearest to ``instances`` that this encoding can write, where a run's own
+    encoding (its ``[adversary]`` table) can differ from the evaluator's: the evaluator's
+    search then also starts from the run's hardest kept inputs, written again."""
 
     vocabulary: int
     length: int

@@ -402,6 +402,32 @@ def test_buyer_types_round_a_density_down_to_the_grid():
     assert nobody[0] == vocabulary.nobody and float(demands[nobody[0]].sum()) == 0
 
 
+@pytest.mark.parametrize("resources", [1, 2])
+def test_inputs_of_other_density_levels_become_the_nearest_types(resources):
+    """An input written over 5 density levels, read by a vocabulary of 8: every buyer keeps
+    its demand vector and gets the highest density of the finer grid at most its own (less
+    than one grid step lower); read by its own vocabulary it maps back to its own types,
+    written in float32 or float64."""
+    table = {"resources": resources, "capacities": [1.0] * resources, "low": 1.0, "high": 4.0}
+    setting = Setting.from_config({**table, "rounds": 6, "max_demand": 0.5, "demand_levels": 2})
+    coarse, fine = BuyerTypes.build(setting, 5), BuyerTypes.build(setting, 8)
+    types = jax.random.randint(jax.random.key(0), (32, setting.rounds), 0, coarse.count)
+    with jax.enable_x64(True):
+        for dtype in (jnp.float32, jnp.float64):
+            np.testing.assert_array_equal(
+                coarse.nearest_types(coarse.instances(types, dtype)), types
+            )
+        given = coarse.instances(types, jnp.float64)
+        near = fine.instances(jnp.asarray(fine.nearest_types(given)), jnp.float64)
+    np.testing.assert_array_equal(near.demands, given.demands)
+    values, nearest = np.asarray(given.values), np.asarray(near.values)
+    grid_step = (setting.high / setting.low) ** (1 / 7)
+    buyers = values > 0
+    assert np.all(nearest <= values) and np.all(nearest[buyers] * grid_step > values[buyers])
+    assert np.any(nearest < values)  # the grids differ: some buyers moved down
+    assert np.all((nearest > 0) == buyers)
+
+
 def test_draws_come_from_the_strategy_just_below_a_start_that_is_already_a_bound():
     """Started at the exact ratio the iteration stops at once, with no rising sweep; the draws
     then come from the strategy just below it, and still attain the ratio."""

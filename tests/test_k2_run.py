@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import jax
+import jax.numpy as jnp
 import matplotlib.image
 import numpy as np
 import pytest
@@ -99,6 +101,28 @@ def test_a_two_resource_run_is_measured_exported_and_drawn(two_resource_run):
     heatmap = matplotlib.image.imread(folder / "figures" / "run-price-heatmap.png")
     assert heatmap.shape[0] > 200 and heatmap.std() > 0
     assert (folder / "figures" / "learned-vs-baselines.png").is_file()
+
+
+@pytest.mark.end_to_end
+def test_the_evaluators_search_starts_from_the_runs_inputs_in_its_own_types(two_resource_run):
+    """The run wrote inputs over 4 density levels and the evaluator writes over 64: the run's
+    hardest kept inputs are written again as the evaluator's nearest types (the same
+    demands, each density at most its own) and its search against the learned policies
+    starts from them, not against the baselines."""
+    run = pipeline.open_run(two_resource_run)
+    kept = run.kept_inputs[0][: pipeline.KEPT_STARTS]
+    starts = run.search_starts()
+    evaluator = run.problem.encoding(run.setting)
+    assert run.game.encoding != evaluator and starts.shape == kept.shape
+    with jax.enable_x64(True):
+        given = run.game.encoding.types.instances(jnp.asarray(kept), jnp.float64)
+        written = evaluator.types.instances(jnp.asarray(starts), jnp.float64)
+    np.testing.assert_array_equal(written.demands, given.demands)
+    assert np.all(np.asarray(written.values) <= np.asarray(given.values) * (1 + 1e-12))
+    report = json.loads((two_resource_run / pipeline.EVALUATION_NAME).read_text())
+    notes = {r["algorithm"]: r["notes"]["adversary"] for r in report["results"]}
+    assert f"({len(kept)} from known hard inputs)" in notes["learned"]
+    assert "(0 from known hard inputs)" in notes["greedy"]
 
 
 @pytest.mark.end_to_end

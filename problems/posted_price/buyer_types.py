@@ -91,9 +91,10 @@ class BuyerTypes:
 
     def tokens(self, densities, strictly_below, levels) -> np.ndarray:
         """Type indices of buyers given by density, whether it is the supremum just below
-        that density, and demand level (the same level on every resource; 0 for nobody),
-        all ``[..., T]``: the highest grid density at most the given one (strictly below it
-        where ``strictly_below``), so that such a buyer buys no price the given one does
+        that density, and demand level (the same level on every resource; 0 for nobody;
+        level ``j + 1`` is demand vector ``j``, so levels past N name one resource alone),
+        all ``[..., T]``: the highest grid density at most the given one (strictly below
+        it where ``strictly_below``), so that such a buyer buys no price the given one does
         not. A host function (NumPy)."""
         grid = np.asarray(self.densities)
         index = np.where(
@@ -105,6 +106,24 @@ class BuyerTypes:
         levels = np.asarray(levels)
         types = density_index * len(self.demands) + np.maximum(levels - 1, 0)
         return np.where(levels > 0, types, self.nobody).astype(np.int32)
+
+    def nearest_types(self, instances: Instance) -> np.ndarray:
+        """The type index ``[..., T]`` nearest to each buyer of ``instances`` (values
+        ``[..., T]``, demands ``[..., T, K]``, written in any vocabulary of the setting, in
+        float32 or float64): its demand vector with the highest density of this grid at most
+        its own (within float32's rounding, a relative 1e-6), so that it buys no price the
+        given buyer does not; nobody for a blank or a demand vector this vocabulary lacks.
+        Its own instances map back to their types. A host function (NumPy), for inputs
+        written over other density levels."""
+        demands = np.asarray(instances.demands, np.float64)
+        vectors = np.asarray(self.demands, np.float64)  # [J, K]
+        match = np.all(np.isclose(demands[..., None, :], vectors, rtol=1e-6, atol=0), -1)
+        totals = demands.sum(-1)
+        densities = np.asarray(instances.values, np.float64) / np.where(totals > 0, totals, 1)
+        # float32 rounding must not move a grid density below its own grid point
+        densities = densities * (1 + 1e-6)
+        levels = np.where(match.any(-1) & (totals > 0), match.argmax(-1) + 1, 0)
+        return self.tokens(densities, np.zeros(densities.shape, bool), levels)
 
     def types_of(self, instances: Instance, dtype) -> jax.Array:
         """The type index ``[..., T]`` of every buyer of ``instances`` written from this

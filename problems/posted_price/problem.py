@@ -19,6 +19,7 @@ import math
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from advonline import ratio
 from advonline.baselines.posted_price import BASELINES
@@ -77,6 +78,9 @@ class TypeEncoding:
     def mutate(self, key: jax.Array, tokens: jax.Array) -> jax.Array:
         keys = jax.random.split(key, tokens.shape[0])
         return jax.vmap(lambda k, t: mutate(self.types, k, t))(keys, tokens)
+
+    def encode(self, instances: model.Instance) -> np.ndarray:
+        return self.types.nearest_types(instances)
 
 
 def encoding(setting: model.Setting, options: config.WriterOptions | None = None) -> TypeEncoding:
