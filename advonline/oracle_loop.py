@@ -40,8 +40,11 @@ finds what the live one lost. The oracle loop keeps everything instead. Each epo
    (``oracle.closing_rounds``): it probes the mixture again, after the restricted game is
    solved with the previous probe's finds, until the exploitability is at most
    ``oracle.closing_tolerance`` or the rounds are spent. With the snapshots fixed, this is
-   the adversary's half of double oracle; the best mixture any round measured is kept. The
-   snapshots' tables are built once each (:class:`MemberTables`).
+   the adversary's half of double oracle; the best mixture any round measured is kept. What
+   these probes find joins the archive, and before either candidate is compared the network's
+   figure and the kept mixture's are raised to their worst ratios on the archive as it then
+   stands: an instance found against the mixture that hits the network harder counts against
+   the network too. The snapshots' tables are built once each (:class:`MemberTables`).
 5. **Training.** ``epoch_steps`` per-round all-action updates of the pricing network
    (:func:`~posted_price.training.per_round_update`, one jitted ``lax.scan``; for K >= 2 the exact
    gradient of the same weighted payoff through the product-grid induction of
@@ -118,7 +121,8 @@ class EpochRecord(NamedTuple):
 
     restricted_ratio: float  # 1 / v: the restricted game's CR
     oracle_ratio: float  # worst ratio the epoch's oracles found against the current network
-    archive_ratio: float  # worst ratio of any archived instance against it
+    archive_ratio: float  # worst ratio of any archived instance against it (where its
+    # mixture was probed, once the probes' finds joined)
     probe_ratio: float | None  # worst ratio the probe found (None when not probed)
     certificate_ratio: float | None  # worst ratio of the draws from the certificate's
     # strategy (None when none were drawn)
@@ -365,6 +369,15 @@ def mixture_ratios(game, member_payoffs, weights) -> np.ndarray:
     return ratios_of_payoffs(mixed_payoffs(payoffs, np.asarray(weights), game.objective))
 
 
+def _mixture_ratios_on_archive(game, archive: archives.Archive, weights: np.ndarray) -> np.ndarray:
+    """``[N]`` ratios of every archived instance against the mixture of snapshots with
+    ``weights`` ``[S]`` (one per snapshot slot), from the archive's payoffs (0 where empty)."""
+    slots = np.flatnonzero(weights > 0)
+    member_weights = weights[slots] / weights[slots].sum()
+    mixed = mixture_ratios(game, np.asarray(archive.payoffs)[slots], member_weights)
+    return np.where(np.asarray(archive.filled), mixed, 0.0)
+
+
 def _mixture_probe(
     game, state: OracleState, budget, key: jax.Array, tables: MemberTables
 ) -> tuple[float, Found]:
@@ -375,8 +388,7 @@ def _mixture_probe(
     archive, weights = state.archive, np.asarray(state.algorithm_mixture)
     slots = np.flatnonzero(weights > 0)
     member_weights = weights[slots] / weights[slots].sum()
-    mixed = mixture_ratios(game, np.asarray(archive.payoffs)[slots], member_weights)
-    on_archive = np.where(np.asarray(archive.filled), mixed, 0.0)
+    on_archive = _mixture_ratios_on_archive(game, archive, weights)
     hardest = np.argsort(-on_archive, kind="stable")[: budget.chains // 2]
     starts = np.asarray(archive.types)[hardest[on_archive[hardest] > 0]]
     stacked = tables.stacked(game, archive, slots)
@@ -473,6 +485,11 @@ def measure_epoch(
                 state, solution = _solve(state)
             if mixture_exploitability <= oracle.closing_tolerance:
                 break
+    if mixture is not None:  # the mixture probe's finds count against both candidates
+        archive_ratio = max(archive_ratio, float(_current_ratios(state.archive, slot).max()))
+        (snapshots, weights), measured_ratio = mixture
+        on_archive = _mixture_ratios_on_archive(game, state.archive, np.asarray(weights))
+        mixture = ((snapshots, weights), max(measured_ratio, float(on_archive.max())))
     attained = max(archive_ratio, probe_ratio or 0.0)  # a lower bound on the CR
     bound = drawn = certificate_ratio = None
     draws = game.certifies and oracle.certificate_instances > 0

@@ -379,6 +379,34 @@ def test_a_run_probes_its_mixture_closes_its_gap_and_never_lets_the_guarantee_ri
 
 
 @pytest.mark.end_to_end
+def test_what_the_mixture_probe_finds_counts_against_the_kept_policy(tmp_path, monkeypatch):
+    """The mixture probe's finds join the archive before the measurement's two candidates,
+    the network and the mixture, are compared; each is compared at its worst ratio on the
+    archive as it then stands. Here the probe is made to return what a stronger search finds
+    against the current network (``oracle.rescore_best = false``, so nothing else raises a
+    figure), and the policy the run keeps is never better than its worst archived ratio.
+    (With seed 4 the stronger search hits the network harder than the network's probe did.)"""
+    _mix_every_snapshot_equally(monkeypatch)
+    probe = oracle_loop._mixture_probe
+
+    def finds_against_the_network(game, state, budget, key, tables):
+        ratio, _ = probe(game, state, budget, key, tables)
+        return ratio, game.best_responses(state.algorithm, budget.scaled(4), key, None)
+
+    monkeypatch.setattr(oracle_loop, "_mixture_probe", finds_against_the_network)
+    folder = tmp_path / "run"
+    train(_small_run(steps=2, seed=4, probe_every=0), folder)
+    state, config, _ = checkpoint.load(folder)
+    game = config.build_game()
+    filled = np.asarray(state.archive.filled)
+    network = oracle_loop.network_ratios(game, state.algorithm, state.archive)[filled]
+    assert network.max() > read_metrics(folder / "metrics.csv")[-1]["probe_ratio"] * 1.01
+    kept = oracle_loop.kept_ratios(game, state)[filled]
+    assert math.isfinite(float(state.best_score))
+    assert kept.max() <= float(state.best_score) * (1 + 1e-5)
+
+
+@pytest.mark.end_to_end
 def test_without_a_certificate_only_probed_epochs_compete(tmp_path):
     """K >= 2 with ``probe_every = 0``: the archive alone would flatter an unprobed network, so
     the guarantee stays open until the last (probed) measurement, which sets it to the worst
