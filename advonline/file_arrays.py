@@ -21,12 +21,18 @@ def number_array(value, what: str, error: type[Exception]) -> np.ndarray:
 
 def _holds_boolean(value) -> bool:
     """Whether the nested lists ``value`` hold a boolean anywhere: NumPy reads
-    ``[true, 1.5]`` as ``[1.0, 1.5]``, so a boolean among numbers is found here."""
+    ``[true, 1.5]`` as ``[1.0, 1.5]``, so a boolean among numbers is found here. Each list's
+    element types are collected at C speed (``map(type, ...)``), and only lists are walked
+    into: a policy file's arrays hold millions of numbers."""
     pending = [value]
     while pending:
         item = pending.pop()
         if isinstance(item, list):
-            pending.extend(item)
+            kinds = set(map(type, item))
+            if bool in kinds:
+                return True
+            if list in kinds:
+                pending.extend(element for element in item if isinstance(element, list))
         elif isinstance(item, bool):
             return True
     return False
