@@ -1,7 +1,7 @@
 """A problem brought from outside the package, as a researcher would bring one: rent or buy
 (ski rental with fractional buying, the smallest version of the shipped ``ski-rental``),
 written against the interface (advonline/problem.py) and registered with
-``advonline.problems.register`` (tests/test_problem_run.py) or installed as a package
+``advonline.problems.register`` (tests/test_run_command.py) or installed as a package
 (tests/test_plugins.py).
 
 Skis rent for 1 a day or are bought once for ``buy``; the season lasts ``n`` days, unknown in

@@ -16,7 +16,7 @@ import pytest
 
 from advonline.cli import main
 from advonline.folders import LOCK_NAME, FolderError, FolderLock
-from tests.test_problem_run import TINY
+from tests.test_run_command import TINY
 from tests.test_train import TINY_TOML
 
 HOLD = """

@@ -226,7 +226,7 @@ def test_descent_epochs_lower_the_certificate_and_deliver_the_best(tmp_path):
     """With ``oracle.descent_epochs`` the last epochs descend the certificate for ``T``
     rounds from the best certified curve: the run's guarantee falls below every epoch
     against the archive, and the delivered curve's certificate is that guarantee."""
-    from tests.test_problem_run import TINY
+    from tests.test_run_command import TINY
 
     text = TINY + "descent_epochs = 2\ndescent_learning_rate = 0.03\n"
     path = tmp_path / "descent.toml"

@@ -23,7 +23,7 @@ from advonline import checkpoint, configs
 from advonline.problems.one_way_trading.exact import optimal_curve
 from tests.reports import by_algorithm, certified, metrics_without_timings
 from tests.test_k2_run import TINY_K2
-from tests.test_problem_simultaneous import SIMULTANEOUS
+from tests.test_simultaneous_loop import SIMULTANEOUS
 from tests.test_train import TINY_TOML
 
 # each test launches processes that compete with the suite's workers for the cores, so they run
@@ -190,7 +190,7 @@ def test_two_processes_write_one_checkpoint_that_resumes(tmp_path):
 
 
 def test_two_processes_train_one_way_trading_as_one_does(tmp_path):
-    """A problem of the interface trains on two processes with no code of its own: the same
+    """One-way trading trains on two processes with no code of its own: the same
     rows (timings aside) and delivered parameters as one process, up to the float32 rounding
     of batches split over two devices."""
     config = tmp_path / "owt.toml"
@@ -293,7 +293,7 @@ def test_a_problem_of_the_interface_trains_on_four_devices(tmp_path):
     measurement (the fresh curve, the same searches) is the same; then the sharded gradient's
     rounding moves the trajectories apart a little, and both curves end within 10% of the
     best curve on the grid."""
-    from tests.test_problem_run import TINY
+    from tests.test_run_command import TINY
 
     budget = ["--search-steps", "8", "--random-instances", "8", "--quiet"]
     text = TINY.replace("epochs = 6", "epochs = 3")
@@ -308,7 +308,7 @@ def test_the_simultaneous_loop_of_the_interface_trains_on_four_devices(tmp_path)
     over 4 host devices: the first epoch measures what one device measures, up to the
     sharded gradient's rounding, and the delivered curve ends as near the best curve on the
     grid."""
-    from tests.test_problem_simultaneous import BUDGET, SIMULTANEOUS
+    from tests.test_simultaneous_loop import BUDGET, SIMULTANEOUS
 
     (one, four), ratios, best = run_on_one_and_four(tmp_path, SIMULTANEOUS, BUDGET)
     for field in ("oracle_ratio", "archive_ratio", "upper_bound"):

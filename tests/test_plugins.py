@@ -14,7 +14,7 @@ import pytest
 
 from advonline import cli
 from advonline import problems as registry
-from tests.test_problem_run import SHORT_RENT_OR_BUY
+from tests.test_run_command import SHORT_RENT_OR_BUY
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -1,5 +1,6 @@
-"""``advonline run`` on a problem of the interface: one-way trading trains from scratch,
-measures beside its baselines, exports and plots; bad configs get one line."""
+"""``advonline run`` beyond posted pricing: one-way trading trains from scratch, measures
+beside its baselines, exports and plots, and resumes; a problem written outside the package,
+or with only the required pieces, runs too; bad configs and flags get one line."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The simultaneous loop on a problem of the interface (``[game] loop = "simultaneous"``):
+"""The simultaneous loop (``[game] loop = "simultaneous"``, advonline/simultaneous_loop.py):
 one-way trading trains against a live adversary network, is measured like any run, resumes
 to the uninterrupted result, and its config refuses what the loop does not read."""
 
