@@ -40,6 +40,9 @@ class Need:
     copies: float = WORKING_COPIES
     member_copies: float = 0.0
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "bytes", as_float(self.bytes))
+
     def for_members(self, members: int) -> Need:
         """This need where the policy measured is a mixture of ``members`` networks (one
         network: the need itself)."""
@@ -51,6 +54,16 @@ class Need:
             copies=self.copies + self.member_copies * members,
             member_copies=0.0,
         )
+
+
+def as_float(count: float) -> float:
+    """``count`` as a float, ``inf`` where it is an integer past float's range (sizes are
+    products of a setting's dimensions in Python integers, which have no limit: 11^300
+    grid states is one), so that it compares, multiplies and prints as a float."""
+    try:
+        return float(count)
+    except OverflowError:
+        return math.inf
 
 
 def available_bytes() -> float:
@@ -169,6 +182,8 @@ def network_needs(networks: dict[str, tuple]) -> list[Need]:
 
 
 def _size(count: float) -> str:
+    if not math.isfinite(count):
+        return "more than 1e308 bytes"
     for unit, scale in (("TB", 1e12), ("GB", 1e9), ("MB", 1e6)):
         if count >= scale:
             return f"{count / scale:.3g} {unit}"

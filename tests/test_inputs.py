@@ -119,6 +119,11 @@ def test_a_marked_folder_of_another_kind_is_refused(tmp_path, capsys):
         (["--family-members", "1000000000"], "lower --family-members"),
         (["--setting", "max_demand=0.00001"], "max_demand"),
         (["--setting", "resources=100", "--setting", "capacities=" + str([1] * 100)], "resources"),
+        # 11^300 grid states: sizes past float's range are still compared and printed
+        (["--setting", "resources=300", "--setting", "capacities=" + str([1] * 300)], "resources"),
+        # grid units are int32: a finer grid is refused as the setting is read
+        (["--setting", "max_demand=1e-10"], "the utilisation grid) must be at most 2147483647"),
+        (["--setting", f"demand_levels={10**320}"], "must be at most 2147483647"),
     ],
 )
 def test_sizes_beyond_memory_are_refused_before_work(capsys, flags, message):
@@ -130,7 +135,7 @@ def test_sizes_beyond_memory_are_refused_before_work(capsys, flags, message):
     [
         ("one-way-trading", "levels=100000000"),
         ("adwords", "queries=100000000"),
-        ("posted-price", "demand_levels=7273023478"),  # a 58 GB demand table if ever built
+        ("posted-price", "demand_levels=20000000"),  # 2e9 grid units, within int32
         ("ski-rental", "rounds=100000000"),  # one token a season of 10^8 days
     ],
 )
@@ -213,6 +218,11 @@ def write_config(tmp_path: Path, text: str) -> str:
             '[adversary]\nconditioning = "state"\n'
             '[game]\nloop = "oracle"\nepochs = 1\n[oracle]\nepoch_steps = 30\n',
             "(G + 1)^K states",
+        ),
+        (  # 11^300 states: a size past float's range
+            f"[setting]\nresources = 300\ncapacities = {[1.0] * 300}\nmax_demand = 0.1\n"
+            '[adversary]\nconditioning = "state"\n[game]\nloop = "oracle"\n',
+            "would take more than 1e308 bytes",
         ),
     ],
 )

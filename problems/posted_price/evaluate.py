@@ -40,6 +40,7 @@ from advonline.evaluation import (
     evaluation_key,
 )
 from advonline.mixture import SnapshotMixture
+from advonline.preflight import as_float
 from advonline.problems.posted_price import certify, grid_certify
 from advonline.problems.posted_price.adversary import build_adversary
 from advonline.problems.posted_price.config import AdversaryConfig
@@ -186,11 +187,13 @@ def _source_ratios(
 def adversary_work(setting: Setting, budget: Budget, members: int = 0) -> tuple[float, float]:
     """The fresh adversary's work, ``T x states x instances`` scored (states: the utilisation
     grid, (G + 1)^K): its networks' and its local search's, against one policy (``members``
-    0) or a mixture of ``members`` networks (searched alone, each member scored)."""
+    0) or a mixture of ``members`` networks (searched alone, each member scored); ``inf``
+    past float's range."""
     per_instance = setting.rounds * (setting.grid_size + 1) ** setting.resources
     networks = budget.adversary_restarts * budget.adversary_steps * budget.adversary_batch
     search = budget.search_chains * budget.search_candidates * budget.search_steps
-    return (0 if members else per_instance * networks), per_instance * search * max(members, 1)
+    networks_work = 0 if members else per_instance * networks
+    return as_float(networks_work), as_float(per_instance * search * max(members, 1))
 
 
 def adversary_skipped(setting: Setting, budget: Budget, members: int = 0) -> str | None:

@@ -29,6 +29,7 @@ import jax.numpy as jnp
 from flax import struct
 
 from advonline.errors import InputError
+from advonline.preflight import as_float
 from advonline.problem import setting_from_table
 
 #: The widest range of densities, ``U / L``, a user's setting may span. The certificate's
@@ -86,6 +87,11 @@ def within_range(setting: Setting) -> Setting:
     raise SettingError([problem])
 
 
+#: The largest utilisation grid G: amounts are counted in grid units as int32
+#: (:func:`demand_units`).
+MOST_GRID = 2**31 - 1
+
+
 @dataclasses.dataclass(frozen=True)
 class Setting:
     """Static description of a posted-price problem; hashable, so it can be a jit static arg."""
@@ -121,8 +127,14 @@ class Setting:
         if any(not (math.isfinite(c) and c > 0) for c in self.capacities):
             problems.append(f"{{capacities}} must be positive, got {list(self.capacities)}")
         if not problems:
-            grid = self.demand_levels / self.max_demand
-            if abs(grid - round(grid)) > 1e-9 * grid:
+            grid = as_float(self.demand_levels) / self.max_demand
+            if grid > MOST_GRID:
+                problems.append(
+                    f"{{demand_levels}} / {{max_demand}} (the utilisation grid) must be at most "
+                    f"{MOST_GRID} (grid units are int32); got {self.demand_levels} / "
+                    f"{self.max_demand}"
+                )
+            elif abs(grid - round(grid)) > 1e-9 * grid:
                 problems.append(
                     "{demand_levels} / {max_demand} must be a whole number (the utilisation "
                     f"grid); got {self.demand_levels} / {self.max_demand}"
