@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 
 from advonline import checksums, configs
 from advonline.cli import main
+from advonline.problems import names as problem_names
 from advonline.problems.posted_price import policy_writer
 from advonline.problems.posted_price.model import PriceDistribution, Setting, SettingError
 from advonline.problems.posted_price.networks import AlgorithmNetwork
@@ -82,19 +83,21 @@ def toml_value(value) -> str:
     return "[" + ", ".join(toml_value(item) for item in value) + "]"
 
 
-FIELDS = [
-    (section, key)
-    for section, values in configs.from_tables({}).to_tables().items()
-    for key in values
-]
+#: Each registered problem's default config, as tables.
+DEFAULTS = {
+    name: configs.from_tables({"problem": {"name": name}}).to_tables() for name in problem_names()
+}
 
 
 @st.composite
 def config_texts(draw) -> str:
-    """A valid config with one to three fields replaced by odd values (or an unknown key)."""
-    document = configs.from_tables({}).to_tables()
+    """A valid config of any registered problem with one to three fields replaced by odd
+    values (or an unknown key)."""
+    document = DEFAULTS[draw(st.sampled_from(sorted(DEFAULTS)))]
+    document = {section: dict(values) for section, values in document.items()}
+    fields = [(section, key) for section, values in document.items() for key in values]
     for _ in range(draw(st.integers(1, 3))):
-        section, key = draw(st.sampled_from([*FIELDS, ("game", "unknown"), ("extra", "key")]))
+        section, key = draw(st.sampled_from([*fields, ("game", "unknown"), ("extra", "key")]))
         document.setdefault(section, {})[key] = draw(ODD)
     return "\n".join(
         f"[{section}]\n" + "".join(f"{key} = {toml_value(v)}\n" for key, v in values.items())
