@@ -151,6 +151,23 @@ def test_every_problem_gets_the_memory_pre_flight(tmp_path, capsys, problem, set
     assert not (tmp_path / "run").exists()
 
 
+@pytest.mark.parametrize(
+    ("problem", "setting", "message"),
+    [
+        # every season simulated day by day: a [T + 1, T] table
+        ("ski-rental", "rounds=100000", "the family of every season, day by day"),
+        ("ski-rental", f"buy={10**30}", "buy must be a whole number in [1, 9223372036854775807]"),
+        # the optimal baseline's LP is dense in the grid's levels
+        ("one-way-trading", "levels=100000", "the best curve's dense LP"),
+    ],
+)
+def test_a_problem_s_own_largest_arrays_are_refused_before_work(capsys, problem, setting, message):
+    """What only a problem knows it builds (a family simulated day by day, a baseline's dense
+    LP) is counted too: one line and exit 2, never an out-of-memory error part way."""
+    argv = ["evaluate", "--problem", problem, "--setting", setting, "--search-steps", "1"]
+    one_line_exit_2(capsys, argv, message)
+
+
 def write_config(tmp_path: Path, text: str) -> str:
     path = tmp_path / "config.toml"
     path.write_text(text)

@@ -25,6 +25,25 @@ SETTINGS = [
 ]
 
 
+@pytest.mark.parametrize("buy", [2**40, 2**63 - 1])
+def test_a_price_past_int32_is_simulated_and_bounded_as_a_number(buy):
+    """A price of the skis past int32 (and up to int64's largest) is a number to the
+    simulator in float32, as training runs it, and to the lower bound's costs in float64: the
+    classic randomised rule pays about ``e / (e - 1)`` times renting on every short season,
+    and no rule's expected cost wraps round to a negative one."""
+    setting = model.Setting(buy=buy, rounds=6)
+    rule = BASELINES["randomised"](setting)
+    rule = rule.replace(owned=rule.owned.astype(jnp.float32))
+    seasons = jnp.arange(1, setting.rounds + 1)
+    with jax.enable_x64(False):
+        paid = jax.vmap(lambda season: model.rollout(setting, rule, season))(seasons)
+    expected = np.e / (np.e - 1) * np.arange(1, setting.rounds + 1)
+    np.testing.assert_allclose(np.asarray(paid), expected, rtol=1e-3)
+    bound = exact.lower_bound(setting)
+    assert bound.ratio == 1.0  # no season reaches the price: renting is optimal online too
+    assert np.all(exact.rule_costs(setting, np.eye(setting.rounds)[-1]) > 0)
+
+
 @pytest.mark.parametrize("setting", SETTINGS, ids=str)
 def test_certificate_is_the_worst_season_through_the_simulator(setting):
     seasons = jnp.arange(1, setting.rounds + 1)

@@ -66,6 +66,7 @@ import jax.numpy as jnp
 import numpy as np
 from scipy.optimize import linprog
 
+from advonline import preflight
 from advonline.problem import Certificate, LowerBound
 from advonline.problems.one_way_trading.model import (
     CurvePolicy,
@@ -353,9 +354,15 @@ def optimal_curve(setting: Setting) -> tuple[np.ndarray, float]:
     the fractions non-decreasing in ``[0, 1]``. Its ``1 / s`` is below every curve's
     certificate (fewer constraints); the curve's own certificate (:func:`curve_ratio`) lies
     above it by what the samples miss. Each sample's row is divided by its rate, so the LP
-    holds rate ratios only (as :func:`lower_bound`'s)."""
+    holds rate ratios only (as :func:`lower_bound`'s). Its matrix is dense, so a grid whose
+    matrix cannot fit in memory is refused first (:class:`~advonline.preflight.PreflightError`,
+    one line naming the levels)."""
     rates, low = np.asarray(setting.rates, dtype=np.float64), setting.low
     levels = len(rates)
+    rows = (levels - 1) * LP_SAMPLES + 1
+    what = f"the best curve's dense LP [(G - 1) x {LP_SAMPLES} + 1 rates, G + 1]"
+    size = preflight.FLOAT64 * (rows + levels) * (levels + 1)
+    preflight.check([preflight.Need(what, size, "the setting's levels")])
     a, b = rates[:-1], rates[1:]
     steps = np.arange(LP_SAMPLES) / LP_SAMPLES
     samples = np.append((a[:, None] + (b - a)[:, None] * steps[None, :]).ravel(), rates[-1])

@@ -29,7 +29,7 @@ def season_costs(setting: Setting, owned) -> np.ndarray:
 def _costs(xp, setting: Setting, owned):
     """``[T]`` the expected cost of the rule ``owned`` on seasons of 1 .. T days, written once
     for NumPy and JAX (``xp``: either module)."""
-    daily = setting.buy * xp.diff(owned, prepend=0.0) + 1.0 - owned
+    daily = float(setting.buy) * xp.diff(owned, prepend=0.0) + 1.0 - owned
     return xp.cumsum(daily)
 
 
@@ -124,7 +124,7 @@ def rule_costs(setting: Setting, distribution: np.ndarray) -> np.ndarray:
     day = np.arange(1, setting.rounds + 1)
     rent = np.concatenate([[0.0], np.cumsum(day * distribution)])  # sum_{n < d} n q_n
     left = np.concatenate([np.cumsum(distribution[::-1])[::-1], [0.0]])  # sum_{n >= d} q_n
-    return rent + (np.arange(setting.rounds + 1) + setting.buy) * left
+    return rent + (np.arange(setting.rounds + 1) + float(setting.buy)) * left
 
 
 def _bound_of(setting: Setting, distribution: np.ndarray) -> LowerBound:

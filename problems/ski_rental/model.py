@@ -29,6 +29,11 @@ class SettingError(InputError):
     """A ski rental setting that cannot be used (one line)."""
 
 
+#: The longest season (seasons are int32 tokens) and the highest price of the skis (NumPy's
+#: int64 holds it beside the seasons' days), in days of rent.
+MOST_ROUNDS, MOST_BUY = 2**31 - 1, 2**63 - 1
+
+
 @dataclasses.dataclass(frozen=True)
 class Setting:
     """``buy``: the price of the skis in days of rent (a whole number, so that the classic
@@ -38,8 +43,12 @@ class Setting:
     rounds: int = 30
 
     def __post_init__(self) -> None:
-        if self.buy < 1 or self.rounds < 1:
-            raise SettingError("buy and rounds must be whole numbers >= 1")
+        if not (1 <= self.buy <= MOST_BUY and 1 <= self.rounds <= MOST_ROUNDS):
+            raise SettingError(
+                f"buy must be a whole number in [1, {MOST_BUY}] (int64) and rounds in "
+                f"[1, {MOST_ROUNDS}] (seasons are int32 tokens), got buy={self.buy}, "
+                f"rounds={self.rounds}"
+            )
 
     @staticmethod
     def from_config(section: dict) -> Setting:
@@ -66,7 +75,7 @@ def rollout(setting: Setting, rule: BuyingRule, season: jax.Array, key=None) -> 
     owned = rule.owned
     bought_today = owned - jnp.concatenate([jnp.zeros(1, owned.dtype), owned[:-1]])
     skiing = jnp.arange(setting.rounds) < season
-    return jnp.sum(jnp.where(skiing, setting.buy * bought_today + 1.0 - owned, 0.0))
+    return jnp.sum(jnp.where(skiing, float(setting.buy) * bought_today + 1.0 - owned, 0.0))
 
 
 def offline_optimum(setting: Setting, seasons: jax.Array) -> jax.Array:

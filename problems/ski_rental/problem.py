@@ -20,12 +20,14 @@ def reference(setting: model.Setting) -> tuple[str, float] | None:
 
 def evaluation_needs(setting: model.Setting, budget) -> list[Need]:
     """The evaluator's largest arrays: a token is a whole season, simulated day by day, so the
-    encoding's one token per input sizes only some of them: the search's proposals and the
-    random inputs are scored over every day (the lower bound's LP has O(T) nonzeros)."""
+    encoding's one token per input sizes only some of them: the held-out family (every
+    season), the search's proposals and the random inputs are scored over every day (the
+    lower bound's LP has O(T) nonzeros)."""
     days, lower = setting.rounds + 1, "the setting's rounds"
     proposals = budget.search_chains * budget.search_candidates
     return [
         *encoding_evaluation_needs(PROBLEM, setting, budget),
+        Need("the family of every season, day by day [T + 1, T]", FLOAT64 * days * days, lower),
         Need(
             "the search's proposals, day by day [proposals, T]", FLOAT64 * proposals * days, lower
         ),
