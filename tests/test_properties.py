@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 
 from advonline import checksums, configs
 from advonline.cli import main
+from advonline.problems import get as problem_named
 from advonline.problems import names as problem_names
 from advonline.problems.posted_price import policy_writer
 from advonline.problems.posted_price.model import PriceDistribution, Setting, SettingError
@@ -223,13 +224,12 @@ def paths(node, prefix=()):
 DOCUMENT_PATHS = [[path for path in paths(document) if path] for document in VALID_DOCUMENTS]
 
 
-@st.composite
-def policy_documents(draw) -> dict:
-    """A valid document with one to three places replaced by odd values, or deleted."""
-    which = draw(st.integers(0, len(VALID_DOCUMENTS) - 1))
-    document = json.loads(json.dumps(VALID_DOCUMENTS[which]))
+def mutated(draw, valid: dict, places: list) -> dict:
+    """A copy of the ``valid`` document with one to three of its ``places`` replaced by odd
+    values, or deleted."""
+    document = json.loads(json.dumps(valid))
     for _ in range(draw(st.integers(1, 3))):
-        path = draw(st.sampled_from(DOCUMENT_PATHS[which]))
+        path = draw(st.sampled_from(places))
         parent = document
         try:
             for step in path[:-1]:
@@ -241,6 +241,13 @@ def policy_documents(draw) -> dict:
         except (KeyError, IndexError, TypeError):  # an earlier change removed the place
             continue
     return document
+
+
+@st.composite
+def policy_documents(draw) -> dict:
+    """A valid posted-pricing document with one to three places changed (:func:`mutated`)."""
+    which = draw(st.integers(0, len(VALID_DOCUMENTS) - 1))
+    return mutated(draw, VALID_DOCUMENTS[which], DOCUMENT_PATHS[which])
 
 
 def policy_property(document: dict) -> None:
@@ -272,3 +279,60 @@ def test_any_policy_document_loads_or_is_refused_in_one_line(document):
 @given(policy_documents())
 def test_any_policy_document_loads_or_is_refused_in_one_line_thoroughly(document):
     policy_property(document)
+
+
+# ---- every other problem's policy file, through `advonline evaluate --policy FILE` ---------
+
+#: A small setting of each problem whose policy file is its own ``export``'s.
+EXPORT_SETTINGS = {
+    "adwords": {"advertisers": 3, "queries": 6, "max_bid": 0.25},
+    "one-way-trading": {"rounds": 5, "levels": 6},
+    "ski-rental": {"buy": 4, "rounds": 8},
+}
+
+
+def exported_documents() -> dict[str, dict]:
+    """Each problem's policy file of an untrained network, as its ``export`` writes it."""
+    documents = {}
+    for name, table in EXPORT_SETTINGS.items():
+        problem = problem_named(name)
+        setting = problem.setting.from_config(table)
+        head = problem.policy_head(setting, {})
+        policy = head.to_policy(head.module.init(jax.random.key(0), *head.example))
+        documents[name] = json.loads(json.dumps(problem.export(setting, policy)))
+    return documents
+
+
+EXPORTED = exported_documents()
+EXPORTED_PATHS = {name: [path for path in paths(doc) if path] for name, doc in EXPORTED.items()}
+
+
+@st.composite
+def exported_policy_documents(draw) -> dict:
+    """Another problem's valid policy file with one to three places changed."""
+    name = draw(st.sampled_from(sorted(EXPORTED)))
+    return mutated(draw, EXPORTED[name], EXPORTED_PATHS[name])
+
+
+def exported_policy_property(document: dict) -> None:
+    with tempfile.TemporaryDirectory() as root:
+        path = Path(root) / "policy.json"
+        path.write_text(json.dumps(checksums.signed(document)))
+        budget = ["--search-steps", "1", "--adversary-steps", "1", "--random-instances", "2"]
+        code, out, err = run_cli(["evaluate", "--policy", str(path), "--quiet", *budget])
+        event(f"exit {code}")
+        assert_result_or_one_line(code, out, err)
+
+
+@QUICK
+@given(exported_policy_documents())
+@example(EXPORTED["one-way-trading"])  # unchanged: measured
+def test_any_problem_s_policy_file_is_measured_or_refused_in_one_line(document):
+    exported_policy_property(document)
+
+
+@pytest.mark.slow
+@THOROUGH
+@given(exported_policy_documents())
+def test_any_problem_s_policy_file_is_measured_or_refused_in_one_line_thoroughly(document):
+    exported_policy_property(document)
