@@ -369,11 +369,17 @@ def mixture_ratios(game, member_payoffs, weights) -> np.ndarray:
     return ratios_of_payoffs(mixed_payoffs(payoffs, np.asarray(weights), game.objective))
 
 
+def _positive_slots(weights: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The snapshot slots a mixture with ``weights`` ``[S]`` draws from, and their weights
+    renormalised to sum to 1 (host, float64: the archive's payoffs are indexed by slot)."""
+    slots = np.flatnonzero(weights > 0)
+    return slots, weights[slots] / weights[slots].sum()
+
+
 def _mixture_ratios_on_archive(game, archive: archives.Archive, weights: np.ndarray) -> np.ndarray:
     """``[N]`` ratios of every archived instance against the mixture of snapshots with
     ``weights`` ``[S]`` (one per snapshot slot), from the archive's payoffs (0 where empty)."""
-    slots = np.flatnonzero(weights > 0)
-    member_weights = weights[slots] / weights[slots].sum()
+    slots, member_weights = _positive_slots(weights)
     mixed = mixture_ratios(game, np.asarray(archive.payoffs)[slots], member_weights)
     return np.where(np.asarray(archive.filled), mixed, 0.0)
 
@@ -386,8 +392,7 @@ def _mixture_probe(
     ``mixture_search``) started from the archived instances hardest for it; and what that
     search found."""
     archive, weights = state.archive, np.asarray(state.algorithm_mixture)
-    slots = np.flatnonzero(weights > 0)
-    member_weights = weights[slots] / weights[slots].sum()
+    slots, member_weights = _positive_slots(weights)
     on_archive = _mixture_ratios_on_archive(game, archive, weights)
     hardest = np.argsort(-on_archive, kind="stable")[: budget.chains // 2]
     starts = np.asarray(archive.types)[hardest[on_archive[hardest] > 0]]
