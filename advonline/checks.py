@@ -24,6 +24,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from advonline.errors import InputError
+from advonline.preflight import PreflightError, out_of_memory
 from advonline.problem import Problem, payoffs_of
 from advonline.ratio import ratio_of_payoff
 from advonline.search import float64_everywhere, hill_climb
@@ -38,11 +39,19 @@ class CheckFailed(AssertionError):
 
 @dataclasses.dataclass(frozen=True)
 class CheckResult:
-    """One check's outcome: passed or not, and one line of what it saw."""
+    """One check's outcome and one line of what it saw. ``skipped``: the check could not run
+    because the setting does not fit in memory here (the pre-flight refused it, or memory
+    ran out part way): neither a pass nor a fault of the problem."""
 
     name: str
     passed: bool
     detail: str
+    skipped: bool = False
+
+    @property
+    def verdict(self) -> str:
+        """``pass``, ``FAIL`` or ``skip``, as the command line prints it."""
+        return "skip" if self.skipped else "pass" if self.passed else "FAIL"
 
 
 def _require(condition: bool, message: str) -> None:
@@ -285,12 +294,16 @@ CHECKS: dict[str, Callable] = {
 
 def check_problem(problem: Problem, setting) -> list[CheckResult]:
     """Every check of :data:`CHECKS` on ``setting``; each failure or crash is reported, not
-    raised."""
+    raised. A check whose arrays do not fit in memory here is reported as skipped: the
+    setting is too large for this machine, which says nothing about the problem."""
     results = []
     for name, check in CHECKS.items():
         try:
             results.append(CheckResult(name, True, check(problem, setting)))
         except Exception as error:  # a crash of the problem's code fails its check
             first = (str(error).strip().splitlines() or [type(error).__name__])[0]
-            results.append(CheckResult(name, False, f"{type(error).__name__}: {first}"))
+            if isinstance(error, PreflightError) or out_of_memory(error):
+                results.append(CheckResult(name, False, f"not run: {first}", skipped=True))
+            else:
+                results.append(CheckResult(name, False, f"{type(error).__name__}: {first}"))
     return results

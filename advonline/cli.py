@@ -379,7 +379,7 @@ def _main(argv: list[str] | None) -> int:
         )
         return EXIT_INTERRUPTED
     except (jax.errors.JaxRuntimeError, MemoryError) as error:
-        if isinstance(error, jax.errors.JaxRuntimeError) and not _out_of_memory(error):
+        if not preflight.out_of_memory(error):
             raise
         first = (str(error).strip().splitlines() or [type(error).__name__])[0]
         lower = LOWER_ON_OUT_OF_MEMORY.get(
@@ -391,12 +391,6 @@ def _main(argv: list[str] | None) -> int:
             file=sys.stderr,
         )
         return EXIT_OUT_OF_MEMORY
-
-
-def _out_of_memory(error: Exception) -> bool:
-    """Whether a runtime error of XLA says that memory ran out (on any device)."""
-    text = str(error).lower()
-    return "resource_exhausted" in text or "out of memory" in text or "oom" in text.split()
 
 
 def run_evaluate(args: argparse.Namespace) -> int:
@@ -448,24 +442,36 @@ def run_evaluate(args: argparse.Namespace) -> int:
 def run_check(args: argparse.Namespace) -> int:
     """``advonline check NAME``: every check of :mod:`advonline.checks`, as a table, on the
     ``--setting`` given, else on each small setting the problem's cases name (else on its
-    default setting); status 1 if any fails."""
+    default setting); status 1 if any fails, else 2 if a check could not run because the
+    setting does not fit in memory here (it is reported, not passed)."""
     problem = _problem(args.problem)
     if args.setting or problem.cases is None:
         tables = [_setting_table(args.setting)]
     else:
         tables = [dict(table) for table in problem.cases.settings]
     settings = [problem.setting.from_config(table) for table in tables]  # all read, then run
-    failed = []
+    failed, not_run = [], []
     for setting in settings:
         results = checks.check_problem(problem, setting)
         print(f"checks of {problem.name} on {evaluation.setting_line(setting.describe())}")
         width = max(len(result.name) for result in results) + 2
         for result in results:
-            verdict = "pass" if result.passed else "FAIL"
-            print(f"{result.name:<{width}}{verdict:<6}{result.detail}")
-        failed += [result.name for result in results if not result.passed]
-    print("all checks passed" if not failed else f"failed: {', '.join(dict.fromkeys(failed))}")
-    return 1 if failed else 0
+            print(f"{result.name:<{width}}{result.verdict:<6}{result.detail}")
+        failed += [result.name for result in results if result.verdict == "FAIL"]
+        not_run += [result.name for result in results if result.verdict == "skip"]
+    if failed:
+        print(f"failed: {', '.join(dict.fromkeys(failed))}")
+        return 1
+    if not_run:
+        names = ", ".join(dict.fromkeys(not_run))
+        print(
+            f"advonline: error: not checked, the setting does not fit in memory here: {names}; "
+            "lower the setting's sizes",
+            file=sys.stderr,
+        )
+        return EXIT_BAD_INPUT
+    print("all checks passed")
+    return 0
 
 
 def _evaluate_checkpoint(args: argparse.Namespace, budget: evaluation.Budget) -> int:

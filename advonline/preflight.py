@@ -106,6 +106,17 @@ def check(needs: list[Need], available: float | None = None) -> tuple[Need, floa
     return largest, available
 
 
+def out_of_memory(error: BaseException) -> bool:
+    """Whether ``error`` says that memory ran out part way: Python's ``MemoryError``, or a
+    runtime error of XLA that says so (on any device)."""
+    if isinstance(error, MemoryError):
+        return True
+    if not isinstance(error, jax.errors.JaxRuntimeError):
+        return False
+    text = str(error).lower()
+    return "resource_exhausted" in text or "out of memory" in text or "oom" in text.split()
+
+
 def evaluation_needs(problem, setting, budget, members: int = 1) -> list[Need]:
     """The evaluator's largest arrays on ``setting`` with ``budget``, as ``problem`` estimates
     them, or where it makes no estimate of its own as its encoding sizes them

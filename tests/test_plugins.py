@@ -14,6 +14,7 @@ import pytest
 
 from advonline import cli
 from advonline import problems as registry
+from advonline.preflight import PreflightError
 from tests.test_run_command import SHORT_RENT_OR_BUY
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -102,6 +103,33 @@ def test_the_checks_catch_a_certificate_that_claims_too_much(capsys, monkeypatch
     printed = capsys.readouterr().out
     assert "certificates  FAIL  CheckFailed: break-even: a search found" in printed
     assert printed.count("pass ") == 5 and printed.strip().endswith("failed: certificates")
+
+
+@pytest.mark.parametrize(
+    "refusal",
+    [PreflightError("the table would take 720 GB: lower the setting's levels"), MemoryError()],
+)
+def test_a_check_that_does_not_fit_in_memory_is_skipped_not_failed(capsys, monkeypatch, refusal):
+    """A check whose arrays the pre-flight refuses, or whose memory runs out part way, says
+    nothing about the problem: it is marked ``skip``, the others still run and pass, and the
+    command ends with one line and status 2, not a failure (status 1)."""
+    import dataclasses
+
+    import rent_or_buy
+
+    def too_large(setting, policy):
+        raise refusal
+
+    wrong = dataclasses.replace(rent_or_buy.PROBLEM, certificate=too_large)
+    monkeypatch.setattr(cli, "_problem", lambda name: wrong)
+    assert cli.main(["check", "rent-or-buy", "--setting", "buy=4"]) == 2
+    captured = capsys.readouterr()
+    assert "certificates  skip  not run: " in captured.out
+    assert captured.out.count("pass ") == 5 and "FAIL" not in captured.out
+    assert captured.err.strip().splitlines() == [
+        "advonline: error: not checked, the setting does not fit in memory here: certificates; "
+        "lower the setting's sizes"
+    ]
 
 
 def test_clashes_and_broken_packages_get_one_line_each(site, capsys):
