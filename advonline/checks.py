@@ -23,7 +23,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from advonline import preflight
 from advonline.errors import InputError
+from advonline.evaluation import Budget
 from advonline.preflight import PreflightError, out_of_memory
 from advonline.problem import Problem, payoffs_of
 from advonline.ratio import ratio_of_payoff
@@ -292,18 +294,58 @@ CHECKS: dict[str, Callable] = {
 }
 
 
+#: The checks' own scale, as an evaluator's budget for the memory pre-flight: a few random
+#: inputs, a hill climb of 16 chains x 64 steps, no adversary networks.
+PREFLIGHT_BUDGET = Budget(
+    random_instances=16,
+    family_members=1,
+    samples=1,
+    adversary_restarts=0,
+    adversary_batch=1,
+    search_chains=16,
+    search_candidates=1,
+    search_steps=64,
+)
+
+
+def _refused(problem: Problem, setting) -> str | None:
+    """Why the checks after the first cannot run on ``setting`` here (the memory pre-flight
+    at :data:`PREFLIGHT_BUDGET`: a random input of a billion rounds is refused before it is
+    drawn, not killed by the system part way), or None. An estimate that crashes refuses
+    nothing: the checks then report the crash."""
+    try:
+        preflight.check(preflight.evaluation_needs(problem, setting, PREFLIGHT_BUDGET))
+    except PreflightError as error:
+        return str(error)
+    except Exception:  # the problem's own code: the checks below report it
+        return None
+    return None
+
+
 def check_problem(problem: Problem, setting) -> list[CheckResult]:
     """Every check of :data:`CHECKS` on ``setting``; each failure or crash is reported, not
     raised. A check whose arrays do not fit in memory here is reported as skipped: the
-    setting is too large for this machine, which says nothing about the problem."""
-    results = []
-    for name, check in CHECKS.items():
-        try:
-            results.append(CheckResult(name, True, check(problem, setting)))
-        except Exception as error:  # a crash of the problem's code fails its check
-            first = (str(error).strip().splitlines() or [type(error).__name__])[0]
-            if isinstance(error, PreflightError) or out_of_memory(error):
-                results.append(CheckResult(name, False, f"not run: {first}", skipped=True))
-            else:
-                results.append(CheckResult(name, False, f"{type(error).__name__}: {first}"))
+    setting is too large for this machine, which says nothing about the problem. The first
+    check (the setting reads back) runs on any setting; the others only where the memory
+    pre-flight lets them."""
+    (first, check), *others = CHECKS.items()
+    results = [_outcome(first, check, problem, setting)]
+    refused = _refused(problem, setting)
+    for name, check in others:
+        if refused is None:
+            results.append(_outcome(name, check, problem, setting))
+        else:
+            results.append(CheckResult(name, False, f"not run: {refused}", skipped=True))
     return results
+
+
+def _outcome(name: str, check: Callable, problem: Problem, setting) -> CheckResult:
+    """One check's outcome: a pass, a failure (a crash of the problem's code fails it too),
+    or skipped where memory ran out."""
+    try:
+        return CheckResult(name, True, check(problem, setting))
+    except Exception as error:
+        first = (str(error).strip().splitlines() or [type(error).__name__])[0]
+        if isinstance(error, PreflightError) or out_of_memory(error):
+            return CheckResult(name, False, f"not run: {first}", skipped=True)
+        return CheckResult(name, False, f"{type(error).__name__}: {first}")

@@ -140,11 +140,18 @@ def test_sizes_beyond_memory_are_refused_before_work(capsys, flags, message):
     ],
 )
 def test_every_problem_gets_the_memory_pre_flight(tmp_path, capsys, problem, setting):
-    """A setting far too large is refused in one line, by evaluate and by train, before any
-    work (no abort, no hang, nothing allocated): a problem with no estimate of its own is
-    sized by its encoding, whose sizes are known before it builds anything."""
+    """A setting far too large is refused in one line, by evaluate, train and check, before
+    any work (no abort, no hang, no process killed by the system, nothing allocated): a
+    problem with no estimate of its own is sized by its encoding, whose sizes are known
+    before it builds anything. ``check`` still reads the setting back, and marks the other
+    checks skipped, not failed."""
     message = "would take"
     one_line_exit_2(capsys, ["evaluate", "--problem", problem, "--setting", setting], message)
+    assert main(["check", problem, "--setting", setting]) == 2
+    printed = capsys.readouterr()
+    assert "setting       pass" in printed.out and "FAIL" not in printed.out
+    assert printed.out.count("  skip  ") == 5 and printed.out.count("as above") == 4
+    assert printed.err.startswith("advonline: error: not checked") and printed.err.count("\n") == 1
     key, value = setting.split("=")
     config = write_config(tmp_path, f'[problem]\nname = "{problem}"\n[setting]\n{key} = {value}\n')
     one_line_exit_2(capsys, ["train", config, "--out", str(tmp_path / "run")], message)

@@ -76,7 +76,7 @@ def evaluation_needs(setting: Setting, budget) -> list[Need]:
             Need(
                 "the exact expected welfare of the families [members, T, G + 1]",
                 FLOAT64 * members * rounds * states,
-                "--family-members, or the setting's rounds or max_demand",
+                "--family-members, or the setting's rounds, max_demand or demand_levels",
             ),
         ]
     return needs
