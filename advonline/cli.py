@@ -312,6 +312,9 @@ def _setting_table(pairs: list[str]) -> dict:
             table[key] = tomllib.loads(f"value = {text}")["value"]
         except tomllib.TOMLDecodeError:
             table[key] = text
+        except ValueError:  # an integer of thousands of digits: Python refuses to convert it
+            raise UsageError(f"--setting {key}: {configs.PAST_64_BITS}") from None
+    configs.check_integers(table, "--setting ")
     return table
 
 

@@ -637,7 +637,28 @@ def read_toml(path: str | Path) -> dict:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as error:
         raise ConfigError(f"{path} is not valid TOML: {error}") from None
+    except ValueError:  # an integer of thousands of digits: Python refuses to convert it
+        raise ConfigError(f"{path} is not valid TOML: {PAST_64_BITS}") from None
+    check_integers(data, f"{path}: ")
     return data
+
+
+#: TOML's integers are 64-bit signed (TOML 1.0: one that cannot be held exactly is an error);
+#: Python's reader takes any, and a message would then repeat every digit.
+PAST_64_BITS = "an integer past 64 bits (TOML's integers are 64-bit signed)"
+
+
+def check_integers(value, where: str) -> None:
+    """ConfigError naming the key (``where`` + its dotted path) of the first integer in
+    ``value`` (a TOML value: tables and arrays are walked) past 64 bits."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            check_integers(item, f"{where}{key}." if isinstance(item, dict) else f"{where}{key}")
+    elif isinstance(value, list):
+        for item in value:
+            check_integers(item, where)
+    elif isinstance(value, int) and not -(2**63) <= value < 2**63:
+        raise ConfigError(f"{where.rstrip('.')}: {PAST_64_BITS}")
 
 
 def read_options(cls, values: dict):

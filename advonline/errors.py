@@ -5,3 +5,10 @@ too, so this module imports nothing."""
 
 class InputError(ValueError):
     """Input that cannot be used; the message says why, in one line."""
+
+
+def shown(text: str, most: int = 40) -> str:
+    """``text`` (a user's cell, a column's name) as a message quotes it: whole where it is
+    short, else its first ``most`` characters and its length, so that the message stays one
+    readable line."""
+    return text if len(text) <= most else f"{text[:most]}... ({len(text)} characters)"

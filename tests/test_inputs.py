@@ -248,6 +248,10 @@ def write_config(tmp_path: Path, text: str) -> str:
             '[adversary]\nconditioning = "state"\n[game]\nloop = "oracle"\n',
             "would take more than 1e308 bytes",
         ),
+        # TOML's integers are 64-bit: past that, the key is named and no digit repeated;
+        # past Python's 4300-digit conversion limit, the reader's ValueError is one line too
+        (f"[setting]\nrounds = {2**64}\n", "setting.rounds: an integer past 64 bits"),
+        (f"[oracle]\nchains = [{'9' * 5000}]\n", "is not valid TOML: an integer past 64 bits"),
     ],
 )
 def test_configs_out_of_range_get_one_line(tmp_path, capsys, text, message):
@@ -347,6 +351,9 @@ def test_the_estimate_counts_the_buyer_types_the_adversary_builds(resources):
         ("3,0.2\n", ["--setting", "resources=2"], "resources=2 but the trace has 1"),
         ("3,0.2\n", ["--checkpoint", "run"], "not allowed with argument --instances"),
         ("3,0.2\n", ["--policy", "p.json"], "not allowed with argument --instances"),
+        # a long cell is quoted by its start and its length, not in full
+        (f"{'9' * 5000},0.2\n", [], "value=9999999999999999999999999999999999999999... (5000 "),
+        (f"3,{'x' * 500}\n", [], "demand='xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx... (502 char"),
     ],
 )
 def test_traces_the_setting_does_not_allow_get_one_line(tmp_path, capsys, rows, flags, message):
@@ -527,6 +534,9 @@ def test_a_setting_given_by_flags_is_refused_naming_the_keys(tmp_path, capsys):
         (["rounds=0"], "rounds must be >= 1, got 0"),
         (["max_demand=2"], "max_demand must lie in (0, 1]"),
         (["demand_levels=0"], "demand_levels must be >= 1"),
+        ([f"demand_levels={10**320}"], "--setting demand_levels: an integer past 64 bits"),
+        ([f"capacities=[1, {2**63}]"], "--setting capacities: an integer past 64 bits"),
+        ([f"rounds={'9' * 5000}"], "--setting rounds: an integer past 64 bits"),
     ]:
         flags = [part for pair in pairs for part in ("--setting", pair)]
         one_line_exit_2(capsys, ["evaluate", *flags, *greedy], message)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
-from advonline.errors import InputError
+from advonline.errors import InputError, shown
 from advonline.folders import read_text
 
 
@@ -27,7 +27,8 @@ def load_trace(path: str | Path) -> tuple[np.ndarray, np.ndarray]:
         raise TraceError(f"trace {path} is empty")
     header = [name.strip() for name in rows[0]]
     if "value" not in header:
-        raise TraceError(f"trace {path} has no 'value' column (columns: {', '.join(header)})")
+        columns = shown(", ".join(header), 200)
+        raise TraceError(f"trace {path} has no 'value' column (columns: {columns})")
     demand_columns = _demand_columns(header, path)
     # blank lines (a spreadsheet's file often ends in some) hold no buyer
     buyers = [(line, row) for line, row in enumerate(rows[1:], start=2) if row]
@@ -46,12 +47,11 @@ def load_trace(path: str | Path) -> tuple[np.ndarray, np.ndarray]:
                 number = float(cell)
             except ValueError:
                 raise TraceError(
-                    f"trace {path} line {line}: {header[index]}={cell!r} is not a number"
+                    f"trace {path} line {line}: {header[index]}={shown(repr(cell))} is not a number"
                 ) from None
             if not math.isfinite(number) or number < 0:
-                raise TraceError(
-                    f"trace {path} line {line}: {header[index]}={cell} must be finite and >= 0"
-                )
+                given = f"{header[index]}={shown(cell)}"
+                raise TraceError(f"trace {path} line {line}: {given} must be finite and >= 0")
             table[buyer, column] = number
     return table[:, 0], table[:, 1:]
 
