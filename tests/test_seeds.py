@@ -38,6 +38,9 @@ def test_seed_lists_read_and_bad_ones_refused():
     ):
         with pytest.raises(ValueError):
             parse_seeds(bad)
+    # thousands of digits are refused as a list that is not one, quoted by start and length
+    with pytest.raises(ValueError, match=r"got '9{39}\.\.\. \(5002 characters\)$"):
+        parse_seeds("9" * 5000)
 
 
 def test_a_figure_over_seeds_is_its_median_min_and_max_in_seed_order():
