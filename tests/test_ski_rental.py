@@ -42,6 +42,9 @@ def test_a_price_past_int32_is_simulated_and_bounded_as_a_number(buy):
     bound = exact.lower_bound(setting)
     assert bound.ratio == 1.0  # no season reaches the price: renting is optimal online too
     assert np.all(exact.rule_costs(setting, np.eye(setting.rounds)[-1]) > 0)
+    if buy == 2**63 - 1:  # one more is refused as the setting is read (a config refuses it first)
+        with pytest.raises(ValueError, match=r"buy must be a whole number in \[1, 9223372036"):
+            model.Setting.from_config({"buy": buy + 1, "rounds": 6})
 
 
 @pytest.mark.parametrize("setting", SETTINGS, ids=str)
