@@ -318,7 +318,7 @@ def _refused(problem: Problem, setting) -> str | None:
     except PreflightError as error:
         return str(error)
     except Exception:  # the problem's own code: the checks below report it
-        return None
+        pass
     return None
 
 

@@ -132,6 +132,22 @@ def test_a_check_that_does_not_fit_in_memory_is_skipped_not_failed(capsys, monke
     ]
 
 
+def test_a_memory_estimate_that_crashes_refuses_no_check(capsys, monkeypatch):
+    """The checks' pre-flight runs the problem's own estimate; where that code crashes, it
+    refuses nothing, and the checks run and report on the problem as they find it."""
+    import dataclasses
+
+    import rent_or_buy
+
+    def crashing(setting, budget):
+        raise RuntimeError("an estimate with a bug")
+
+    odd = dataclasses.replace(rent_or_buy.PROBLEM, evaluation_needs=crashing)
+    monkeypatch.setattr(cli, "_problem", lambda name: odd)
+    assert cli.main(["check", "rent-or-buy", "--setting", "buy=4"]) == 0
+    assert capsys.readouterr().out.count("pass ") == 6
+
+
 def test_clashes_and_broken_packages_get_one_line_each(site, capsys):
     install(site, "clashing", {"adwords": "clashing_problem"}, {"clashing_problem.py": ""})
     for twin in ("twin-a", "twin-b"):
