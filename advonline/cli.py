@@ -458,11 +458,11 @@ def run_check(args: argparse.Namespace) -> int:
         results = checks.check_problem(problem, setting)
         print(f"checks of {problem.name} on {evaluation.setting_line(setting.describe())}")
         width = max(len(result.name) for result in results) + 2
-        shown = None
+        above = None
         for result in results:  # a reason that repeats the line above is said once
-            detail = "as above" if result.skipped and result.detail == shown else result.detail
+            detail = "as above" if result.skipped and result.detail == above else result.detail
             print(f"{result.name:<{width}}{result.verdict:<6}{detail}")
-            shown = result.detail
+            above = result.detail
         failed += [result.name for result in results if result.verdict == "FAIL"]
         not_run += [result.name for result in results if result.verdict == "skip"]
     if failed:
