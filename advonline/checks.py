@@ -311,12 +311,13 @@ PREFLIGHT_BUDGET = Budget(
 def _refused(problem: Problem, setting) -> str | None:
     """Why the checks after the first cannot run on ``setting`` here (the memory pre-flight
     at :data:`PREFLIGHT_BUDGET`: a random input of a billion rounds is refused before it is
-    drawn, not killed by the system part way), or None. An estimate that crashes refuses
-    nothing: the checks then report the crash."""
+    drawn, not killed by the system part way), or None. The reason gives the sizes alone:
+    the checks' budget is fixed, so only the setting is the user's to lower. An estimate that
+    crashes refuses nothing: the checks then report the crash."""
     try:
         preflight.check(preflight.evaluation_needs(problem, setting, PREFLIGHT_BUDGET))
     except PreflightError as error:
-        return str(error)
+        return error.sizes
     except Exception:  # the problem's own code: the checks below report it
         pass
     return None
@@ -346,6 +347,8 @@ def _outcome(name: str, check: Callable, problem: Problem, setting) -> CheckResu
         return CheckResult(name, True, check(problem, setting))
     except Exception as error:
         first = (str(error).strip().splitlines() or [type(error).__name__])[0]
-        if isinstance(error, PreflightError) or out_of_memory(error):
+        if isinstance(error, PreflightError):
+            return CheckResult(name, False, f"not run: {error.sizes}", skipped=True)
+        if out_of_memory(error):
             return CheckResult(name, False, f"not run: {first}", skipped=True)
         return CheckResult(name, False, f"{type(error).__name__}: {first}")

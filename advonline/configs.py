@@ -24,6 +24,7 @@ from typing import Any
 import jax
 import numpy as np
 
+from advonline.errors import shown
 from advonline.folders import read_text
 from advonline.seeds import SEED_LIMIT
 
@@ -470,7 +471,7 @@ def problem_of(data: dict, origin: str = "config"):
         raise ConfigError(f"{origin} [problem]: expected a table with one key, name")
     name = table.get("name", registry.DEFAULT)
     if not isinstance(name, str):
-        raise ConfigError(f"{origin} [problem] name: expected a string, got {name!r}")
+        raise ConfigError(f"{origin} [problem] name: expected a string, got {shown(repr(name))}")
     try:
         return registry.get(name)
     except KeyError as error:
@@ -668,7 +669,7 @@ def read_options(cls, values: dict):
     known = [field.name for field in dataclasses.fields(cls)]
     unknown = sorted(set(values) - set(known))
     if unknown:
-        raise ValueError(f"unknown key {unknown[0]!r}; known: {', '.join(known)}")
+        raise ValueError(f"unknown key {shown(repr(unknown[0]))}; known: {', '.join(known)}")
     try:
         options = build_section(cls, values, "")
     except ConfigError as error:
@@ -687,7 +688,9 @@ def build_section(cls, values, where: str):
     hints = typing.get_type_hints(cls)
     unknown = sorted(set(values) - set(fields))
     if unknown:
-        raise ConfigError(f"{where}: unknown key {unknown[0]!r}; known: {', '.join(fields)}")
+        raise ConfigError(
+            f"{where}: unknown key {shown(repr(unknown[0]))}; known: {', '.join(fields)}"
+        )
     converted = {
         name: _convert(value, hints[name], f"{where} {name}") for name, value in values.items()
     }
@@ -706,21 +709,21 @@ def _convert(value, hint, where: str):
         return tuple(_convert(v, item, where) for v in value)
     if hint is bool:
         if not isinstance(value, bool):
-            raise ConfigError(f"{where}: expected true or false, got {value!r}")
+            raise ConfigError(f"{where}: expected true or false, got {shown(repr(value))}")
         return value
     if hint is int:
         if isinstance(value, bool) or not isinstance(value, int):
-            raise ConfigError(f"{where}: expected a whole number, got {value!r}")
+            raise ConfigError(f"{where}: expected a whole number, got {shown(repr(value))}")
         return value
     if hint is float:
         if isinstance(value, bool) or not isinstance(value, int | float):
-            raise ConfigError(f"{where}: expected a number, got {value!r}")
+            raise ConfigError(f"{where}: expected a number, got {shown(repr(value))}")
         if not math.isfinite(value):
-            raise ConfigError(f"{where}: expected a finite number, got {value!r}")
+            raise ConfigError(f"{where}: expected a finite number, got {shown(repr(value))}")
         return float(value)
     if hint is str:
         if not isinstance(value, str):
-            raise ConfigError(f"{where}: expected a string, got {value!r}")
+            raise ConfigError(f"{where}: expected a string, got {shown(repr(value))}")
         return value
     return value
 

@@ -25,7 +25,13 @@ FLOAT64, FLOAT32 = 8, 4
 
 
 class PreflightError(ValueError):
-    """A command whose largest array would not fit; the message names what to lower."""
+    """A command whose largest array would not fit; the message names what to lower.
+    ``sizes`` is the message without that advice, for a caller whose sizes are not the
+    user's to choose (the checks of ``advonline check`` name only the setting)."""
+
+    def __init__(self, message: str, sizes: str | None = None) -> None:
+        super().__init__(message)
+        self.sizes = message if sizes is None else sizes
 
 
 @dataclasses.dataclass(frozen=True)
@@ -99,10 +105,11 @@ def check(needs: list[Need], available: float | None = None) -> tuple[Need, floa
         return Need("nothing estimated", 0.0, "nothing"), available
     largest = max(needs, key=lambda need: need.copies * need.bytes)
     if largest.copies * largest.bytes > available:
-        raise PreflightError(
+        sizes = (
             f"{largest.what} would take {_size(largest.bytes)} (and about {largest.copies:g}x "
-            f"that while computing); {_size(available)} is free: lower {largest.lower}"
+            f"that while computing); {_size(available)} is free"
         )
+        raise PreflightError(f"{sizes}: lower {largest.lower}", sizes)
     return largest, available
 
 

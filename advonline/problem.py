@@ -22,6 +22,7 @@ from typing import Any, NamedTuple, Protocol
 import jax
 
 from advonline.configs import MAX_LAYERS
+from advonline.errors import shown
 
 
 def setting_from_table(setting_class: type, table: dict, error: type[Exception] = ValueError):
@@ -37,7 +38,8 @@ def setting_from_table(setting_class: type, table: dict, error: type[Exception] 
     known = {field.name for field in dataclasses.fields(setting_class)}
     unknown = sorted(set(table) - known)
     if unknown:
-        raise error(f"unknown setting keys {unknown}; known: {sorted(known)}")
+        named = ", ".join(shown(repr(key)) for key in unknown)
+        raise error(f"unknown setting keys [{named}]; known: {sorted(known)}")
     try:
         return build_section(setting_class, table, "setting")
     except ConfigError as problem:

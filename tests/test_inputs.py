@@ -144,7 +144,8 @@ def test_every_problem_gets_the_memory_pre_flight(tmp_path, capsys, problem, set
     any work (no abort, no hang, no process killed by the system, nothing allocated): a
     problem with no estimate of its own is sized by its encoding, whose sizes are known
     before it builds anything. ``check`` still reads the setting back, and marks the other
-    checks skipped, not failed."""
+    checks skipped, not failed, naming no flag: the checks' budget is not the user's to
+    lower."""
     message = "would take"
     one_line_exit_2(capsys, ["evaluate", "--problem", problem, "--setting", setting], message)
     assert main(["check", problem, "--setting", setting]) == 2
@@ -152,6 +153,7 @@ def test_every_problem_gets_the_memory_pre_flight(tmp_path, capsys, problem, set
     assert "setting       pass" in printed.out and "FAIL" not in printed.out
     assert printed.out.count("  skip  ") == 5 and printed.out.count("as above") == 4
     assert printed.err.startswith("advonline: error: not checked") and printed.err.count("\n") == 1
+    assert message in printed.out and "--" not in printed.out + printed.err
     key, value = setting.split("=")
     config = write_config(tmp_path, f'[problem]\nname = "{problem}"\n[setting]\n{key} = {value}\n')
     one_line_exit_2(capsys, ["train", config, "--out", str(tmp_path / "run")], message)
@@ -537,6 +539,9 @@ def test_a_setting_given_by_flags_is_refused_naming_the_keys(tmp_path, capsys):
         ([f"demand_levels={10**320}"], "--setting demand_levels: an integer past 64 bits"),
         ([f"capacities=[1, {2**63}]"], "--setting capacities: an integer past 64 bits"),
         ([f"rounds={'9' * 5000}"], "--setting rounds: an integer past 64 bits"),
+        # a long value or key is quoted by its start and its length
+        ([f"divisible={'x' * 5000}"], "got 'xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx... (5002 cha"),
+        ([f"{'x' * 5000}=1"], "unknown setting keys ['xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx..."),
     ]:
         flags = [part for pair in pairs for part in ("--setting", pair)]
         one_line_exit_2(capsys, ["evaluate", *flags, *greedy], message)
