@@ -7,7 +7,6 @@ JAX optimum is only a feasible flow (``problem.exact_optimum``)."""
 from __future__ import annotations
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 from scipy.optimize import Bounds, LinearConstraint, linprog, milp
 from scipy.sparse import coo_matrix, vstack
@@ -55,9 +54,7 @@ def earned(setting: model.Setting, policy, instance) -> float:
     for t in range(setting.queries):
         bidding = bidders[t]
         offered = np.where(bidding, bids[t], 0.0)
-        observation = model.Observation(
-            jnp.asarray(offered), jnp.asarray(spent), jnp.asarray(t / setting.queries)
-        )
+        observation = model.Observation(offered, spent, np.float64(t / setting.queries))
         shares = np.where(bidding, np.asarray(policy(observation)), 0.0)
         if setting.allocation == "integral":
             shares = np.eye(setting.advertisers)[np.argmax(shares)] * (shares.max() > 0)

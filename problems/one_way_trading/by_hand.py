@@ -3,7 +3,7 @@ one-way-trading``): a loop that converts up to the curve's target, and OPT by Sc
 
 from __future__ import annotations
 
-import jax.numpy as jnp
+import jax
 import numpy as np
 from scipy.optimize import linprog
 
@@ -15,11 +15,10 @@ def earned(setting: model.Setting, policy, rates) -> float:
     at ``m`` in the end."""
     rates = np.asarray(rates)
     converted, revenue = 0.0, 0.0
+    act = jax.jit(lambda observation: policy(observation))  # the loop around it is by hand
     for t, rate in enumerate(rates):
-        observation = model.Observation(
-            jnp.asarray(rate), jnp.asarray(converted), jnp.asarray(t / len(rates))
-        )
-        amount = min(max(float(policy(observation)) - converted, 0.0), 1.0 - converted)
+        observation = model.Observation(rate, np.float64(converted), np.float64(t / len(rates)))
+        amount = min(max(float(act(observation)) - converted, 0.0), 1.0 - converted)
         converted += amount
         revenue += rate * amount
     return revenue + setting.low * (1.0 - converted)

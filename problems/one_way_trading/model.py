@@ -31,6 +31,7 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from flax import struct
 
 from advonline import ratio
@@ -232,11 +233,11 @@ def rise_and_drop(setting: Setting) -> jax.Array:
     """The held-out family: rates rise through the tokens to token ``k``, then drop to ``m``
     for the remaining rounds; one member per token -> tokens ``[2 G - 1, T]``. With fewer
     rounds than the rise needs it takes evenly spaced tokens."""
-    rows = []
-    for stop in range(len(setting.token_rates)):
+    tokens = np.zeros((len(setting.token_rates), setting.rounds), np.int32)
+    for stop in range(len(tokens)):
         rise = walk_levels(stop + 1, setting.rounds)
-        rows.append(rise + [0] * (setting.rounds - len(rise)))
-    return jnp.asarray(rows, jnp.int32)
+        tokens[stop, : len(rise)] = rise
+    return jnp.asarray(tokens)
 
 
 def walk_levels(levels: int, rounds: int) -> list[int]:
