@@ -7,6 +7,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from scipy.optimize import linprog
 
 from advonline.baselines.posted_price import make_baseline
 from advonline.problems.posted_price.certify import certify_dp
@@ -82,6 +83,29 @@ def test_no_algorithm_beats_the_searched_bound(setting):
     for name in ("threshold", "exponential", "greedy"):
         exact = certify_dp(setting, make_baseline(name, setting)).ratio
         assert searched.ratio <= exact * (1 + 1e-9), name
+
+
+def test_the_sparse_lp_is_the_lp_written_out():
+    """The bound's divisible LP, solved with running sums (a few nonzeros a round), has the
+    optimum of the LP written row by row, ``z <= sum_{t <= j} v_t x_t / OPT_j`` for every
+    prefix j, and its duals certify no more than that optimum."""
+    setting = Setting(rounds=60, max_demand=0.1, demand_levels=4)
+    rng = np.random.default_rng(7)
+    for _ in range(4):
+        units = rng.integers(1, 5, size=60)
+        densities = rng.uniform(1.0, 10.0, size=60)
+        values = densities * units / setting.grid_size
+        optima = prefix_optima(setting, units, values)
+        rows = -np.tril(np.ones((60, 60))) * values[None, :] / optima[:, None]
+        written = linprog(
+            c=np.append(np.zeros(60), -1.0),
+            A_ub=np.vstack([np.hstack([rows, np.ones((60, 1))]), np.append(units, 0.0)]),
+            b_ub=np.append(np.zeros(60), setting.grid_size),
+            bounds=[(0.0, 1.0)] * 60 + [(0.0, None)],
+        )
+        bound = stopping_lower_bound(setting, units, densities)
+        assert bound.lp_ratio == pytest.approx(-1.0 / written.fun, rel=1e-9)
+        assert 1.0 < bound.ratio <= bound.lp_ratio * (1 + 1e-9)
 
 
 def test_several_resources_are_refused():

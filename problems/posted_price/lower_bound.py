@@ -40,6 +40,7 @@ from collections.abc import Callable
 import jax
 import jax.numpy as jnp
 import numpy as np
+from scipy import sparse
 from scipy.optimize import linprog
 
 from advonline.problems.posted_price import oracles
@@ -127,22 +128,46 @@ def _maximin(setting: Setting, units, densities, values, optima) -> tuple[float,
     """``z*`` and the duals of the prefix rows (the adversary's stopping distribution)."""
     rounds = len(units)
     capacity = capacity_units(setting)
-    if setting.divisible:  # variables: x_0 .. x_{T-1}, z
-        prefix = np.tril(np.ones((rounds, rounds)))  # row j sums buyers 0 .. j
-        gains = prefix * values[None, :] / optima[:, None]
-        rows = np.hstack([-gains, np.ones((rounds, 1))])
-        budget = np.append(units, 0.0)[None, :]
-        result = linprog(
-            c=np.append(np.zeros(rounds), -1.0),
-            A_ub=np.vstack([rows, budget]),
-            b_ub=np.append(np.zeros(rounds), capacity),
-            bounds=[(0.0, 1.0)] * rounds + [(0.0, None)],
-            method="highs",
-        )
-        return _solved(result, rounds)
+    if setting.divisible:
+        return _solved(_divisible_maximin(units, values, optima, capacity), rounds)
     # indivisible: the flow LP over (buyer, units used) of a tree that is a path
     path = TreeFamily(np.arange(-1, rounds - 1), units, densities)
     return flow_maximin(setting, path, optima)
+
+
+def _divisible_maximin(units, values, optima, capacity: int):
+    """HiGHS on the divisible LP, sparse: with running sums ``s_j = sum_{t <= j} v_t x_t``
+    (one equality a round) each prefix row is ``z - s_j / OPT_j <= 0``: the LP of the module
+    docstring, its prefix rows' duals the stopping distribution, in 6 T nonzeros where the
+    rows written out take T^2 / 2 (0.02 s at T = 1,000 where those take 0.3-0.6 s).
+    Variables: ``x [T]`` in [0, 1], ``s [T]``, ``z >= 0``."""
+    rounds = len(units)
+    t = np.arange(rounds)
+    x, s, z = t, rounds + t, 2 * rounds
+    prefix_rows = sparse.coo_matrix(
+        (
+            np.concatenate([np.ones(rounds), -1.0 / optima]),
+            (np.tile(t, 2), np.append([z] * rounds, s)),
+        ),
+        shape=(rounds, 2 * rounds + 1),
+    )
+    budget = sparse.coo_matrix((units.astype(float), ([0] * rounds, x)), shape=(1, 2 * rounds + 1))
+    running = sparse.coo_matrix(  # s_j - s_{j-1} - v_j x_j = 0
+        (
+            np.concatenate([np.ones(rounds), -np.ones(rounds - 1), -values]),
+            (np.concatenate([t, t[1:], t]), np.concatenate([s, s[:-1], x])),
+        ),
+        shape=(rounds, 2 * rounds + 1),
+    )
+    return linprog(
+        c=np.append(np.zeros(2 * rounds), -1.0),
+        A_ub=sparse.vstack([prefix_rows, budget]).tocsr(),
+        b_ub=np.append(np.zeros(rounds), capacity),
+        A_eq=running.tocsr(),
+        b_eq=np.zeros(rounds),
+        bounds=[(0.0, 1.0)] * rounds + [(None, None)] * rounds + [(0.0, None)],
+        method="highs",
+    )
 
 
 def _solved(result, rounds: int) -> tuple[float, np.ndarray]:
