@@ -15,7 +15,7 @@ The classic model's settings (:data:`CLASSIC_SETTINGS`: 640 buyers of 5% of capa
 capacities of supply) get the classic family instead of a search: a rising ramp with a
 capacity of buyers at each of 32 densities geometric in [L, U], stopped anywhere. It is what
 makes 1 + ln(U/L) the best possible ratio as demands shrink; here it comes within 3% of it for
-U/L = 5 and 10. (The search's LP grows with T; at T = 640 it is too slow for this machine.)
+U/L = 5 and 10. (A search of the same budget at T = 640 takes about 6 min a setting.)
 
 Beside each search's bound: the best of a small grid of branching families
 (``problems/posted_price/tree_bound.py``), :func:`branching_bound`: buyers at L, then a rising
@@ -36,8 +36,8 @@ classic configs hide the round from the network, which the bound does not depend
 
 Run: python experiments/lower_bounds.py [--out results] [--steps 1500] [--restarts 2]
          [--candidates 4] [--seed 0]
-Writes OUT/lower_bounds.{md,csv,json} and prints the table. About 16 min on 2 CPU cores for
-one resource, and 3 more for two.
+Writes OUT/lower_bounds.{md,csv,json} and prints the table. About 13 min on 2 CPU cores for
+one resource (the indivisible setting more than half of it), and 3 more for two.
 """
 
 from __future__ import annotations
