@@ -50,7 +50,7 @@ def earned(setting: model.Setting, policy, instance) -> float:
     earnings capped by what is left of its budget of 1."""
     bids, bidders = np.asarray(instance.bids), np.asarray(instance.bidders)
     spent = np.zeros(setting.advertisers)
-    policy = jax.jit(policy)  # the rule's own arithmetic; the loop around it is by hand
+    policy = jax.jit(policy)  # the rule, jitted; the loop is by hand
     for t in range(setting.queries):
         bidding = bidders[t]
         offered = np.where(bidding, bids[t], 0.0)

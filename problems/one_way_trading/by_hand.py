@@ -15,7 +15,7 @@ def earned(setting: model.Setting, policy, rates) -> float:
     at ``m`` in the end."""
     rates = np.asarray(rates)
     converted, revenue = 0.0, 0.0
-    act = jax.jit(lambda observation: policy(observation))  # the loop around it is by hand
+    act = jax.jit(lambda observation: policy(observation))  # the rule, jitted; the loop is by hand
     for t, rate in enumerate(rates):
         observation = model.Observation(rate, np.float64(converted), np.float64(t / len(rates)))
         amount = min(max(float(act(observation)) - converted, 0.0), 1.0 - converted)
