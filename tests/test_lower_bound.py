@@ -11,6 +11,7 @@ from scipy.optimize import linprog
 
 from advonline.baselines.posted_price import make_baseline
 from advonline.problems.posted_price.certify import certify_dp
+from advonline.problems.posted_price.knapsack import fractional_knapsack
 from advonline.problems.posted_price.lower_bound import (
     best_response_payoff,
     prefix_optima,
@@ -62,6 +63,21 @@ def test_prefix_optima_are_the_offline_optima_of_the_prefixes(divisible):
             blank_values, blank_units
         )
     np.testing.assert_allclose(optima, np.asarray(expected), rtol=1e-5)
+
+
+def test_prefix_optima_sorted_once_are_each_prefix_s_own_knapsack_to_the_bit():
+    """The divisible prefix optima sort the buyers once; each equals the fractional knapsack
+    of its own prefix, sorted on its own, exactly (ties in density included): the search
+    compares bounds for ties, so the figures it finds must not move in the last bit."""
+    setting = Setting(rounds=300, max_demand=0.05, demand_levels=5)
+    rng = np.random.default_rng(11)
+    units = rng.integers(1, 6, size=300)
+    densities = rng.choice(np.geomspace(1.0, 10.0, 7), size=300)  # many ties
+    values = densities * units / setting.grid_size
+    optima = prefix_optima(setting, units, values)
+    for j in range(300):
+        own = fractional_knapsack(values[: j + 1], units[: j + 1], setting.grid_size)
+        assert optima[j] == own, j
 
 
 @pytest.mark.parametrize(

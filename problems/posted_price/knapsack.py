@@ -27,13 +27,23 @@ def add_item(best: np.ndarray, value: float, weight: int) -> None:
         best[weight:] = np.maximum(best[weight:], best[: len(best) - weight] + value)
 
 
-def fractional_knapsack(values: np.ndarray, units: np.ndarray, capacity: int) -> float:
+def fractional_knapsack(
+    values: np.ndarray, units: np.ndarray, capacity: int, order: np.ndarray | None = None
+) -> float:
     """The most value of buyers (``values``, demands of ``units``) served in part or whole
-    within ``capacity`` units: the densest first."""
-    order = np.argsort(-(values / units), kind="stable")
+    within ``capacity`` units: the densest first. ``order``: the buyers to serve, densest
+    first (default: every buyer, by a stable sort)."""
+    if order is None:
+        order = densest_first(values, units)
     taken_before = np.cumsum(units[order]) - units[order]
     share = np.clip((capacity - taken_before) / units[order], 0.0, 1.0)
     return float(np.sum(values[order] * share))
+
+
+def densest_first(values: np.ndarray, units: np.ndarray) -> np.ndarray:
+    """The buyers by value density, densest first, ties in their order (a stable sort: on a
+    subset of the buyers it is this order restricted to them)."""
+    return np.argsort(-(values / units), kind="stable")
 
 
 def knapsack(values: np.ndarray, units: np.ndarray, capacity: int) -> float:

@@ -48,6 +48,7 @@ from advonline.problems.posted_price.buyer_types import BuyerTypes
 from advonline.problems.posted_price.knapsack import (
     add_item,
     capacity_units,
+    densest_first,
     fractional_knapsack,
     knapsack,
 )
@@ -82,8 +83,9 @@ def prefix_optima(setting: Setting, units: np.ndarray, values: np.ndarray) -> np
     capacity = capacity_units(setting)
     optima = np.empty(len(units))
     if setting.divisible:
+        order = densest_first(values, units)  # sorted once: each prefix's order is within it
         for j in range(len(units)):
-            optima[j] = fractional_knapsack(values[: j + 1], units[: j + 1], capacity)
+            optima[j] = fractional_knapsack(values, units, capacity, order[order <= j])
         return optima
     best = np.zeros(capacity + 1)  # best[c]: the most value within c units
     for j, (value, weight) in enumerate(zip(values, units, strict=True)):
