@@ -24,7 +24,7 @@ from typing import Any
 import jax
 import numpy as np
 
-from advonline.errors import shown
+from advonline.errors import quoted
 from advonline.folders import read_text
 from advonline.seeds import SEED_LIMIT
 
@@ -471,7 +471,7 @@ def problem_of(data: dict, origin: str = "config"):
         raise ConfigError(f"{origin} [problem]: expected a table with one key, name")
     name = table.get("name", registry.DEFAULT)
     if not isinstance(name, str):
-        raise ConfigError(f"{origin} [problem] name: expected a string, got {shown(repr(name))}")
+        raise ConfigError(f"{origin} [problem] name: expected a string, got {quoted(name)}")
     try:
         return registry.get(name)
     except KeyError as error:
@@ -669,7 +669,7 @@ def read_options(cls, values: dict):
     known = [field.name for field in dataclasses.fields(cls)]
     unknown = sorted(set(values) - set(known))
     if unknown:
-        raise ValueError(f"unknown key {shown(repr(unknown[0]))}; known: {', '.join(known)}")
+        raise ValueError(f"unknown key {quoted(unknown[0])}; known: {', '.join(known)}")
     try:
         options = build_section(cls, values, "")
     except ConfigError as error:
@@ -688,9 +688,7 @@ def build_section(cls, values, where: str):
     hints = typing.get_type_hints(cls)
     unknown = sorted(set(values) - set(fields))
     if unknown:
-        raise ConfigError(
-            f"{where}: unknown key {shown(repr(unknown[0]))}; known: {', '.join(fields)}"
-        )
+        raise ConfigError(f"{where}: unknown key {quoted(unknown[0])}; known: {', '.join(fields)}")
     converted = {
         name: _convert(value, hints[name], f"{where} {name}") for name, value in values.items()
     }
@@ -709,21 +707,21 @@ def _convert(value, hint, where: str):
         return tuple(_convert(v, item, where) for v in value)
     if hint is bool:
         if not isinstance(value, bool):
-            raise ConfigError(f"{where}: expected true or false, got {shown(repr(value))}")
+            raise ConfigError(f"{where}: expected true or false, got {quoted(value)}")
         return value
     if hint is int:
         if isinstance(value, bool) or not isinstance(value, int):
-            raise ConfigError(f"{where}: expected a whole number, got {shown(repr(value))}")
+            raise ConfigError(f"{where}: expected a whole number, got {quoted(value)}")
         return value
     if hint is float:
         if isinstance(value, bool) or not isinstance(value, int | float):
-            raise ConfigError(f"{where}: expected a number, got {shown(repr(value))}")
+            raise ConfigError(f"{where}: expected a number, got {quoted(value)}")
         if not math.isfinite(value):
-            raise ConfigError(f"{where}: expected a finite number, got {shown(repr(value))}")
+            raise ConfigError(f"{where}: expected a finite number, got {quoted(value)}")
         return float(value)
     if hint is str:
         if not isinstance(value, str):
-            raise ConfigError(f"{where}: expected a string, got {shown(repr(value))}")
+            raise ConfigError(f"{where}: expected a string, got {quoted(value)}")
         return value
     return value
 

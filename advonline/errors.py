@@ -12,3 +12,8 @@ def shown(text: str, most: int = 40) -> str:
     short, else its first ``most`` characters and its length, so that the message stays one
     readable line."""
     return text if len(text) <= most else f"{text[:most]}... ({len(text)} characters)"
+
+
+def quoted(value) -> str:
+    """``value`` as a message quotes it: its ``repr``, shortened by :func:`shown`."""
+    return shown(repr(value))

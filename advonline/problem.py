@@ -22,7 +22,7 @@ from typing import Any, NamedTuple, Protocol
 import jax
 
 from advonline.configs import MAX_LAYERS
-from advonline.errors import shown
+from advonline.errors import quoted
 
 
 def setting_from_table(setting_class: type, table: dict, error: type[Exception] = ValueError):
@@ -38,7 +38,7 @@ def setting_from_table(setting_class: type, table: dict, error: type[Exception] 
     known = {field.name for field in dataclasses.fields(setting_class)}
     unknown = sorted(set(table) - known)
     if unknown:
-        named = ", ".join(shown(repr(key)) for key in unknown)
+        named = ", ".join(quoted(key) for key in unknown)
         raise error(f"unknown setting keys [{named}]; known: {sorted(known)}")
     try:
         return build_section(setting_class, table, "setting")

@@ -22,7 +22,7 @@ from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from pathlib import Path
 from typing import TypeVar
 
-from advonline.errors import shown
+from advonline.errors import quoted
 from advonline.evaluation import Budget, setting_line
 from advonline.ratio import format_ratio
 
@@ -76,7 +76,7 @@ def parse_seeds(text: str) -> tuple[int, ...]:
     """The seeds ``text`` names: ``"0-4"``, ``"0,2,5"`` or a mix (``"0-2,7"``), whole numbers
     >= 0, each once; ValueError with one line for anything else."""
     seeds: list[int] = []
-    given = shown(repr(text))
+    given = quoted(text)
     for part in text.split(","):
         low, dash, high = part.strip().partition("-")
         try:
@@ -86,7 +86,7 @@ def parse_seeds(text: str) -> tuple[int, ...]:
                 f"--seeds takes whole numbers like 0-4 or 0,2,5, got {given}"
             ) from None
         if first < 0 or last < first or last >= SEED_LIMIT:
-            where = shown(repr(part.strip()))
+            where = quoted(part.strip())
             raise ValueError(f"--seeds: {where} is not a range of seeds in [0, 2**32)")
         if len(seeds) + last - first + 1 > MOST_SEEDS:
             raise ValueError(f"--seeds names more than {MOST_SEEDS} seeds: {given}")

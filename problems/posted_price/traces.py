@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
-from advonline.errors import InputError, shown
+from advonline.errors import InputError, quoted, shown
 from advonline.folders import read_text
 
 
@@ -47,7 +47,7 @@ def load_trace(path: str | Path) -> tuple[np.ndarray, np.ndarray]:
                 number = float(cell)
             except ValueError:
                 raise TraceError(
-                    f"trace {path} line {line}: {header[index]}={shown(repr(cell))} is not a number"
+                    f"trace {path} line {line}: {header[index]}={quoted(cell)} is not a number"
                 ) from None
             if not math.isfinite(number) or number < 0:
                 given = f"{header[index]}={shown(cell)}"
