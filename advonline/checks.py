@@ -345,10 +345,10 @@ def _outcome(name: str, check: Callable, problem: Problem, setting) -> CheckResu
     or skipped where memory ran out."""
     try:
         return CheckResult(name, True, check(problem, setting))
+    except PreflightError as error:
+        return CheckResult(name, False, f"not run: {error.sizes}", skipped=True)
     except Exception as error:
         first = (str(error).strip().splitlines() or [type(error).__name__])[0]
-        if isinstance(error, PreflightError):
-            return CheckResult(name, False, f"not run: {error.sizes}", skipped=True)
         if out_of_memory(error):
             return CheckResult(name, False, f"not run: {first}", skipped=True)
         return CheckResult(name, False, f"{type(error).__name__}: {first}")

@@ -146,23 +146,24 @@ def _divisible_maximin(units, values, optima, capacity: int):
     rounds = len(units)
     t = np.arange(rounds)
     x, s, z = t, rounds + t, 2 * rounds
+    columns = 2 * rounds + 1
     prefix_rows = sparse.coo_matrix(
         (
             np.concatenate([np.ones(rounds), -1.0 / optima]),
             (np.tile(t, 2), np.append([z] * rounds, s)),
         ),
-        shape=(rounds, 2 * rounds + 1),
+        shape=(rounds, columns),
     )
-    budget = sparse.coo_matrix((units.astype(float), ([0] * rounds, x)), shape=(1, 2 * rounds + 1))
+    budget = sparse.coo_matrix((units.astype(float), ([0] * rounds, x)), shape=(1, columns))
     running = sparse.coo_matrix(  # s_j - s_{j-1} - v_j x_j = 0
         (
             np.concatenate([np.ones(rounds), -np.ones(rounds - 1), -values]),
             (np.concatenate([t, t[1:], t]), np.concatenate([s, s[:-1], x])),
         ),
-        shape=(rounds, 2 * rounds + 1),
+        shape=(rounds, columns),
     )
     return linprog(
-        c=np.append(np.zeros(2 * rounds), -1.0),
+        c=np.append(np.zeros(columns - 1), -1.0),
         A_ub=sparse.vstack([prefix_rows, budget]).tocsr(),
         b_ub=np.append(np.zeros(rounds), capacity),
         A_eq=running.tocsr(),
